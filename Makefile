@@ -39,7 +39,9 @@ check-generated: generate
 	@echo "generated code is up to date"
 
 ## build: compile the distribution into bin/otelcol-gpubuild (cgo on: NVML)
-build: $(BIN)
+build: $(BIN) bin/healthprobe
+bin/healthprobe: cmd/healthprobe/main.go
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/healthprobe
 $(BIN): $(shell find . -name '*.go' -not -path './.tools/*' -not -path './.run/*' 2>/dev/null) go.mod go.sum distro/go.mod distro/go.sum
 	cd distro && $(GO) build -trimpath -ldflags '-s -w' -o ../$(BIN) .
 

@@ -1,0 +1,27 @@
+# syntax=docker/dockerfile:1
+# Build stage: the same `make build` that CI runs (ocb and mdatagen come from
+# the pinned tools module; cgo is on for NVML).
+FROM golang:1.26.8-bookworm AS build
+WORKDIR /src
+COPY . .
+RUN make build \
+ && mkdir -p /out/queue
+
+# Runtime: glibc-based (go-nvml dlopens libnvidia-ml.so.1, which the NVIDIA
+# container toolkit injects), no shell, non-root (uid 65532).
+FROM gcr.io/distroless/base-debian12:nonroot
+COPY --from=build /src/bin/otelcol-gpubuild /src/bin/healthprobe /usr/local/bin/
+COPY --from=build /src/otelcol-config.yaml /etc/otelcol-gpubuild/config.yaml
+COPY --from=build --chown=65532:65532 /out/queue /var/lib/otelcol-gpubuild/queue
+ENV NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=utility \
+    GPUBUILD_QUEUE_DIR=/var/lib/otelcol-gpubuild/queue
+USER 65532:65532
+VOLUME ["/var/lib/otelcol-gpubuild/queue"]
+# OTLP gRPC, OTLP HTTP, health_check. All bind to 127.0.0.1 unless
+# GPUBUILD_LISTEN_HOST / GPUBUILD_HEALTH_HOST say otherwise: a sidecar shares
+# the service's network namespace, so localhost is enough.
+EXPOSE 4317 4318 13133
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 CMD ["/usr/local/bin/healthprobe"]
+ENTRYPOINT ["/usr/local/bin/otelcol-gpubuild"]
+CMD ["--config", "/etc/otelcol-gpubuild/config.yaml"]
