@@ -30,10 +30,13 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 	if !ok {
 		return nil, errors.New("nvml: unexpected config type")
 	}
-	s := newGPUScraper(rCfg, set)
+	return newReceiver(rCfg, set, next, newGPUScraper(rCfg, set))
+}
+
+func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics, s *gpuScraper) (receiver.Metrics, error) {
 	sc, err := scraper.NewMetrics(s.scrape, scraper.WithStart(s.start), scraper.WithShutdown(s.shutdown))
 	if err != nil {
 		return nil, err
 	}
-	return scraperhelper.NewMetricsController(&rCfg.ControllerConfig, set, next, scraperhelper.AddMetricsScraper(metadata.Type, sc))
+	return scraperhelper.NewMetricsController(&cfg.ControllerConfig, set, next, scraperhelper.AddMetricsScraper(metadata.Type, sc))
 }

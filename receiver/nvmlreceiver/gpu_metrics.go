@@ -29,9 +29,10 @@ type gpuState struct {
 	throttleMask  uint64 // reasons the GPU can report
 	throttleKnown bool
 
-	lost     bool     // ERROR_GPU_IS_LOST seen in this scrape
-	reported uint64   // bit set of features already logged as unsupported
-	procUtil procUtil // reused per-process utilization accumulator
+	lost       bool     // ERROR_GPU_IS_LOST seen in this scrape
+	migEnabled bool     // MIG mode on in this scrape
+	reported   uint64   // bit set of features already logged as unsupported
+	procUtil   procUtil // reused per-process utilization accumulator
 }
 
 // feature names one NVML query for "not supported" logging.
@@ -107,16 +108,17 @@ var gpuSteps = [...]gpuStep{
 
 func (s *gpuScraper) scrapeGPU(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	g.lost = false
+	g.migEnabled = s.migEnabled(g, errs)
 	for _, step := range gpuSteps {
-		step(s, g, ts, errs)
 		if g.lost {
 			break
 		}
+		step(s, g, ts, errs)
 	}
 	// Emit what was recorded even for a lost GPU: those values were read
 	// before it fell off and must not leak into the next GPU's resource.
 	s.mb.EmitForResource(metadata.WithResource(g.resource))
-	if !g.lost {
+	if g.migEnabled && !g.lost {
 		s.scrapeMIG(g, ts, errs)
 	}
 }

@@ -13,6 +13,19 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
 
+// migEnabled reports whether the GPU is in MIG mode now. GPUs without MIG
+// answer NOT_SUPPORTED, the common case, which is not worth a log line.
+func (s *gpuScraper) migEnabled(g *gpuState, errs *scrapererror.ScrapeErrors) bool {
+	if !s.sym.mig {
+		return false
+	}
+	mode, _, ret := g.dev.GetMigMode()
+	if isUnsupported(ret) {
+		return false
+	}
+	return s.check(g, featMIGMode, ret, errs) && mode == nvml.DEVICE_MIG_ENABLE
+}
+
 // scrapeMIG emits one resource per MIG device of a GPU in MIG mode, with
 // its memory and its processes' memory. NVML reports no utilization,
 // power, clocks or per-process utilization for MIG devices (those need
@@ -21,14 +34,7 @@ import (
 func (s *gpuScraper) scrapeMIG(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	wantMem := s.cfg.Metrics.GpuMemoryUsage.Enabled || s.cfg.Metrics.GpuMemoryLimit.Enabled
 	wantProcs := s.wantProcesses()
-	if !s.sym.mig || (!wantMem && !wantProcs) {
-		return
-	}
-	mode, _, ret := g.dev.GetMigMode()
-	if isUnsupported(ret) {
-		return // GPUs without MIG: the common case, nothing to report
-	}
-	if !s.check(g, featMIGMode, ret, errs) || mode != nvml.DEVICE_MIG_ENABLE {
+	if !wantMem && !wantProcs {
 		return
 	}
 	slots, ret := g.dev.GetMaxMigDeviceCount()

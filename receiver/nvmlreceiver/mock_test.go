@@ -240,9 +240,16 @@ func resourceFor(t *testing.T, md pmetric.Metrics, want map[string]any) pmetric.
 	return found[0]
 }
 
+// attrsMatch checks attribute values; a nil value means "absent".
 func attrsMatch(attrs pcommon.Map, want map[string]any) bool {
 	for k, v := range want {
 		got, ok := attrs.Get(k)
+		if v == nil {
+			if ok {
+				return false
+			}
+			continue
+		}
 		if !ok || got.AsRaw() != v {
 			return false
 		}

@@ -62,8 +62,8 @@ type loadFunc func() (library, error)
 
 // newSystemLoader loads libnvidia-ml.so.1. One nvml.Interface serves every
 // attempt: while the library is missing each Init tries dlopen again.
-func newSystemLoader() loadFunc {
-	lib := nvml.New()
+func newSystemLoader(opts ...nvml.LibraryOption) loadFunc {
+	lib := nvml.New(opts...)
 	return func() (library, error) {
 		if ret := lib.Init(); ret != nvml.SUCCESS {
 			// Do not touch lib again (not even Shutdown): with the library

@@ -27,7 +27,9 @@ type procUtilSum struct {
 }
 
 func (s *gpuScraper) recordProcesses(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.wantProcesses() {
+	// In MIG mode processes are reported per MIG device only, so that no
+	// process is counted twice.
+	if !s.wantProcesses() || g.migEnabled {
 		return
 	}
 	s.recordProcessesOf(g, g.dev, featProcesses, true, ts, errs)
