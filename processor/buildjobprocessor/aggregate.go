@@ -1,0 +1,169 @@
+package buildjobprocessor // import "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"
+
+import (
+	"hash/maphash"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// family is a pair of derived metrics sharing their attributes: a count and
+// a duration histogram.
+type family uint8
+
+const (
+	familyJobs   family = iota // build.jobs, build.job.duration
+	familyStages               // build.stage.runs, build.stage.duration
+	familyAPI                  // api.requests, api.request.duration
+	numFamilies
+)
+
+// seriesLabels identifies one derived series. While looking a series up the
+// strings and values are borrowed from the input; a new series owns copies.
+type seriesLabels struct {
+	res *resourceEntry
+	fam family
+	// jobs: result; stages: stage, result; api: route, method, status class.
+	// An empty string means the attribute is not set.
+	a, b, c string
+	// dims is aligned with the configured dimensions; an empty value means
+	// the dimension is not set.
+	dims []pcommon.Value
+}
+
+// series accumulates one family's count and duration histogram for one set
+// of labels. In delta mode it holds what happened since the last flush.
+type series struct {
+	labels seriesLabels
+	count  int64
+	hist   histogram
+}
+
+// histogram is an explicit-bucket histogram in seconds.
+type histogram struct {
+	bounds []float64 // shared, read-only
+	counts []uint64  // len(bounds)+1, allocated on first observation
+	n      uint64
+	sum    float64
+	min    float64
+	max    float64
+}
+
+func (h *histogram) observe(v float64) {
+	if h.counts == nil {
+		h.counts = make([]uint64, len(h.bounds)+1)
+	}
+	// Upper bounds are inclusive (OTLP explicit bucket semantics); the
+	// bound lists are short, so a linear scan beats a binary search.
+	i := 0
+	for i < len(h.bounds) && v > h.bounds[i] {
+		i++
+	}
+	h.counts[i]++
+	if h.n == 0 || v < h.min {
+		h.min = v
+	}
+	if h.n == 0 || v > h.max {
+		h.max = v
+	}
+	h.n++
+	h.sum += v
+}
+
+// seriesTable finds the series for a set of labels by a hash of the labels,
+// so a lookup on the hot path builds no string key and allocates nothing.
+type seriesTable struct {
+	hash    maphash.Hash
+	bounds  [numFamilies][]float64
+	missing pcommon.Value
+	index   map[uint64]*series
+	list    []*series // creation order, for deterministic output
+}
+
+func newSeriesTable(seed maphash.Seed, bounds [numFamilies][]float64, missing pcommon.Value) *seriesTable {
+	t := &seriesTable{bounds: bounds, missing: missing, index: map[uint64]*series{}}
+	t.hash.SetSeed(seed)
+	return t
+}
+
+// get returns the series for l, creating it when needed.
+func (t *seriesTable) get(l *seriesLabels) *series {
+	t.hash.Reset()
+	h := &t.hash
+	var id [9]byte
+	id[0] = byte(l.fam)
+	putUint64(id[1:], l.res.id)
+	_, _ = h.Write(id[:])
+	h.WriteString(l.a)
+	h.WriteByte(0xff)
+	h.WriteString(l.b)
+	h.WriteByte(0xff)
+	h.WriteString(l.c)
+	h.WriteByte(0xff)
+	for _, v := range l.dims {
+		writeValue(h, v)
+	}
+	k := h.Sum64()
+	for {
+		s, ok := t.index[k]
+		if !ok {
+			break
+		}
+		if s.labels.equal(l) {
+			return s
+		}
+		k++ // a 64-bit collision: probe the next slot
+	}
+	s := &series{labels: l.clone(t.missing), hist: histogram{bounds: t.bounds[l.fam]}}
+	t.index[k] = s
+	t.list = append(t.list, s)
+	return s
+}
+
+// reset forgets every series (delta temporality, after a flush).
+func (t *seriesTable) reset() {
+	clear(t.index)
+	clear(t.list)
+	t.list = t.list[:0]
+}
+
+func (l *seriesLabels) equal(o *seriesLabels) bool {
+	if l.res != o.res || l.fam != o.fam || l.a != o.a || l.b != o.b || l.c != o.c || len(l.dims) != len(o.dims) {
+		return false
+	}
+	for i := range l.dims {
+		if !l.dims[i].Equal(o.dims[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// clone returns labels that no longer reference the input batch.
+func (l *seriesLabels) clone(missing pcommon.Value) seriesLabels {
+	c := seriesLabels{res: l.res, fam: l.fam, a: strings.Clone(l.a), b: strings.Clone(l.b), c: strings.Clone(l.c)}
+	c.dims = copyValues(l.dims, missing)
+	return c
+}
+
+// copyValues returns owned copies of vs, so that no reference into an input
+// batch is kept; unset values become the shared missing value.
+func copyValues(vs []pcommon.Value, missing pcommon.Value) []pcommon.Value {
+	out := make([]pcommon.Value, len(vs))
+	for i, v := range vs {
+		if v.Type() == pcommon.ValueTypeEmpty {
+			out[i] = missing
+			continue
+		}
+		out[i] = pcommon.NewValueEmpty()
+		v.CopyTo(out[i])
+	}
+	return out
+}
+
+func putUint64(b []byte, v uint64) {
+	_ = b[7]
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}

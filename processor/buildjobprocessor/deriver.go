@@ -1,0 +1,387 @@
+package buildjobprocessor // import "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"
+
+import (
+	"hash/maphash"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor/internal/metadata"
+)
+
+const (
+	evictedActive = iota
+	evictedEnded
+)
+
+// derivationStats counts what the component's own telemetry reports. The
+// owner drains it after each batch, so the hot path only increments ints.
+type derivationStats struct {
+	skipped      [numSkipReasons]int64
+	deduplicated int64
+	evicted      [2]int64
+}
+
+// resourcesKeptEpochs is how many flushes a resource entry survives unused.
+const resourcesKeptEpochs = 2
+
+// deriver holds everything derived between two flushes: the series, the job
+// runs and the lookup tables. It is not safe for concurrent use; the
+// connector and the processor serialize calls with a mutex.
+type deriver struct {
+	dimensions  []string
+	cumulative  bool
+	missing     pcommon.Value
+	resources   *resourceTable
+	series      *seriesTable
+	stats       derivationStats
+	startTime   pcommon.Timestamp // start of cumulative series
+	lastFlush   pcommon.Timestamp // start of the next delta points
+	prevActive  []seriesLabels    // build.jobs.active groups non-zero at the last flush
+
+	// Connector only.
+	jobs           *jobTracker
+	recentSpans    *recentSpans
+	jobSpanNames   map[string]bool
+	stageSpanNames map[string]string
+	jobStatus      map[string]string // status value -> action
+	apiFromSpans   bool
+
+	// Processor only.
+	httpCounts *cumulativeCounts
+
+	// Scratch space reused for every span, record or data point.
+	labels     seriesLabels
+	dimScratch []pcommon.Value
+}
+
+func newDeriver(out *OutputConfig, jobBounds, stageBounds []float64, start time.Time) *deriver {
+	seed := maphash.MakeSeed()
+	missing := pcommon.NewValueEmpty()
+	bounds := [numFamilies][]float64{
+		familyJobs:   jobBounds,
+		familyStages: stageBounds,
+		familyAPI:    out.APIDurationBuckets,
+	}
+	startTS := pcommon.NewTimestampFromTime(start)
+	return &deriver{
+		dimensions: out.Dimensions,
+		cumulative: out.Temporality == TemporalityCumulative,
+		missing:    missing,
+		resources:  newResourceTable(seed, out.Dimensions, missing),
+		series:     newSeriesTable(seed, bounds, missing),
+		startTime:  startTS,
+		lastFlush:  startTS,
+		dimScratch: make([]pcommon.Value, len(out.Dimensions)),
+	}
+}
+
+// newConnectorDeriver derives job, stage and API metrics from spans and logs.
+func newConnectorDeriver(cfg *Config, start time.Time) *deriver {
+	d := newDeriver(&cfg.OutputConfig, cfg.JobDurationBuckets, cfg.StageDurationBuckets, start)
+	d.jobs = newJobTracker(cfg.JobTimeout, cfg.MetricsFlushInterval, cfg.MaxActiveJobs, d.missing, &d.stats, d.countJob)
+	d.recentSpans = newRecentSpans(recentSpansPerJob * cfg.MaxActiveJobs)
+	d.jobSpanNames = make(map[string]bool, len(cfg.JobSpanNames))
+	for _, n := range cfg.JobSpanNames {
+		d.jobSpanNames[n] = true
+	}
+	d.stageSpanNames = make(map[string]string, len(cfg.StageSpanNames))
+	for _, r := range cfg.StageSpanNames {
+		d.stageSpanNames[r.SpanName] = r.Stage
+	}
+	d.jobStatus = make(map[string]string, len(cfg.JobStatus))
+	for status, action := range cfg.JobStatus {
+		d.jobStatus[status] = action
+	}
+	d.apiFromSpans = cfg.APIRequestsFromSpans
+	return d
+}
+
+// newProcessorDeriver derives api.requests from HTTP server histograms.
+func newProcessorDeriver(cfg *ProcessorConfig, start time.Time) *deriver {
+	d := newDeriver(&cfg.OutputConfig, nil, nil, start)
+	d.httpCounts = newCumulativeCounts(maphash.MakeSeed(), pcommon.NewTimestampFromTime(start))
+	return d
+}
+
+// setStart sets the time the component started: the start of cumulative
+// series and of the first delta points.
+func (d *deriver) setStart(t time.Time) {
+	ts := pcommon.NewTimestampFromTime(t)
+	d.startTime, d.lastFlush = ts, ts
+	if d.httpCounts != nil {
+		d.httpCounts.componentStart = ts
+	}
+}
+
+// resolveDims looks every configured dimension up on attrs, then on the
+// resource, into the scratch slice.
+func (d *deriver) resolveDims(attrs pcommon.Map, res *resourceEntry) []pcommon.Value {
+	for i, k := range d.dimensions {
+		if v, ok := attrs.Get(k); ok {
+			d.dimScratch[i] = v
+		} else {
+			d.dimScratch[i] = res.dimValues[i]
+		}
+	}
+	return d.dimScratch
+}
+
+// countJob adds one counted run to build.jobs and build.job.duration.
+func (d *deriver) countJob(c countedRun) {
+	d.labels = seriesLabels{res: d.resources.reintern(c.res), fam: familyJobs, a: c.result, dims: c.dims}
+	s := d.series.get(&d.labels)
+	s.count++
+	if c.hasDuration {
+		s.hist.observe(c.seconds)
+	}
+}
+
+// observe adds one stage run or API request to its family.
+func (d *deriver) observe(fam family, res *resourceEntry, a, b, c string, dims []pcommon.Value, seconds float64) {
+	d.labels = seriesLabels{res: res, fam: fam, a: a, b: b, c: c, dims: dims}
+	s := d.series.get(&d.labels)
+	s.count++
+	s.hist.observe(seconds)
+}
+
+// addRequests adds n API requests without a duration (processor).
+func (d *deriver) addRequests(res *resourceEntry, route, method, class string, dims []pcommon.Value, n uint64) {
+	d.labels = seriesLabels{res: res, fam: familyAPI, a: route, b: method, c: class, dims: dims}
+	d.series.get(&d.labels).count += int64(n)
+}
+
+// flush sweeps the job runs and returns the derived metrics; it is empty
+// when nothing was derived. final counts pending runs at once (shutdown).
+func (d *deriver) flush(now time.Time, final bool) pmetric.Metrics {
+	if d.jobs != nil {
+		d.jobs.sweep(now, final)
+	}
+	nowTS := pcommon.NewTimestampFromTime(now)
+	startTS := d.lastFlush
+	if d.cumulative {
+		startTS = d.startTime
+	}
+
+	active := d.activeGauge()
+	out := newMetricsBuilder(d.dimensions, d.cumulative, startTS, nowTS)
+	for _, s := range d.series.list {
+		out.add(s)
+	}
+	for _, g := range active.list {
+		out.addActive(g)
+	}
+	md := out.build()
+
+	if !d.cumulative {
+		d.series.reset()
+	} else {
+		for _, s := range d.series.list {
+			s.labels.res = d.resources.reintern(s.labels.res)
+		}
+	}
+	d.lastFlush = nowTS
+	d.resources.forgetUnused(resourcesKeptEpochs)
+	if d.httpCounts != nil {
+		d.httpCounts.forgetIdle(now)
+	}
+	return md
+}
+
+// activeGauge counts the active runs per resource and dimensions. A group
+// that had active runs at the previous flush and has none now reports 0
+// once, so the last value seen downstream is not a stale non-zero.
+func (d *deriver) activeGauge() *seriesTable {
+	gauges := newSeriesTable(maphash.MakeSeed(), [numFamilies][]float64{}, d.missing)
+	if d.jobs == nil {
+		return gauges
+	}
+	for i := range d.prevActive {
+		d.prevActive[i].res = d.resources.reintern(d.prevActive[i].res)
+		gauges.get(&d.prevActive[i])
+	}
+	d.jobs.forEachActive(func(r *run) {
+		l := seriesLabels{res: d.resources.reintern(r.res), fam: familyJobs, dims: r.dims}
+		gauges.get(&l).count++
+	})
+	d.prevActive = d.prevActive[:0]
+	for _, g := range gauges.list {
+		if g.count > 0 {
+			d.prevActive = append(d.prevActive, g.labels)
+		}
+	}
+	return gauges
+}
+
+// metricsBuilder turns series into OTLP metrics: one ResourceMetrics per
+// resource, metrics in a fixed order.
+type metricsBuilder struct {
+	dimensions []string
+	cumulative bool
+	start, now pcommon.Timestamp
+	byResource map[*resourceEntry]*resourceSeries
+}
+
+type resourceSeries struct {
+	res    *resourceEntry
+	series [numFamilies][]*series
+	active []*series
+}
+
+func newMetricsBuilder(dimensions []string, cumulative bool, start, now pcommon.Timestamp) *metricsBuilder {
+	return &metricsBuilder{dimensions: dimensions, cumulative: cumulative, start: start, now: now, byResource: map[*resourceEntry]*resourceSeries{}}
+}
+
+func (b *metricsBuilder) forResource(res *resourceEntry) *resourceSeries {
+	rs, ok := b.byResource[res]
+	if !ok {
+		rs = &resourceSeries{res: res}
+		b.byResource[res] = rs
+	}
+	return rs
+}
+
+func (b *metricsBuilder) add(s *series) {
+	if s.count == 0 {
+		return
+	}
+	rs := b.forResource(s.labels.res)
+	rs.series[s.labels.fam] = append(rs.series[s.labels.fam], s)
+}
+
+func (b *metricsBuilder) addActive(g *series) {
+	rs := b.forResource(g.labels.res)
+	rs.active = append(rs.active, g)
+}
+
+type familyNames struct {
+	count, countUnit, duration string
+}
+
+var familyMetricNames = [numFamilies]familyNames{
+	familyJobs:   {metricBuildJobs, "{job}", metricBuildJobDuration},
+	familyStages: {metricBuildStageRuns, "{run}", metricBuildStageDuration},
+	familyAPI:    {metricAPIRequests, "{request}", metricAPIRequestDuration},
+}
+
+func (b *metricsBuilder) build() pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	resources := make([]*resourceSeries, 0, len(b.byResource))
+	for _, rs := range b.byResource {
+		resources = append(resources, rs)
+	}
+	slices.SortFunc(resources, func(x, y *resourceSeries) int { return compareUint64(x.res.id, y.res.id) })
+	temporality := pmetric.AggregationTemporalityDelta
+	if b.cumulative {
+		temporality = pmetric.AggregationTemporalityCumulative
+	}
+	for _, rs := range resources {
+		rm := md.ResourceMetrics().AppendEmpty()
+		rs.res.attrs.CopyTo(rm.Resource().Attributes())
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(metadata.ScopeName)
+		for fam := range numFamilies {
+			list := rs.series[fam]
+			if len(list) == 0 {
+				continue
+			}
+			names := familyMetricNames[fam]
+			sum := sm.Metrics().AppendEmpty()
+			sum.SetName(names.count)
+			sum.SetUnit(names.countUnit)
+			sum.SetEmptySum().SetIsMonotonic(true)
+			sum.Sum().SetAggregationTemporality(temporality)
+			var hist pmetric.HistogramDataPointSlice
+			hasHist := false
+			for _, s := range list {
+				// Every series holds at least one count: add skips empty ones.
+				dp := sum.Sum().DataPoints().AppendEmpty()
+				b.setPoint(dp.Attributes(), dp, s)
+				dp.SetIntValue(s.count)
+				if s.hist.n == 0 {
+					continue
+				}
+				if !hasHist {
+					m := sm.Metrics().AppendEmpty()
+					m.SetName(names.duration)
+					m.SetUnit("s")
+					m.SetEmptyHistogram().SetAggregationTemporality(temporality)
+					hist, hasHist = m.Histogram().DataPoints(), true
+				}
+				b.setHistogramPoint(hist.AppendEmpty(), s)
+			}
+		}
+		if len(rs.active) > 0 {
+			m := sm.Metrics().AppendEmpty()
+			m.SetName(metricBuildJobsActive)
+			m.SetUnit("{job}")
+			points := m.SetEmptyGauge().DataPoints()
+			for _, g := range rs.active {
+				dp := points.AppendEmpty()
+				dp.SetTimestamp(b.now)
+				b.putAttributes(dp.Attributes(), &g.labels)
+				dp.SetIntValue(g.count)
+			}
+		}
+	}
+	return md
+}
+
+// timedPoint is implemented by number and histogram data points.
+type timedPoint interface {
+	SetStartTimestamp(pcommon.Timestamp)
+	SetTimestamp(pcommon.Timestamp)
+}
+
+func (b *metricsBuilder) setPoint(attrs pcommon.Map, dp timedPoint, s *series) {
+	dp.SetStartTimestamp(b.start)
+	dp.SetTimestamp(b.now)
+	b.putAttributes(attrs, &s.labels)
+}
+
+func (b *metricsBuilder) setHistogramPoint(hp pmetric.HistogramDataPoint, s *series) {
+	b.setPoint(hp.Attributes(), hp, s)
+	hp.SetCount(s.hist.n)
+	hp.SetSum(s.hist.sum)
+	hp.SetMin(s.hist.min)
+	hp.SetMax(s.hist.max)
+	hp.ExplicitBounds().FromRaw(s.hist.bounds)
+	hp.BucketCounts().FromRaw(s.hist.counts)
+}
+
+func (b *metricsBuilder) putAttributes(attrs pcommon.Map, l *seriesLabels) {
+	switch l.fam {
+	case familyJobs:
+		if l.a != "" {
+			attrs.PutStr(attrBuildResult, l.a)
+		}
+	case familyStages:
+		attrs.PutStr(attrBuildStage, l.a)
+		attrs.PutStr(attrBuildResult, l.b)
+	case familyAPI:
+		if l.a != "" {
+			attrs.PutStr(attrHTTPRoute, l.a)
+		}
+		if l.b != "" {
+			attrs.PutStr(attrHTTPMethod, l.b)
+		}
+		attrs.PutStr(attrHTTPStatusClass, l.c)
+	}
+	for i, v := range l.dims {
+		if v.Type() != pcommon.ValueTypeEmpty {
+			v.CopyTo(attrs.PutEmpty(b.dimensions[i]))
+		}
+	}
+}
+
+func compareUint64(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
