@@ -1,0 +1,239 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"cmp"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// packedRequest is one PutMetricData request: datums[first:first+n] of the packed slice.
+type packedRequest struct {
+	first, n int
+	bytes    int // serialized CBOR body, exactly as the SDK writes it
+}
+
+// bin is a request being filled.
+type bin struct {
+	n, bytes int
+}
+
+// pack orders datums into as few requests as the limits allow: at most 1000
+// datums and maxRequestBytes of body each. The datums of one data point stay
+// in one request (a histogram split at 150 values is several datums), so a
+// failed request is retried as whole data points and an accepted datum is
+// never sent twice. Groups are placed first-fit, so small points fill the
+// room big ones leave. A data point too big for one request alone (over 1000
+// datums or the byte limit, which takes tens of thousands of buckets) is
+// split across requests.
+//
+// The packed datums are appended to out, the requests to reqs.
+func pack(datums []datum, namespace string, out []datum, reqs []packedRequest) ([]datum, []packedRequest) {
+	budget := maxRequestBytes - requestEnvelopeSize(namespace)
+	var bins []bin
+	binOf := make([]int32, 0, len(datums)) // per datum: its bin
+	openFrom := 0                          // bins before this are full
+
+	for start := 0; start < len(datums); {
+		end := start + 1
+		size := datumSize(&datums[start])
+		for end < len(datums) && datums[end].point == datums[start].point {
+			size += datumSize(&datums[end])
+			end++
+		}
+		n := end - start
+		if n > maxDatumsPerRequest || size > budget {
+			// Too big for any request: give it fresh bins, datum by datum.
+			b := -1
+			for i := start; i < end; i++ {
+				s := datumSize(&datums[i])
+				if b < 0 || bins[b].n == maxDatumsPerRequest || bins[b].bytes+s > budget {
+					bins = append(bins, bin{})
+					b = len(bins) - 1
+				}
+				bins[b].n++
+				bins[b].bytes += s
+				binOf = append(binOf, int32(b))
+			}
+			start = end
+			continue
+		}
+		b := -1
+		for i := openFrom; i < len(bins); i++ {
+			if bins[i].n+n <= maxDatumsPerRequest && bins[i].bytes+size <= budget {
+				b = i
+				break
+			}
+		}
+		if b < 0 {
+			bins = append(bins, bin{})
+			b = len(bins) - 1
+		}
+		bins[b].n += n
+		bins[b].bytes += size
+		for range n {
+			binOf = append(binOf, int32(b))
+		}
+		for openFrom < len(bins) && (bins[openFrom].n == maxDatumsPerRequest || budget-bins[openFrom].bytes < minDatumSize) {
+			openFrom++
+		}
+		start = end
+	}
+
+	// Lay the datums out request by request.
+	base := len(out)
+	offset := base
+	for _, b := range bins {
+		reqs = append(reqs, packedRequest{first: offset, n: 0, bytes: b.bytes + requestEnvelopeSize(namespace)})
+		offset += b.n
+	}
+	out = slices.Grow(out, len(datums))[:offset]
+	firstReq := len(reqs) - len(bins)
+	for i := range datums {
+		r := &reqs[firstReq+int(binOf[i])]
+		out[r.first+r.n] = datums[i]
+		r.n++
+	}
+	return out, reqs
+}
+
+// Exact sizes of the CBOR the SDK writes (smithy RPC v2: indefinite-length
+// maps and lists, member names as text keys, float64 for every double,
+// timestamps as tag 1 + float64).
+const (
+	float64Size   = 9
+	timestampSize = 1 + float64Size
+	// minDatumSize is the smallest datum this exporter writes (a one-letter
+	// name, no dimensions, Value, Timestamp, StorageResolution 1, Unit None).
+	minDatumSize = 2 + (1 + 10 + 2) + (1 + 9 + timestampSize) + (1 + 5 + float64Size) + (1 + 17 + 1) + (1 + 4 + 1 + 4)
+)
+
+func textSize(s string) int { return argSize(len(s)) + len(s) }
+
+func argSize(n int) int {
+	switch {
+	case n < 24:
+		return 1
+	case n < 1<<8:
+		return 2
+	case n < 1<<16:
+		return 3
+	case n < 1<<32:
+		return 5
+	}
+	return 9
+}
+
+// requestEnvelopeSize is the body of a request without its datums.
+func requestEnvelopeSize(namespace string) int {
+	return 1 + // map start
+		textSize("MetricData") + 1 + 1 + // list start and end
+		textSize("Namespace") + textSize(namespace) +
+		1 // map end
+}
+
+// datumSize is the exact serialized size of one MetricDatum.
+func datumSize(d *datum) int {
+	n := 2 // map start and end
+	n += textSize("MetricName") + textSize(d.name)
+	if len(d.dims) > 0 {
+		n += textSize("Dimensions") + 2
+		for i := range d.dims {
+			n += 2 + textSize("Name") + textSize(d.dims[i].name) + textSize("Value") + textSize(d.dims[i].value)
+		}
+	}
+	n += textSize("Timestamp") + timestampSize
+	switch d.kind {
+	case kindValue:
+		n += textSize("Value") + float64Size
+	case kindStatistics:
+		n += textSize("StatisticValues") + 2 +
+			textSize("Maximum") + textSize("Minimum") + textSize("SampleCount") + textSize("Sum") + 4*float64Size
+	case kindValues:
+		n += textSize("Values") + 2 + len(d.values)*float64Size
+		n += textSize("Counts") + 2 + len(d.counts)*float64Size
+	}
+	if d.unit != "" {
+		n += textSize("Unit") + textSize(string(d.unit))
+	}
+	n += textSize("StorageResolution") + argSize(int(d.resolution))
+	return n
+}
+
+// subset copies out of md the data points refs point to, keeping their
+// resource, scope and metric; it is what a retry re-sends.
+func subset(md pmetric.Metrics, refs []pointRef) pmetric.Metrics {
+	slices.SortFunc(refs, func(a, b pointRef) int {
+		return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.scope, b.scope),
+			cmp.Compare(a.metric, b.metric), cmp.Compare(a.point, b.point))
+	})
+	refs = slices.Compact(refs)
+
+	out := pmetric.NewMetrics()
+	var (
+		rm  pmetric.ResourceMetrics
+		sm  pmetric.ScopeMetrics
+		m   pmetric.Metric
+		cur = pointRef{-1, -1, -1, -1}
+	)
+	for _, r := range refs {
+		srcRM := md.ResourceMetrics().At(int(r.resource))
+		srcSM := srcRM.ScopeMetrics().At(int(r.scope))
+		srcM := srcSM.Metrics().At(int(r.metric))
+		if r.resource != cur.resource {
+			rm = out.ResourceMetrics().AppendEmpty()
+			srcRM.Resource().CopyTo(rm.Resource())
+			rm.SetSchemaUrl(srcRM.SchemaUrl())
+			cur = pointRef{r.resource, -1, -1, -1}
+		}
+		if r.scope != cur.scope {
+			sm = rm.ScopeMetrics().AppendEmpty()
+			srcSM.Scope().CopyTo(sm.Scope())
+			sm.SetSchemaUrl(srcSM.SchemaUrl())
+			cur.scope, cur.metric = r.scope, -1
+		}
+		if r.metric != cur.metric {
+			m = sm.Metrics().AppendEmpty()
+			copyMetricWithoutPoints(srcM, m)
+			cur.metric = r.metric
+		}
+		copyPoint(srcM, m, int(r.point))
+	}
+	return out
+}
+
+func copyMetricWithoutPoints(src, dst pmetric.Metric) {
+	dst.SetName(src.Name())
+	dst.SetDescription(src.Description())
+	dst.SetUnit(src.Unit())
+	src.Metadata().CopyTo(dst.Metadata())
+	switch src.Type() {
+	case pmetric.MetricTypeGauge:
+		dst.SetEmptyGauge()
+	case pmetric.MetricTypeSum:
+		s := dst.SetEmptySum()
+		s.SetAggregationTemporality(src.Sum().AggregationTemporality())
+		s.SetIsMonotonic(src.Sum().IsMonotonic())
+	case pmetric.MetricTypeHistogram:
+		dst.SetEmptyHistogram().SetAggregationTemporality(src.Histogram().AggregationTemporality())
+	case pmetric.MetricTypeExponentialHistogram:
+		dst.SetEmptyExponentialHistogram().SetAggregationTemporality(src.ExponentialHistogram().AggregationTemporality())
+	case pmetric.MetricTypeSummary:
+		dst.SetEmptySummary()
+	}
+}
+
+func copyPoint(src, dst pmetric.Metric, i int) {
+	switch src.Type() {
+	case pmetric.MetricTypeGauge:
+		src.Gauge().DataPoints().At(i).CopyTo(dst.Gauge().DataPoints().AppendEmpty())
+	case pmetric.MetricTypeSum:
+		src.Sum().DataPoints().At(i).CopyTo(dst.Sum().DataPoints().AppendEmpty())
+	case pmetric.MetricTypeHistogram:
+		src.Histogram().DataPoints().At(i).CopyTo(dst.Histogram().DataPoints().AppendEmpty())
+	case pmetric.MetricTypeExponentialHistogram:
+		src.ExponentialHistogram().DataPoints().At(i).CopyTo(dst.ExponentialHistogram().DataPoints().AppendEmpty())
+	case pmetric.MetricTypeSummary:
+		src.Summary().DataPoints().At(i).CopyTo(dst.Summary().DataPoints().AppendEmpty())
+	}
+}

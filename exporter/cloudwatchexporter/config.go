@@ -1,0 +1,212 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+)
+
+// Output destinations.
+const (
+	destinationCloudWatch = "cloudwatch"
+	destinationStdout     = "stdout"
+	destinationFile       = "file"
+	destinationAuto       = "auto"
+)
+
+// Config is the configuration of the cloudwatch exporter.
+type Config struct {
+	exporterhelper.TimeoutConfig `mapstructure:",squash"`
+	QueueConfig                  configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
+	BackOffConfig                configretry.BackOffConfig                                `mapstructure:"retry_on_failure"`
+
+	// Namespace is the CloudWatch namespace of every metric. Required.
+	Namespace string `mapstructure:"namespace"`
+	// Region is the AWS region; empty means the standard chain (AWS_REGION, profile).
+	Region string `mapstructure:"region"`
+	// Endpoint overrides the CloudWatch endpoint (VPC endpoints, local test servers).
+	Endpoint string `mapstructure:"endpoint"`
+	// Profile selects a profile of the shared AWS config and credentials files.
+	Profile string `mapstructure:"profile"`
+	// RoleARN, when set, is assumed with STS using the credentials of the standard chain.
+	RoleARN string `mapstructure:"role_arn"`
+
+	// OutputDestination is cloudwatch, stdout, file or auto (CloudWatch when a
+	// region and credentials resolve, otherwise a dry run on stdout).
+	OutputDestination string `mapstructure:"output_destination"`
+	// OutputPath is the file the dry run appends to when OutputDestination is file.
+	OutputPath string `mapstructure:"output_path"`
+
+	// ResourceToDimensions lists the resource attributes copied to dimensions.
+	ResourceToDimensions []string `mapstructure:"resource_to_dimensions"`
+	// StorageResolution is 60 (standard) or 1 (high resolution) for metrics no rule overrides.
+	StorageResolution int32 `mapstructure:"storage_resolution"`
+	// Metrics are per-metric rules; the first rule whose match fits a metric name applies.
+	Metrics []MetricRule `mapstructure:"metrics"`
+
+	// MaxRequestsPerSecond caps PutMetricData calls per second; 0 means no cap.
+	MaxRequestsPerSecond float64 `mapstructure:"max_requests_per_second"`
+	// MaxConcurrentRequests caps PutMetricData calls in flight for one export.
+	MaxConcurrentRequests int `mapstructure:"max_concurrent_requests"`
+
+	// CumulativeState bounds the memory used to turn cumulative points into deltas.
+	CumulativeState CumulativeStateConfig `mapstructure:"cumulative_state"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// MetricRule changes how the metrics whose name it matches are sent.
+type MetricRule struct {
+	// Match is an exact metric name or a glob (`*`, `?`, `[...]`).
+	Match string `mapstructure:"match"`
+	// Drop discards the metric.
+	Drop bool `mapstructure:"drop"`
+	// Rename is the CloudWatch metric name to use instead of the OpenTelemetry name.
+	Rename string `mapstructure:"rename"`
+	// Unit is a CloudWatch unit (e.g. Seconds, Bytes, Count, None) replacing the one mapped from UCUM.
+	Unit string `mapstructure:"unit"`
+	// StorageResolution is 1 or 60; 0 keeps the exporter's storage_resolution.
+	StorageResolution int32 `mapstructure:"storage_resolution"`
+	// IncludeDimensions, when not empty, keeps only these dimension names.
+	IncludeDimensions []string `mapstructure:"include_dimensions"`
+	// ExcludeDimensions removes these dimension names.
+	ExcludeDimensions []string `mapstructure:"exclude_dimensions"`
+}
+
+// CumulativeStateConfig bounds the per-series state kept for cumulative-to-delta conversion.
+type CumulativeStateConfig struct {
+	// TTL forgets a series that has not been seen for this long.
+	TTL time.Duration `mapstructure:"ttl"`
+	// MaxSeries is the most series remembered; the least recently seen is forgotten first.
+	MaxSeries int `mapstructure:"max_series"`
+}
+
+var _ component.Config = (*Config)(nil)
+
+// Validate checks every field and names the one that is wrong.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if err := validateNamespace(cfg.Namespace); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.Endpoint != "" {
+		u, err := url.Parse(cfg.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("endpoint: %q must be an absolute http or https URL", cfg.Endpoint))
+		}
+	}
+	if cfg.RoleARN != "" && !strings.HasPrefix(cfg.RoleARN, "arn:") {
+		errs = append(errs, errors.New("role_arn: must be an ARN (arn:aws:iam::<account>:role/<name>)"))
+	}
+	switch cfg.OutputDestination {
+	case destinationCloudWatch, destinationStdout, destinationAuto:
+		if cfg.OutputPath != "" {
+			errs = append(errs, fmt.Errorf("output_path: only used with output_destination %q", destinationFile))
+		}
+	case destinationFile:
+		if cfg.OutputPath == "" {
+			errs = append(errs, errors.New("output_path: must be set when output_destination is \"file\""))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("output_destination: %q is not one of cloudwatch, stdout, file, auto", cfg.OutputDestination))
+	}
+	for i, key := range cfg.ResourceToDimensions {
+		if strings.TrimSpace(key) == "" {
+			errs = append(errs, fmt.Errorf("resource_to_dimensions[%d]: must not be empty", i))
+		}
+	}
+	if cfg.StorageResolution != 1 && cfg.StorageResolution != 60 {
+		errs = append(errs, fmt.Errorf("storage_resolution: %d must be 1 or 60", cfg.StorageResolution))
+	}
+	for i := range cfg.Metrics {
+		if err := cfg.Metrics[i].validate(); err != nil {
+			errs = append(errs, fmt.Errorf("metrics[%d].%w", i, err))
+		}
+	}
+	if cfg.MaxRequestsPerSecond < 0 {
+		errs = append(errs, errors.New("max_requests_per_second: must not be negative (0 means no limit)"))
+	}
+	if cfg.MaxConcurrentRequests < 1 {
+		errs = append(errs, errors.New("max_concurrent_requests: must be at least 1"))
+	}
+	if cfg.CumulativeState.TTL <= 0 {
+		errs = append(errs, errors.New("cumulative_state.ttl: must be positive"))
+	}
+	if cfg.CumulativeState.MaxSeries < 1 {
+		errs = append(errs, errors.New("cumulative_state.max_series: must be at least 1"))
+	}
+	if cfg.Timeout < 0 {
+		errs = append(errs, errors.New("timeout: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+func validateNamespace(ns string) error {
+	switch {
+	case ns == "":
+		return errors.New("namespace: must not be empty")
+	case len(ns) > maxNamespaceLen:
+		return fmt.Errorf("namespace: longer than %d characters", maxNamespaceLen)
+	case strings.HasPrefix(ns, ":"):
+		return errors.New("namespace: must not start with ':'")
+	case strings.HasPrefix(ns, "AWS/"):
+		return errors.New("namespace: the AWS/ prefix is reserved for AWS services")
+	case !isPrintableASCII(ns):
+		return errors.New("namespace: must contain only printable ASCII characters")
+	}
+	return nil
+}
+
+func (r *MetricRule) validate() error {
+	if r.Match == "" {
+		return errors.New("match: must not be empty")
+	}
+	if _, err := path.Match(r.Match, ""); err != nil {
+		return fmt.Errorf("match: %q is not a valid glob: %w", r.Match, err)
+	}
+	if r.Drop && (r.Rename != "" || r.Unit != "" || r.StorageResolution != 0 ||
+		len(r.IncludeDimensions) > 0 || len(r.ExcludeDimensions) > 0) {
+		return errors.New("drop: a dropping rule takes no other setting")
+	}
+	if len(r.Rename) > maxMetricNameLen {
+		return fmt.Errorf("rename: longer than %d characters", maxMetricNameLen)
+	}
+	if r.Unit != "" && !isCloudWatchUnit(r.Unit) {
+		return fmt.Errorf("unit: %q is not a CloudWatch unit (e.g. Seconds, Milliseconds, Bytes, Percent, Count, None)", r.Unit)
+	}
+	if r.StorageResolution != 0 && r.StorageResolution != 1 && r.StorageResolution != 60 {
+		return fmt.Errorf("storage_resolution: %d must be 1 or 60 (or unset)", r.StorageResolution)
+	}
+	if len(r.IncludeDimensions) > 0 && len(r.ExcludeDimensions) > 0 {
+		return errors.New("include_dimensions: cannot be combined with exclude_dimensions")
+	}
+	return nil
+}
+
+func isCloudWatchUnit(u string) bool {
+	for _, v := range types.StandardUnit("").Values() {
+		if string(v) == u {
+			return true
+		}
+	}
+	return false
+}
+
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,643 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"hash/maphash"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// deltaConverter rewrites cumulative monotonic sums, cumulative histograms and
+// summaries into deltas, in place, before the data enters the sending queue.
+//
+// Converting before the queue, not at send time, is what makes retries exact:
+// a retried or replayed request (from memory or from the persistent queue
+// after a restart) carries the same deltas as the first attempt, whereas a
+// cumulative point translated again would give a zero delta on retry.
+//
+// Per series (resource + scope + metric + point attributes) it remembers the
+// last point and the one before, so that:
+//   - the first point of a series is sent as it is when its start time is
+//     known (it is the delta since that start), otherwise it is the baseline;
+//   - a new start time, or a value/bucket falling, is a reset: the point is
+//     sent as it is (the delta since the reset), never as a negative delta;
+//   - the same point delivered twice gives the same delta twice;
+//   - an older point than the last one is dropped (the last delta covers it).
+//
+// The state is bounded by a TTL and a series count (least recently seen is
+// forgotten first). A series that comes back after being forgotten cannot be
+// told from a new one by its start time alone, so first points whose start
+// time is not after the newest forgotten point (the watermark) are baselines:
+// at worst one interval is not sent, never the whole total twice.
+type deltaConverter struct {
+	ttl       time.Duration
+	maxSeries int
+	seed      maphash.Seed
+
+	mu        sync.Mutex
+	series    map[uint64]*series
+	lru       seriesList
+	watermark pcommon.Timestamp
+	evictions int64
+}
+
+func newDeltaConverter(cfg CumulativeStateConfig) *deltaConverter {
+	return &deltaConverter{
+		ttl:       cfg.TTL,
+		maxSeries: cfg.MaxSeries,
+		seed:      maphash.MakeSeed(),
+		series:    make(map[uint64]*series),
+	}
+}
+
+// series is the state of one cumulative series.
+type series struct {
+	key          uint64
+	newer, older *series
+	seen         time.Time // when a point of it last arrived
+
+	cur, prev snapshot
+	hasPrev   bool
+	curSent   bool // cur was sent as a first point (delta since its start)
+}
+
+// snapshot is one cumulative point.
+type snapshot struct {
+	start, ts pcommon.Timestamp
+
+	// sums
+	isInt    bool
+	intValue int64
+	value    float64
+
+	// histograms and summaries
+	count          uint64
+	sum            float64
+	min, max       float64
+	hasMin, hasMax bool
+	bounds         []float64 // explicit bounds
+	counts         []uint64  // explicit bucket counts, or positive exponential buckets
+	// exponential histograms
+	scale                int32
+	zeroCount            uint64
+	posOffset, negOffset int32
+	neg                  []uint64
+}
+
+// conversionRecord identifies a point that was converted and sent on, so
+// that the conversion can be undone if the queue refuses the data.
+type conversionRecord struct {
+	key uint64
+	ts  pcommon.Timestamp
+}
+
+// outcome of converting one point.
+type outcome uint8
+
+const (
+	emitAsIs  outcome = iota // send the point unchanged: it is the delta since its start
+	emitDelta                // send the difference from the previous point
+	drop
+)
+
+// convert rewrites every cumulative point in md into a delta, removes the
+// points that cannot be converted and counts them in dropped. It appends to
+// records the points sent on, for undo, and returns how many series it
+// forgot to stay within its bounds.
+func (c *deltaConverter) convert(md pmetric.Metrics, now time.Time, dropped *dropCounts, records []conversionRecord) ([]conversionRecord, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	evictionsBefore := c.evictions
+	c.expire(now)
+	rms := md.ResourceMetrics()
+	for ri := 0; ri < rms.Len(); ri++ {
+		rm := rms.At(ri)
+		resHash := c.hashMap(rm.Resource().Attributes())
+		sms := rm.ScopeMetrics()
+		for si := 0; si < sms.Len(); si++ {
+			sm := sms.At(si)
+			scopeHash := c.hashStrings(sm.Scope().Name(), sm.Scope().Version())
+			ms := sm.Metrics()
+			for mi := 0; mi < ms.Len(); mi++ {
+				m := ms.At(mi)
+				base := mix(resHash, scopeHash, c.hashStrings(m.Name(), ""), uint64(m.Type()))
+				records = c.convertMetric(m, base, now, dropped, records)
+			}
+		}
+	}
+	return records, c.evictions - evictionsBefore
+}
+
+func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.Time, dropped *dropCounts, records []conversionRecord) []conversionRecord {
+	switch m.Type() {
+	case pmetric.MetricTypeSum:
+		sum := m.Sum()
+		if !sum.IsMonotonic() || sum.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+			return records
+		}
+		sum.DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool {
+			if dp.Flags().NoRecordedValue() {
+				return true
+			}
+			key := mix(base, c.hashMap(dp.Attributes()))
+			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp()}
+			if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+				p.isInt, p.intValue = true, dp.IntValue()
+			} else {
+				p.value = dp.DoubleValue()
+			}
+			s, out, reason := c.step(key, &p, now, sumFell, nil)
+			switch out {
+			case drop:
+				dropped[reason]++
+				return true
+			case emitDelta:
+				dp.SetStartTimestamp(s.prev.ts)
+				if p.isInt {
+					dp.SetIntValue(p.intValue - s.prev.intValue)
+				} else {
+					dp.SetDoubleValue(p.value - s.prev.value)
+				}
+			}
+			records = append(records, conversionRecord{key, p.ts})
+			return false
+		})
+		sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+
+	case pmetric.MetricTypeHistogram:
+		h := m.Histogram()
+		if h.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+			return records
+		}
+		h.DataPoints().RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
+			if dp.Flags().NoRecordedValue() {
+				return true
+			}
+			key := mix(base, c.hashMap(dp.Attributes()))
+			p := snapshot{
+				start: dp.StartTimestamp(), ts: dp.Timestamp(),
+				count: dp.Count(), sum: dp.Sum(),
+				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
+				bounds: dp.ExplicitBounds().AsRaw(), counts: dp.BucketCounts().AsRaw(),
+			}
+			s, out, reason := c.step(key, &p, now, histogramFell, explicitLayoutChanged)
+			switch out {
+			case drop:
+				dropped[reason]++
+				return true
+			case emitDelta:
+				prev := &s.prev
+				dp.SetStartTimestamp(prev.ts)
+				dp.SetCount(p.count - prev.count)
+				if dp.HasSum() {
+					dp.SetSum(p.sum - prev.sum)
+				}
+				deltas := dp.BucketCounts()
+				for i := 0; i < deltas.Len(); i++ {
+					deltas.SetAt(i, p.counts[i]-prev.counts[i])
+				}
+				setDeltaMinMax(&p, prev, dp.SetMin, dp.RemoveMin, dp.SetMax, dp.RemoveMax)
+			}
+			records = append(records, conversionRecord{key, p.ts})
+			return false
+		})
+		h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+
+	case pmetric.MetricTypeExponentialHistogram:
+		h := m.ExponentialHistogram()
+		if h.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
+			return records
+		}
+		h.DataPoints().RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
+			if dp.Flags().NoRecordedValue() {
+				return true
+			}
+			key := mix(base, c.hashMap(dp.Attributes()))
+			p := snapshot{
+				start: dp.StartTimestamp(), ts: dp.Timestamp(),
+				count: dp.Count(), sum: dp.Sum(),
+				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
+				scale: dp.Scale(), zeroCount: dp.ZeroCount(),
+				posOffset: dp.Positive().Offset(), counts: dp.Positive().BucketCounts().AsRaw(),
+				negOffset: dp.Negative().Offset(), neg: dp.Negative().BucketCounts().AsRaw(),
+			}
+			s, out, reason := c.step(key, &p, now, exponentialFell, nil)
+			switch out {
+			case drop:
+				dropped[reason]++
+				return true
+			case emitDelta:
+				prev := &s.prev
+				d := exponentialDelta(&p, prev)
+				dp.SetStartTimestamp(prev.ts)
+				dp.SetCount(p.count - prev.count)
+				if dp.HasSum() {
+					dp.SetSum(p.sum - prev.sum)
+				}
+				dp.SetScale(d.scale)
+				dp.SetZeroCount(d.zeroCount)
+				dp.Positive().SetOffset(d.posOffset)
+				dp.Positive().BucketCounts().FromRaw(d.counts)
+				dp.Negative().SetOffset(d.negOffset)
+				dp.Negative().BucketCounts().FromRaw(d.neg)
+				setDeltaMinMax(&p, prev, dp.SetMin, dp.RemoveMin, dp.SetMax, dp.RemoveMax)
+			}
+			records = append(records, conversionRecord{key, p.ts})
+			return false
+		})
+		h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+
+	case pmetric.MetricTypeSummary:
+		records = c.convertSummary(m, base, now, dropped, records)
+	}
+	return records
+}
+
+// convertSummary replaces a summary (always cumulative) by a delta histogram
+// without buckets, which is sent as a CloudWatch StatisticSet. The 0 and 1
+// quantiles, when present, become min and max.
+func (c *deltaConverter) convertSummary(m pmetric.Metric, base uint64, now time.Time, dropped *dropCounts, records []conversionRecord) []conversionRecord {
+	src := pmetric.NewSummaryDataPointSlice()
+	m.Summary().DataPoints().MoveAndAppendTo(src)
+	dst := m.SetEmptyHistogram()
+	dst.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	for i := 0; i < src.Len(); i++ {
+		sp := src.At(i)
+		if sp.Flags().NoRecordedValue() {
+			continue
+		}
+		key := mix(base, c.hashMap(sp.Attributes()))
+		p := snapshot{start: sp.StartTimestamp(), ts: sp.Timestamp(), count: sp.Count(), sum: sp.Sum()}
+		s, out, reason := c.step(key, &p, now, histogramFell, nil)
+		if out == drop {
+			dropped[reason]++
+			continue
+		}
+		hp := dst.DataPoints().AppendEmpty()
+		sp.Attributes().CopyTo(hp.Attributes())
+		hp.SetStartTimestamp(p.start)
+		hp.SetTimestamp(p.ts)
+		hp.SetCount(p.count)
+		hp.SetSum(p.sum)
+		if out == emitDelta {
+			hp.SetStartTimestamp(s.prev.ts)
+			hp.SetCount(p.count - s.prev.count)
+			hp.SetSum(p.sum - s.prev.sum)
+		}
+		if hp.Count() > 0 {
+			mean := hp.Sum() / float64(hp.Count())
+			qs := sp.QuantileValues()
+			for j := 0; j < qs.Len(); j++ {
+				switch q := qs.At(j); q.Quantile() {
+				case 0:
+					hp.SetMin(math.Min(q.Value(), mean))
+				case 1:
+					hp.SetMax(math.Max(q.Value(), mean))
+				}
+			}
+		}
+		records = append(records, conversionRecord{key, p.ts})
+	}
+	return records
+}
+
+// setDeltaMinMax sets the min and max of a delta converted from cumulative
+// points. The cumulative min/max cover the series' whole life; they are the
+// interval's only when they changed in it (a new lowest or highest value was
+// observed), otherwise the interval's min/max are unknown and left out.
+func setDeltaMinMax(p, prev *snapshot, setMin func(float64), removeMin func(), setMax func(float64), removeMax func()) {
+	if p.hasMin && prev.hasMin && p.min < prev.min {
+		setMin(p.min)
+	} else {
+		removeMin()
+	}
+	if p.hasMax && prev.hasMax && p.max > prev.max {
+		setMax(p.max)
+	} else {
+		removeMax()
+	}
+}
+
+// step moves the series to point p and says how p is to be sent. fell reports
+// whether p is below prev (a reset); layoutChanged, if not nil, whether the
+// two points cannot be subtracted.
+func (c *deltaConverter) step(key uint64, p *snapshot, now time.Time,
+	fell func(p, prev *snapshot) bool, layoutChanged func(p, prev *snapshot) bool,
+) (*series, outcome, dropReason) {
+	s := c.series[key]
+	if s == nil {
+		s = c.insert(key, now)
+		s.cur = *p
+		s.curSent = p.start != 0 && p.start <= p.ts && p.start > c.watermark
+		if s.curSent {
+			return s, emitAsIs, 0
+		}
+		return s, drop, reasonCumulativeBaseline
+	}
+	s.seen = now
+	c.lru.moveToFront(s)
+
+	switch {
+	case p.ts == s.cur.ts && p.start == s.cur.start:
+		// The same point again (a client re-sent it): the same answer again.
+		if s.hasPrev {
+			out, reason := c.compare(p, &s.prev, fell, layoutChanged)
+			return s, out, reason
+		}
+		if s.curSent {
+			return s, emitAsIs, 0
+		}
+		return s, drop, reasonDuplicate
+	case p.ts <= s.cur.ts:
+		return s, drop, reasonOutOfOrder
+	}
+
+	// p is newer: it becomes cur, cur becomes prev.
+	s.prev, s.cur = s.cur, *p
+	s.hasPrev, s.curSent = true, false
+	out, reason := c.compare(p, &s.prev, fell, layoutChanged)
+	if out == drop {
+		s.hasPrev = false // p is the new baseline
+	}
+	return s, out, reason
+}
+
+func (c *deltaConverter) compare(p, prev *snapshot, fell func(p, prev *snapshot) bool, layoutChanged func(p, prev *snapshot) bool) (outcome, dropReason) {
+	switch {
+	case p.start != 0 && p.start != prev.start:
+		return emitAsIs, 0 // restarted: p is the delta since its new start
+	case layoutChanged != nil && layoutChanged(p, prev):
+		return drop, reasonBucketLayoutChanged
+	case fell(p, prev):
+		return emitAsIs, 0 // reset without a new start time: p counts since the reset
+	}
+	return emitDelta, 0
+}
+
+// undo takes back the conversion of points the queue refused, so that the
+// next point's delta covers them again. A series that moved on since is left
+// alone.
+func (c *deltaConverter) undo(records []conversionRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range records {
+		s := c.series[r.key]
+		if s == nil || s.cur.ts != r.ts {
+			continue
+		}
+		if !s.hasPrev {
+			// A first point: forget the series so that it is first again.
+			c.remove(s)
+			continue
+		}
+		s.cur, s.prev = s.prev, s.cur
+		s.hasPrev, s.curSent = false, false
+	}
+}
+
+// undoPoints is undo for the points of md (a subset handed back by a failed export).
+func (c *deltaConverter) undoPoints(md pmetric.Metrics) {
+	var records []conversionRecord
+	rms := md.ResourceMetrics()
+	for ri := 0; ri < rms.Len(); ri++ {
+		rm := rms.At(ri)
+		resHash := c.hashMap(rm.Resource().Attributes())
+		sms := rm.ScopeMetrics()
+		for si := 0; si < sms.Len(); si++ {
+			sm := sms.At(si)
+			scopeHash := c.hashStrings(sm.Scope().Name(), sm.Scope().Version())
+			ms := sm.Metrics()
+			for mi := 0; mi < ms.Len(); mi++ {
+				m := ms.At(mi)
+				base := mix(resHash, scopeHash, c.hashStrings(m.Name(), ""), uint64(m.Type()))
+				add := func(attrs pcommon.Map, ts pcommon.Timestamp) {
+					records = append(records, conversionRecord{mix(base, c.hashMap(attrs)), ts})
+				}
+				switch m.Type() {
+				case pmetric.MetricTypeSum:
+					for _, dp := range m.Sum().DataPoints().All() {
+						add(dp.Attributes(), dp.Timestamp())
+					}
+				case pmetric.MetricTypeHistogram:
+					for _, dp := range m.Histogram().DataPoints().All() {
+						add(dp.Attributes(), dp.Timestamp())
+					}
+				case pmetric.MetricTypeExponentialHistogram:
+					for _, dp := range m.ExponentialHistogram().DataPoints().All() {
+						add(dp.Attributes(), dp.Timestamp())
+					}
+				}
+			}
+		}
+	}
+	c.undo(records)
+}
+
+// seriesCount is the number of series remembered.
+func (c *deltaConverter) seriesCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.series)
+}
+
+func (c *deltaConverter) insert(key uint64, now time.Time) *series {
+	for len(c.series) >= c.maxSeries {
+		c.evict(c.lru.oldest)
+	}
+	s := &series{key: key, seen: now}
+	c.series[key] = s
+	c.lru.pushFront(s)
+	return s
+}
+
+// expire forgets the series not seen for longer than the TTL.
+func (c *deltaConverter) expire(now time.Time) {
+	limit := now.Add(-c.ttl)
+	for s := c.lru.oldest; s != nil && s.seen.Before(limit); s = c.lru.oldest {
+		c.evict(s)
+	}
+}
+
+func (c *deltaConverter) evict(s *series) {
+	c.watermark = max(c.watermark, s.cur.ts)
+	c.evictions++
+	c.remove(s)
+}
+
+func (c *deltaConverter) remove(s *series) {
+	delete(c.series, s.key)
+	c.lru.unlink(s)
+}
+
+func sumFell(p, prev *snapshot) bool {
+	if p.isInt != prev.isInt {
+		return true
+	}
+	if p.isInt {
+		return p.intValue < prev.intValue
+	}
+	return p.value < prev.value
+}
+
+func histogramFell(p, prev *snapshot) bool {
+	if p.count < prev.count {
+		return true
+	}
+	for i := range min(len(p.counts), len(prev.counts)) {
+		if p.counts[i] < prev.counts[i] {
+			return true
+		}
+	}
+	return false
+}
+
+func explicitLayoutChanged(p, prev *snapshot) bool {
+	return !slices.Equal(p.bounds, prev.bounds) || len(p.counts) != len(prev.counts)
+}
+
+// exponentialFell reports whether any bucket of p (at the coarser of the two
+// scales) holds fewer observations than the same bucket of prev.
+func exponentialFell(p, prev *snapshot) bool {
+	if p.count < prev.count || p.zeroCount < prev.zeroCount {
+		return true
+	}
+	scale := min(p.scale, prev.scale)
+	return bucketsFell(p.posOffset, p.counts, p.scale, prev.posOffset, prev.counts, prev.scale, scale) ||
+		bucketsFell(p.negOffset, p.neg, p.scale, prev.negOffset, prev.neg, prev.scale, scale)
+}
+
+func bucketsFell(off int32, counts []uint64, scale int32, prevOff int32, prevCounts []uint64, prevScale int32, to int32) bool {
+	o, c := downscale(off, counts, scale-to)
+	po, pc := downscale(prevOff, prevCounts, prevScale-to)
+	for i, v := range pc {
+		j := int(po) + i - int(o)
+		if v > 0 && (j < 0 || j >= len(c) || c[j] < v) {
+			return true
+		}
+	}
+	return false
+}
+
+// exponentialDelta is p minus prev at the coarser of their scales; p must
+// not have fallen below prev.
+func exponentialDelta(p, prev *snapshot) snapshot {
+	scale := min(p.scale, prev.scale)
+	d := snapshot{scale: scale, zeroCount: p.zeroCount - prev.zeroCount}
+	d.posOffset, d.counts = subtractBuckets(p.posOffset, p.counts, p.scale, prev.posOffset, prev.counts, prev.scale, scale)
+	d.negOffset, d.neg = subtractBuckets(p.negOffset, p.neg, p.scale, prev.negOffset, prev.neg, prev.scale, scale)
+	return d
+}
+
+func subtractBuckets(off int32, counts []uint64, scale int32, prevOff int32, prevCounts []uint64, prevScale int32, to int32) (int32, []uint64) {
+	o, c := downscale(off, counts, scale-to)
+	c = slices.Clone(c)
+	po, pc := downscale(prevOff, prevCounts, prevScale-to)
+	for i, v := range pc {
+		if j := int(po) + i - int(o); j >= 0 && j < len(c) {
+			c[j] -= v
+		}
+	}
+	return o, c
+}
+
+// downscale merges exponential buckets to a scale lower by by (each step
+// halves the resolution: bucket i goes to i>>1).
+func downscale(offset int32, counts []uint64, by int32) (int32, []uint64) {
+	if by <= 0 || len(counts) == 0 {
+		return offset, counts
+	}
+	first := offset >> by
+	last := (offset + int32(len(counts)) - 1) >> by
+	out := make([]uint64, last-first+1)
+	for i, v := range counts {
+		out[((offset+int32(i))>>by)-first] += v
+	}
+	return first, out
+}
+
+// hashMap hashes attributes independently of their order.
+func (c *deltaConverter) hashMap(m pcommon.Map) uint64 {
+	var sum uint64
+	for k, v := range m.All() {
+		sum += mix(maphash.String(c.seed, k), c.hashValue(v))
+	}
+	return sum
+}
+
+func (c *deltaConverter) hashValue(v pcommon.Value) uint64 {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return maphash.String(c.seed, v.Str())
+	case pcommon.ValueTypeInt:
+		return mix(uint64(v.Int()), 1)
+	case pcommon.ValueTypeDouble:
+		return mix(math.Float64bits(v.Double()), 2)
+	case pcommon.ValueTypeBool:
+		if v.Bool() {
+			return mix(1, 3)
+		}
+		return mix(0, 3)
+	default:
+		return maphash.String(c.seed, v.AsString())
+	}
+}
+
+func (c *deltaConverter) hashStrings(a, b string) uint64 {
+	return mix(maphash.String(c.seed, a), maphash.String(c.seed, b))
+}
+
+// mix combines hashes, order-dependently (splitmix64 finalizer per step).
+func mix(hs ...uint64) uint64 {
+	var h uint64 = 0x9e3779b97f4a7c15
+	for _, v := range hs {
+		h ^= v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
+		h ^= h >> 30
+		h *= 0xbf58476d1ce4e5b9
+		h ^= h >> 27
+		h *= 0x94d049bb133111eb
+		h ^= h >> 31
+	}
+	return h
+}
+
+// seriesList is an intrusive doubly linked list, most recently seen first.
+type seriesList struct {
+	newest, oldest *series
+}
+
+func (l *seriesList) pushFront(s *series) {
+	s.older, s.newer = l.newest, nil
+	if l.newest != nil {
+		l.newest.newer = s
+	}
+	l.newest = s
+	if l.oldest == nil {
+		l.oldest = s
+	}
+}
+
+func (l *seriesList) unlink(s *series) {
+	if s.newer != nil {
+		s.newer.older = s.older
+	} else {
+		l.newest = s.older
+	}
+	if s.older != nil {
+		s.older.newer = s.newer
+	} else {
+		l.oldest = s.newer
+	}
+	s.newer, s.older = nil, nil
+}
+
+func (l *seriesList) moveToFront(s *series) {
+	if l.newest == s {
+		return
+	}
+	l.unlink(s)
+	l.pushFront(s)
+}

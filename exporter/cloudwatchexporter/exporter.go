@@ -1,0 +1,283 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+)
+
+const (
+	// throttleRetryDelay is the least time before a throttled request is retried.
+	throttleRetryDelay = time.Second
+	// credentialsCheckTimeout bounds how long output_destination auto waits
+	// for credentials (an instance metadata service that is not there would
+	// otherwise take many seconds to give up).
+	credentialsCheckTimeout = 1500 * time.Millisecond
+)
+
+// cloudWatchExporter translates, packs and sends metrics; exporterhelper
+// calls pushMetrics from the sending queue and retries what it hands back.
+type cloudWatchExporter struct {
+	cfg        *Config
+	logger     *zap.Logger
+	telemetry  *metadata.TelemetryBuilder
+	translator *translator
+	deltas     *deltaConverter
+	slots      chan struct{} // bounds the requests in flight, across concurrent exports
+	limiter    *rate.Limiter // nil: no rate limit
+	now        func() time.Time
+
+	// set by start
+	putter putter
+	dryRun bool
+	file   *os.File
+
+	translations sync.Pool
+}
+
+// translationBuffers is the per-export scratch space, reused through a pool.
+type translationBuffers struct {
+	translation
+	packed []datum
+	reqs   []packedRequest
+}
+
+func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExporter, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	e := &cloudWatchExporter{
+		cfg:        cfg,
+		logger:     set.Logger,
+		telemetry:  tb,
+		translator: newTranslator(cfg),
+		deltas:     newDeltaConverter(cfg.CumulativeState),
+		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
+		now:        time.Now,
+	}
+	if cfg.MaxRequestsPerSecond > 0 {
+		e.limiter = rate.NewLimiter(rate.Limit(cfg.MaxRequestsPerSecond), max(1, int(math.Ceil(cfg.MaxRequestsPerSecond))))
+	}
+	e.translations.New = func() any { return new(translationBuffers) }
+	err = tb.RegisterExporterCloudwatchCumulativeSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(int64(e.deltas.seriesCount()))
+		return nil
+	})
+	return e, err
+}
+
+func (e *cloudWatchExporter) start(ctx context.Context, _ component.Host) error {
+	switch e.cfg.OutputDestination {
+	case destinationStdout:
+		e.setDryRun(os.Stdout)
+	case destinationFile:
+		f, err := os.OpenFile(e.cfg.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("output_path: %w", err)
+		}
+		e.file = f
+		e.setDryRun(f)
+	case destinationCloudWatch:
+		awsCfg, err := loadAWSConfig(ctx, e.cfg)
+		if err != nil {
+			return err
+		}
+		if awsCfg.Region == "" {
+			return errors.New("region: not set, and no region found in the AWS environment or shared config")
+		}
+		e.putter = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+	case destinationAuto:
+		awsCfg, err := loadAWSConfig(ctx, e.cfg)
+		if err == nil && credentialsResolve(ctx, awsCfg, credentialsCheckTimeout) {
+			e.putter = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+			return nil
+		}
+		e.logger.Warn("No AWS region or credentials found: this is a dry run, printing to stdout the PutMetricData requests that would be sent to CloudWatch (set output_destination: cloudwatch to require AWS)")
+		e.setDryRun(os.Stdout)
+	}
+	return nil
+}
+
+func (e *cloudWatchExporter) setDryRun(w *os.File) {
+	e.putter = &dryRunPutter{w: w}
+	e.dryRun = true
+}
+
+func (e *cloudWatchExporter) shutdown(context.Context) error {
+	e.telemetry.Shutdown()
+	if e.file != nil {
+		return e.file.Close()
+	}
+	return nil
+}
+
+// pushMetrics sends md, which holds only deltas and gauges (see
+// deltaConverter). When some requests fail, it hands back to exporterhelper
+// only the data points of those requests: retryable failures as a
+// consumererror.Metrics (throttling with a delay), invalid requests as
+// permanent, so a retry never re-sends what CloudWatch accepted.
+func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
+	if e.putter == nil {
+		return errors.New("cloudwatch exporter not started")
+	}
+	buf := e.translations.Get().(*translationBuffers)
+	defer func() {
+		clear(buf.packed)
+		buf.packed = buf.packed[:0]
+		buf.reqs = buf.reqs[:0]
+		buf.reset()
+		e.translations.Put(buf)
+	}()
+
+	e.translator.translate(md, e.now(), &buf.translation)
+	e.recordDropped(ctx, &buf.dropped)
+	if len(buf.datums) == 0 {
+		return nil
+	}
+	buf.packed, buf.reqs = pack(buf.datums, e.cfg.Namespace, buf.packed, buf.reqs)
+	results := e.sendAll(ctx, buf.packed, buf.reqs)
+	return e.settle(ctx, md, buf, results)
+}
+
+// errNotSent marks a request that was never attempted because the export was cancelled.
+var errNotSent = errors.New("request not sent")
+
+// sendAll sends the requests, at most max_concurrent_requests at a time
+// (across all exports) and at most max_requests_per_second.
+func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []error {
+	results := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i := range reqs {
+		if err := e.acquire(ctx); err != nil {
+			for j := i; j < len(reqs); j++ {
+				results[j] = fmt.Errorf("%w: %w", errNotSent, err)
+			}
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-e.slots }()
+			r := reqs[i]
+			results[i] = e.putter.put(ctx, e.cfg.Namespace, packed[r.first:r.first+r.n])
+		}(i)
+	}
+	wg.Wait()
+	return results
+}
+
+func (e *cloudWatchExporter) acquire(ctx context.Context) error {
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if e.limiter != nil && !e.dryRun {
+		if err := e.limiter.Wait(ctx); err != nil {
+			<-e.slots
+			return err
+		}
+	}
+	return nil
+}
+
+// settle counts what happened to each request and decides what to retry.
+func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []error) error {
+	var (
+		sent, rejectedPoints int
+		retry                []pointRef
+		throttled            bool
+		errs                 []error
+		outcomes             [numOutcomes]int64
+	)
+	for i, r := range buf.reqs {
+		err := results[i]
+		out := classify(err)
+		if !errors.Is(err, errNotSent) {
+			outcomes[out]++
+		}
+		ds := buf.packed[r.first : r.first+r.n]
+		switch {
+		case out == outcomeSuccess:
+			sent += r.n
+			continue
+		case out == outcomeRejected:
+			n := forEachPoint(ds, func(int32) {})
+			rejectedPoints += n
+			e.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
+				zap.Int("datums", r.n), zap.Int("data_points", n), zap.Error(err))
+		default:
+			throttled = throttled || out == outcomeThrottled
+			forEachPoint(ds, func(p int32) { retry = append(retry, buf.points[p]) })
+		}
+		errs = append(errs, err)
+	}
+
+	if !e.dryRun {
+		for o, n := range outcomes {
+			if n > 0 {
+				e.telemetry.ExporterCloudwatchRequests.Add(ctx, n,
+					metric.WithAttributes(attribute.String("outcome", requestOutcome(o).String())))
+			}
+		}
+	}
+	e.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
+	if rejectedPoints > 0 {
+		var d dropCounts
+		d[reasonRejected] = rejectedPoints
+		e.recordDropped(ctx, &d)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("%d of %d PutMetricData requests failed: %w", len(errs), len(buf.reqs), errors.Join(errs...))
+	if len(retry) == 0 {
+		return consumererror.NewPermanent(err)
+	}
+	failed := subset(md, retry)
+	e.telemetry.ExporterCloudwatchPointsRetried.Add(ctx, int64(failed.DataPointCount()))
+	err = consumererror.NewMetrics(err, failed)
+	if throttled {
+		err = exporterhelper.NewThrottleRetry(err, throttleRetryDelay)
+	}
+	return err
+}
+
+// forEachPoint calls fn once per data point of ds (a point's datums are
+// adjacent) and returns how many points there were.
+func forEachPoint(ds []datum, fn func(point int32)) int {
+	n := 0
+	for i := range ds {
+		if i == 0 || ds[i].point != ds[i-1].point {
+			fn(ds[i].point)
+			n++
+		}
+	}
+	return n
+}
+
+func (e *cloudWatchExporter) recordDropped(ctx context.Context, d *dropCounts) {
+	for r, n := range d {
+		if n > 0 {
+			e.telemetry.ExporterCloudwatchPointsDropped.Add(ctx, int64(n),
+				metric.WithAttributes(attribute.String("reason", dropReason(r).String())))
+		}
+	}
+}

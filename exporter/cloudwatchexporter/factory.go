@@ -1,0 +1,108 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+)
+
+// Defaults.
+const (
+	defaultTimeout               = 15 * time.Second
+	defaultStorageResolution     = 60
+	defaultMaxConcurrentRequests = 4
+	defaultCumulativeTTL         = 30 * time.Minute
+	defaultCumulativeMaxSeries   = 50_000
+)
+
+// defaultResourceToDimensions keeps series apart per service and per GPU,
+// never per process (service.instance.id would make every restart a new
+// set of billed metrics).
+func defaultResourceToDimensions() []string {
+	return []string{"service.name", "deployment.environment.name", "gpu.uuid", "gpu.index", "gpu.model"}
+}
+
+// NewFactory returns the factory of the cloudwatch exporter.
+func NewFactory() exporter.Factory {
+	return exporter.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		exporter.WithMetrics(createMetrics, metadata.MetricsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		TimeoutConfig:         exporterhelper.TimeoutConfig{Timeout: defaultTimeout},
+		QueueConfig:           configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
+		BackOffConfig:         configretry.NewDefaultBackOffConfig(),
+		OutputDestination:     destinationCloudWatch,
+		ResourceToDimensions:  defaultResourceToDimensions(),
+		StorageResolution:     defaultStorageResolution,
+		MaxConcurrentRequests: defaultMaxConcurrentRequests,
+		CumulativeState: CumulativeStateConfig{
+			TTL:       defaultCumulativeTTL,
+			MaxSeries: defaultCumulativeMaxSeries,
+		},
+	}
+}
+
+func createMetrics(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Metrics, error) {
+	cfg := c.(*Config)
+	exp, err := newCloudWatchExporter(cfg, set)
+	if err != nil {
+		return nil, err
+	}
+	helper, err := exporterhelper.NewMetrics(ctx, set, cfg, exp.pushMetrics,
+		exporterhelper.WithStart(exp.start),
+		exporterhelper.WithShutdown(exp.shutdown),
+		exporterhelper.WithTimeout(cfg.TimeoutConfig),
+		exporterhelper.WithRetry(cfg.BackOffConfig),
+		exporterhelper.WithQueue(cfg.QueueConfig),
+		// Cumulative points are rewritten into deltas in place.
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &metricsExporter{Metrics: helper, exp: exp}, nil
+}
+
+// metricsExporter turns cumulative data into deltas before it is queued, so
+// that what the queue holds, retries and replays after a restart is exact.
+type metricsExporter struct {
+	exporter.Metrics
+	exp *cloudWatchExporter
+}
+
+func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	var dropped dropCounts
+	records, evicted := m.exp.deltas.convert(md, m.exp.now(), &dropped, nil)
+	m.exp.recordDropped(ctx, &dropped)
+	if evicted > 0 {
+		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, evicted)
+	}
+	err := m.Metrics.ConsumeMetrics(ctx, md)
+	if err == nil {
+		return nil
+	}
+	// The data did not get through: take the conversion back so that the
+	// next cumulative point's delta covers it again.
+	if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
+		m.exp.deltas.undoPoints(failed.Data())
+	} else if errors.Is(err, exporterhelper.ErrQueueIsFull) {
+		m.exp.deltas.undo(records)
+	}
+	return err
+}

@@ -1,0 +1,102 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"math"
+	"time"
+)
+
+// PutMetricData limits, from the CloudWatch API reference.
+const (
+	maxDatumsPerRequest = 1000
+	// maxRequestBytes bounds the serialized (uncompressed CBOR) request body.
+	// CloudWatch documents "1 MB"; 10^6 is under either reading of it.
+	maxRequestBytes   = 1_000_000
+	maxValuesPerDatum = 150
+	maxDimensions     = 30
+	maxDimNameLen     = 255
+	maxDimValueLen    = 1024
+	maxMetricNameLen  = 255
+	maxNamespaceLen   = 255
+
+	// CloudWatch accepts timestamps from two weeks in the past to two hours in
+	// the future. The margin keeps a point that passes here from crossing the
+	// edge before its request reaches CloudWatch.
+	maxPointAge     = 14*24*time.Hour - timestampMargin
+	maxPointFuture  = 2*time.Hour - timestampMargin
+	timestampMargin = 5 * time.Minute
+)
+
+// CloudWatch rejects values whose magnitude is above 2^360 or, unless zero, below 2^-360.
+var (
+	maxMagnitude = math.Ldexp(1, 360)
+	minMagnitude = math.Ldexp(1, -360)
+)
+
+// dropReason says why a data point was not sent; it is the `reason`
+// attribute of the points_dropped telemetry counter.
+type dropReason uint8
+
+const (
+	reasonNaNOrInf dropReason = iota
+	reasonOutOfRange
+	reasonTooOld
+	reasonTooNew
+	reasonCumulativeBaseline
+	reasonOutOfOrder
+	reasonDuplicate
+	reasonBucketLayoutChanged
+	reasonInvalid
+	reasonUnsupportedType
+	reasonRule
+	reasonRejected
+	numDropReasons
+)
+
+var dropReasonNames = [numDropReasons]string{
+	reasonNaNOrInf:            "nan_or_inf",
+	reasonOutOfRange:          "out_of_range",
+	reasonTooOld:              "too_old",
+	reasonTooNew:              "too_new",
+	reasonCumulativeBaseline:  "cumulative_baseline",
+	reasonOutOfOrder:          "out_of_order",
+	reasonDuplicate:           "duplicate",
+	reasonBucketLayoutChanged: "bucket_layout_changed",
+	reasonInvalid:             "invalid",
+	reasonUnsupportedType:     "unsupported_type",
+	reasonRule:                "rule",
+	reasonRejected:            "rejected",
+}
+
+func (r dropReason) String() string { return dropReasonNames[r] }
+
+// dropCounts counts dropped data points by reason.
+type dropCounts [numDropReasons]int
+
+func (d *dropCounts) add(o *dropCounts) {
+	for i := range d {
+		d[i] += o[i]
+	}
+}
+
+func (d *dropCounts) total() int {
+	n := 0
+	for _, c := range d {
+		n += c
+	}
+	return n
+}
+
+// checkValue says why v cannot be sent to CloudWatch, if it cannot.
+func checkValue(v float64) (dropReason, bool) {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return reasonNaNOrInf, false
+	case v == 0:
+		return 0, true
+	}
+	a := math.Abs(v)
+	if a > maxMagnitude || a < minMagnitude {
+		return reasonOutOfRange, false
+	}
+	return 0, true
+}

@@ -1,0 +1,222 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// putter sends one PutMetricData request.
+type putter interface {
+	put(ctx context.Context, namespace string, datums []datum) error
+}
+
+// requestOutcome classifies how a request ended; it is the `outcome`
+// attribute of the requests telemetry counter.
+type requestOutcome uint8
+
+const (
+	outcomeSuccess      requestOutcome = iota
+	outcomeThrottled                   // retry after a delay
+	outcomeServerError                 // 5xx: retry
+	outcomeNetworkError                // no answer: retry
+	outcomeAuthError                   // credentials refused: retry (they may be refreshed or fixed)
+	outcomeRejected                    // the request is invalid: never retry it
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	outcomeSuccess:      "success",
+	outcomeThrottled:    "throttled",
+	outcomeServerError:  "server_error",
+	outcomeNetworkError: "network_error",
+	outcomeAuthError:    "auth_error",
+	outcomeRejected:     "rejected",
+}
+
+func (o requestOutcome) String() string { return outcomeNames[o] }
+
+func (o requestOutcome) retryable() bool { return o != outcomeSuccess && o != outcomeRejected }
+
+// Error codes CloudWatch and the AWS front ends answer with.
+func isThrottlingCode(code string) bool {
+	switch code {
+	case "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+		"TooManyRequestsException", "RequestLimitExceeded", "SlowDown":
+		return true
+	}
+	return false
+}
+
+func isInvalidRequestCode(code string) bool {
+	switch code {
+	case "InvalidParameterValue", "InvalidParameterValueException",
+		"InvalidParameterCombination", "InvalidParameterCombinationException",
+		"MissingParameter", "MissingRequiredParameterException",
+		"RequestEntityTooLarge", "SerializationException", "ValidationError":
+		return true
+	}
+	return false
+}
+
+func isAuthCode(code string) bool {
+	switch code {
+	case "AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
+		"InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException",
+		"InvalidSignatureException", "SignatureDoesNotMatch", "IncompleteSignature",
+		"MissingAuthenticationToken":
+		return true
+	}
+	return false
+}
+
+// classify maps a PutMetricData error to what should happen next.
+func classify(err error) requestOutcome {
+	if err == nil {
+		return outcomeSuccess
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		code := apiErr.ErrorCode()
+		switch {
+		case isThrottlingCode(code):
+			return outcomeThrottled
+		case isInvalidRequestCode(code):
+			return outcomeRejected
+		case isAuthCode(code):
+			return outcomeAuthError
+		}
+	}
+	var respErr *smithyhttp.ResponseError
+	if errors.As(err, &respErr) {
+		switch status := respErr.HTTPStatusCode(); {
+		case status == http.StatusTooManyRequests:
+			return outcomeThrottled
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			return outcomeAuthError
+		case status == http.StatusRequestEntityTooLarge:
+			return outcomeRejected
+		case status >= 500:
+			return outcomeServerError
+		case status >= 400:
+			return outcomeRejected
+		}
+		return outcomeServerError
+	}
+	return outcomeNetworkError
+}
+
+// cloudWatchPutter sends requests with the AWS SDK.
+type cloudWatchPutter struct {
+	client *cloudwatch.Client
+}
+
+// loadAWSConfig resolves region and credentials from the standard chain,
+// the profile and the role to assume. The SDK's own retries are off:
+// exporterhelper retries, and only what failed.
+func loadAWSConfig(ctx context.Context, cfg *Config) (aws.Config, error) {
+	opts := []func(*awsconfig.LoadOptions) error{
+		awsconfig.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
+	}
+	if cfg.Region != "" {
+		opts = append(opts, awsconfig.WithRegion(cfg.Region))
+	}
+	if cfg.Profile != "" {
+		opts = append(opts, awsconfig.WithSharedConfigProfile(cfg.Profile))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	if cfg.RoleARN != "" {
+		provider := stscreds.NewAssumeRoleProvider(sts.NewFromConfig(awsCfg), cfg.RoleARN,
+			func(o *stscreds.AssumeRoleOptions) { o.RoleSessionName = "otelcol-cloudwatch-exporter" })
+		awsCfg.Credentials = aws.NewCredentialsCache(provider)
+	}
+	return awsCfg, nil
+}
+
+// credentialsResolve reports whether a region is set and credentials can be
+// had within the timeout (an instance without a metadata service would
+// otherwise make the check hang for many seconds).
+func credentialsResolve(ctx context.Context, awsCfg aws.Config, timeout time.Duration) bool {
+	if awsCfg.Region == "" || awsCfg.Credentials == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	creds, err := awsCfg.Credentials.Retrieve(ctx)
+	return err == nil && creds.HasKeys()
+}
+
+func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
+	client := cloudwatch.NewFromConfig(awsCfg, func(o *cloudwatch.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.Retryer = aws.NopRetryer{}
+	})
+	return &cloudWatchPutter{client: client}
+}
+
+func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
+	_, err := p.client.PutMetricData(ctx, toInput(namespace, datums))
+	return err
+}
+
+// toInput builds the SDK request. The SDK wants pointers; they point into
+// the datums and a few per-request arrays instead of one allocation per field.
+func toInput(namespace string, datums []datum) *cloudwatch.PutMetricDataInput {
+	nDims, nStats := 0, 0
+	for i := range datums {
+		nDims += len(datums[i].dims)
+		if datums[i].kind == kindStatistics {
+			nStats++
+		}
+	}
+	out := make([]types.MetricDatum, len(datums))
+	dims := make([]types.Dimension, 0, nDims)
+	times := make([]time.Time, len(datums))
+	stats := make([]types.StatisticSet, 0, nStats)
+	for i := range datums {
+		d := &datums[i]
+		times[i] = d.timestamp.AsTime()
+		md := &out[i]
+		md.MetricName = &d.name
+		md.Timestamp = &times[i]
+		md.Unit = d.unit
+		md.StorageResolution = &d.resolution
+		if len(d.dims) > 0 {
+			start := len(dims)
+			for j := range d.dims {
+				dims = append(dims, types.Dimension{Name: &d.dims[j].name, Value: &d.dims[j].value})
+			}
+			md.Dimensions = dims[start:len(dims):len(dims)]
+		}
+		switch d.kind {
+		case kindValue:
+			md.Value = &d.value
+		case kindStatistics:
+			stats = append(stats, types.StatisticSet{
+				SampleCount: &d.stats.sampleCount, Sum: &d.stats.sum,
+				Minimum: &d.stats.min, Maximum: &d.stats.max,
+			})
+			md.StatisticValues = &stats[len(stats)-1]
+		case kindValues:
+			md.Values = d.values
+			md.Counts = d.counts
+		}
+	}
+	return &cloudwatch.PutMetricDataInput{Namespace: &namespace, MetricData: out}
+}
