@@ -31,15 +31,15 @@ const resourcesKeptEpochs = 2
 // runs and the lookup tables. It is not safe for concurrent use; the
 // connector and the processor serialize calls with a mutex.
 type deriver struct {
-	dimensions  []string
-	cumulative  bool
-	missing     pcommon.Value
-	resources   *resourceTable
-	series      *seriesTable
-	stats       derivationStats
-	startTime   pcommon.Timestamp // start of cumulative series
-	lastFlush   pcommon.Timestamp // start of the next delta points
-	prevActive  []seriesLabels    // build.jobs.active groups non-zero at the last flush
+	dimensions []string
+	cumulative bool
+	missing    pcommon.Value
+	resources  *resourceTable
+	series     *seriesTable
+	stats      derivationStats
+	startTime  pcommon.Timestamp // start of cumulative series
+	lastFlush  pcommon.Timestamp // start of the next delta points
+	prevActive []seriesLabels    // build.jobs.active groups non-zero at the last flush
 
 	// Connector only.
 	jobs           *jobTracker

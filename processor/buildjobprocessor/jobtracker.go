@@ -25,8 +25,9 @@ import (
 //     span that overlaps no run is a run of its own.
 //   - A run is counted once, when its first end is known; every later record
 //     for it only fills in what was missing (counted as deduplicated).
-//   - A run active for job_timeout is counted once as timeout; it is then
-//     remembered for another job_timeout, so its late end or span is ignored.
+//   - A run active for job_timeout (since its start arrived) is counted once
+//     as timeout; it is then remembered for another job_timeout, so its late
+//     end or span is ignored.
 
 // jobKey identifies a job: the service that runs it and its build.job.id.
 type jobKey struct {
@@ -287,15 +288,17 @@ func (t *jobTracker) span(rec *jobRecord, start, end pcommon.Timestamp, result s
 // sweep counts timed-out runs and pending ends whose start did not come,
 // and forgets ended runs older than job_timeout. final counts every pending
 // end at once (shutdown).
+//
+// job_timeout is measured on the collector's clock from when the start
+// arrived, not from the start's timestamp: clock skew between the service and
+// the collector, or a start delivered late, cannot time a run out early.
 func (t *jobTracker) sweep(now time.Time, final bool) {
-	nowTS := pcommon.NewTimestampFromTime(now)
-	timeoutNS := pcommon.Timestamp(t.timeout.Nanoseconds())
 	for r := t.open.head; r != nil; {
 		next := r.next
 		switch r.state {
 		case runActive:
-			if nowTS >= r.start && nowTS-r.start >= timeoutNS {
-				r.end = r.start + timeoutNS
+			if now.Sub(r.listedAt) >= t.timeout {
+				r.end = r.start + pcommon.Timestamp(t.timeout.Nanoseconds())
 				t.finish(r, resultTimeout, now)
 			}
 		case runPending:
