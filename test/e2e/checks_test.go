@@ -1,0 +1,239 @@
+//go:build cloudwatchtest_pending
+
+package e2e
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+// Derived metric names and their CloudWatch units (issue 5's contract and
+// the exporter's UCUM mapping: {job} and the like are counts, s is Seconds).
+const (
+	mJobs          = "build.jobs"
+	mJobDuration   = "build.job.duration"
+	mJobsActive    = "build.jobs.active"
+	mStageRuns     = "build.stage.runs"
+	mStageDuration = "build.stage.duration"
+	mAPIRequests   = "api.requests"
+	mAPIDuration   = "api.request.duration"
+)
+
+// dstat is what a set of datums says: Sum of the values (a counter's total),
+// and the statistics CloudWatch computes (count, sum, min, max).
+type dstat struct {
+	Datums     int
+	Count, Sum float64
+	Min, Max   float64
+	Units      map[string]int
+	Negative   int // datums with a negative value
+}
+
+func hasDims(d cloudwatchtest.Datum, want map[string]string) bool {
+	for k, v := range want {
+		if d.Dimensions[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// aggregate sums the datums of one metric whose dimensions include want.
+func aggregate(datums []cloudwatchtest.Datum, name string, want map[string]string) dstat {
+	s := dstat{Min: math.Inf(1), Max: math.Inf(-1), Units: map[string]int{}}
+	see := func(v float64) {
+		s.Min = math.Min(s.Min, v)
+		s.Max = math.Max(s.Max, v)
+		if v < 0 {
+			s.Negative++
+		}
+	}
+	for _, d := range datums {
+		if d.MetricName != name || !hasDims(d, want) {
+			continue
+		}
+		s.Datums++
+		s.Units[d.Unit]++
+		switch {
+		case d.Statistics != nil:
+			s.Count += d.Statistics.SampleCount
+			s.Sum += d.Statistics.Sum
+			see(d.Statistics.Minimum)
+			see(d.Statistics.Maximum)
+		case len(d.Values) > 0:
+			for i, v := range d.Values {
+				c := 1.0
+				if i < len(d.Counts) {
+					c = d.Counts[i]
+				}
+				s.Count += c
+				s.Sum += v * c
+				see(v)
+			}
+		case d.Value != nil:
+			s.Count++
+			s.Sum += *d.Value
+			see(*d.Value)
+		}
+	}
+	return s
+}
+
+func withDims(a map[string]string, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, b)
+	return out
+}
+
+// checkCounter: the values of a counter's datums add up to want exactly.
+func checkCounter(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want float64, unit string) {
+	t.Helper()
+	got := aggregate(datums, name, dims)
+	assert.Equal(t, want, got.Sum, "%s%v: sum of datum values", name, dims)
+	assert.Zero(t, got.Negative, "%s%v: negative deltas", name, dims)
+	if got.Datums > 0 {
+		assert.Equal(t, map[string]int{unit: got.Datums}, got.Units, "%s: unit", name)
+	}
+}
+
+// checkHistogram: count, min and max exact; the sum exact up to float
+// rounding, because a Values/Counts datum carries the sum only as
+// sum(value*count) over representatives computed by the exporter.
+func checkHistogram(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want buildsim.Stat, unit string) {
+	t.Helper()
+	got := aggregate(datums, name, dims)
+	assert.Equal(t, float64(want.Count), got.Count, "%s%v: sample count", name, dims)
+	if want.Count == 0 {
+		return
+	}
+	assert.True(t, almostEqual(want.Sum, got.Sum), "%s%v: sum %v, want %v", name, dims, got.Sum, want.Sum)
+	assert.Equal(t, want.Min, got.Min, "%s%v: minimum", name, dims)
+	assert.Equal(t, want.Max, got.Max, "%s%v: maximum", name, dims)
+	assert.Equal(t, map[string]int{unit: got.Datums}, got.Units, "%s: unit", name)
+}
+
+// checkDerived compares every derived series with the ground truth. dims
+// are extra dimensions every datum of this run carries (service.name).
+func checkDerived(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.Totals, dims map[string]string) {
+	t.Helper()
+	pairs := []struct {
+		series            []buildsim.Series
+		counter, duration string
+	}{
+		{truth.Jobs, mJobs, mJobDuration},
+		{truth.StageRuns, mStageRuns, mStageDuration},
+		{truth.APIRequests, mAPIRequests, mAPIDuration},
+	}
+	for _, p := range pairs {
+		var total int64
+		for _, s := range p.series {
+			d := withDims(s.Attributes, dims)
+			checkCounter(t, datums, p.counter, d, float64(s.Count), "Count")
+			checkHistogram(t, datums, p.duration, d, s.Duration, "Seconds")
+			total += s.Count
+		}
+		// Nothing beyond the truth: no timeouts, no series the truth lacks.
+		checkCounter(t, datums, p.counter, dims, float64(total), "Count")
+	}
+	// Every run ended, so the last active count of each series is zero.
+	last := map[string]cloudwatchtest.Datum{}
+	for _, d := range datums {
+		if d.MetricName != mJobsActive || !hasDims(d, dims) {
+			continue
+		}
+		k := dimKey(d.Dimensions)
+		if prev, ok := last[k]; !ok || !d.Timestamp.Before(prev.Timestamp) {
+			last[k] = d
+		}
+	}
+	for k, d := range last {
+		if d.Value != nil {
+			assert.Zero(t, *d.Value, "%s{%s}: last value", mJobsActive, k)
+		}
+	}
+}
+
+// checkSDKMetrics compares the service's own SDK metrics with the truth.
+func checkSDKMetrics(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.SDKMetrics, dims map[string]string) {
+	t.Helper()
+	checkCounter(t, datums, truth.Counter.Name, dims, float64(truth.Counter.Total), "Count")
+	h := truth.Histogram
+	checkHistogram(t, datums, h.Name, dims, buildsim.Stat{Count: h.Count, Sum: h.Sum, Min: h.Min, Max: h.Max}, "Bytes")
+
+	g := aggregate(datums, truth.Gauge.Name, dims)
+	assert.Positive(t, g.Datums, "%s: no datum landed", truth.Gauge.Name)
+	assert.Equal(t, map[string]int{"Percent": g.Datums}, g.Units, "%s: unit", truth.Gauge.Name)
+	series := map[string]bool{}
+	for _, d := range datums {
+		if d.MetricName != truth.Gauge.Name || !hasDims(d, dims) {
+			continue
+		}
+		series[dimKey(d.Dimensions)] = true
+		vals := d.Values
+		if d.Value != nil {
+			vals = append(vals, *d.Value)
+		}
+		for _, v := range vals {
+			assert.Contains(t, truth.Gauge.Allowed, v, "%s: a value the service never reported", truth.Gauge.Name)
+		}
+	}
+	assert.Len(t, series, truth.Gauge.Series, "%s: series", truth.Gauge.Name)
+}
+
+func dimKey(dims map[string]string) string {
+	keys := slices.Sorted(maps.Keys(dims))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + dims[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// describeDatums summarises what landed, per metric, for failure messages
+// and the demo.
+func describeDatums(datums []cloudwatchtest.Datum) string {
+	byName := map[string][]cloudwatchtest.Datum{}
+	for _, d := range datums {
+		byName[d.MetricName] = append(byName[d.MetricName], d)
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	var b strings.Builder
+	for _, n := range names {
+		s := aggregate(byName[n], n, nil)
+		fmt.Fprintf(&b, "%-28s datums=%-5d count=%-10g sum=%-14g units=%v\n", n, s.Datums, s.Count, s.Sum, s.Units)
+	}
+	return b.String()
+}
+
+// jobsLanded is the build.jobs total that has arrived for dims.
+func jobsLanded(cw *cloudwatchtest.Server, dims map[string]string) float64 {
+	return aggregate(cw.Datums(), mJobs, dims).Sum
+}
+
+func totalJobs(t buildsim.Totals) float64 {
+	var n int64
+	for _, s := range t.Jobs {
+		n += s.Count
+	}
+	return float64(n)
+}
+
+// sortedKeys is for stable messages.
+func sortedKeys[V any](m map[string]V) []string {
+	k := slices.Collect(maps.Keys(m))
+	sort.Strings(k)
+	return k
+}

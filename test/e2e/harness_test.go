@@ -1,0 +1,502 @@
+//go:build cloudwatchtest_pending
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+// repoRoot is the checkout root; the tests run in test/e2e.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// binaryPath is the built distribution. The tests drive the binary an
+// operator runs, so a missing binary is a failure, not a skip.
+func binaryPath(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(repoRoot(t), "bin", "otelcol-gpubuild")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s not found: run `make build` first (`make test` builds it)", bin)
+	}
+	return bin
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer collects a subprocess's output while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// awsCreds are fake AWS credentials given to the collector through its
+// environment; the CloudWatch test endpoint does not check signatures, and
+// the tests check that the secret parts never show up in the output.
+type awsCreds struct {
+	AccessKeyID, SecretAccessKey, SessionToken string
+}
+
+func newAWSCreds(t testing.TB) awsCreds {
+	t.Helper()
+	secret := make([]byte, 20)
+	_, err := rand.Read(secret)
+	require.NoError(t, err)
+	return awsCreds{
+		AccessKeyID:     "AKIDTESTE2E0000000001",
+		SecretAccessKey: "e2eSecret" + hex.EncodeToString(secret),
+		SessionToken:    "e2eSession" + hex.EncodeToString(secret[:10]),
+	}
+}
+
+// cleanEnv is the collector's environment: nothing of the runner's AWS or
+// GPUBUILD settings, no instance metadata lookups, and the fake credentials.
+func cleanEnv(creds awsCreds, extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "GPUBUILD_") || strings.HasPrefix(kv, "OTEL_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env,
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ACCESS_KEY_ID="+creds.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY="+creds.SecretAccessKey,
+		"AWS_SESSION_TOKEN="+creds.SessionToken,
+		"AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+	)
+	return append(env, extra...)
+}
+
+// ports are the collector's listeners, all on 127.0.0.1.
+type ports struct {
+	GRPC, HTTP, Health, Telemetry int
+}
+
+func newPorts(t testing.TB) ports {
+	return ports{GRPC: freePort(t), HTTP: freePort(t), Health: freePort(t), Telemetry: freePort(t)}
+}
+
+// sidecarConfig fills testdata/sidecar.yaml.tmpl.
+type sidecarConfig struct {
+	ports
+	CloudWatchEndpoint string
+	Namespace          string
+	QueueDir           string
+	FlushInterval      time.Duration
+	QueueSize          int
+	// RetryMaxElapsed bounds the exporter's retries of one batch.
+	RetryMaxElapsed time.Duration
+	// MaxRequestsPerSecond caps PutMetricData calls (0: no cap).
+	MaxRequestsPerSecond float64
+	MemoryLimitMiB       int
+	MemorySpikeMiB       int
+	// MaxRecvMiB caps one OTLP request (gRPC message and HTTP body).
+	MaxRecvMiB int
+	// TLSCert and TLSKey turn TLS on for both OTLP listeners.
+	TLSCert, TLSKey string
+	// BearerToken turns bearer-token auth on for both OTLP listeners.
+	BearerToken string
+	LogLevel    string
+}
+
+func defaultSidecarConfig(t testing.TB, p ports, cw *cloudwatchtest.Server) sidecarConfig {
+	return sidecarConfig{
+		ports:              p,
+		CloudWatchEndpoint: cw.Endpoint(),
+		Namespace:          "GPUBuild/E2E",
+		QueueDir:           t.TempDir(),
+		FlushInterval:      time.Second,
+		QueueSize:          1000,
+		RetryMaxElapsed:    5 * time.Minute,
+		MemoryLimitMiB:     400,
+		MemorySpikeMiB:     80,
+		MaxRecvMiB:         4,
+		LogLevel:           "info",
+	}
+}
+
+func renderConfig(t testing.TB, tmplName string, data any) string {
+	t.Helper()
+	tmpl, err := template.New(tmplName).Funcs(template.FuncMap{"bytes": func(mib int) int { return mib << 20 }}).
+		ParseFiles(filepath.Join("testdata", tmplName))
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, tmpl.Execute(&b, data))
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o600))
+	return path
+}
+
+// collector is one run of the built binary.
+type collector struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	output *syncBuffer
+	done   chan struct{}
+	err    error // the exit error, once done is closed
+	ports  ports
+}
+
+// allOutput gathers every collector's output of a test, so a test can
+// check that no run printed a secret.
+type allOutput struct {
+	mu   sync.Mutex
+	runs []*syncBuffer
+}
+
+func (a *allOutput) add(b *syncBuffer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.runs = append(a.runs, b)
+}
+
+func (a *allOutput) String() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var s strings.Builder
+	for _, b := range a.runs {
+		s.WriteString(b.String())
+	}
+	return s.String()
+}
+
+// startCollector runs the binary with the config file and environment, in
+// its own process group, and waits until its health check answers. The
+// process is killed at the end of the test whatever happens.
+func startCollector(t testing.TB, configPath string, p ports, env []string, outputs *allOutput) *collector {
+	t.Helper()
+	c := &collector{t: t, output: &syncBuffer{}, done: make(chan struct{}), ports: p}
+	c.cmd = exec.Command(binaryPath(t), "--config", configPath)
+	c.cmd.Env = env
+	c.cmd.Stdout = c.output
+	c.cmd.Stderr = c.output
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, c.cmd.Start())
+	if outputs != nil {
+		outputs.add(c.output)
+	}
+	go func() {
+		c.err = c.cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		c.killGroup()
+		<-c.done
+		if t.Failed() {
+			t.Logf("collector output (last 6000 bytes):\n%s", tail(c.output.String(), 6000))
+		}
+	})
+	if p.Health != 0 {
+		c.waitHealthy(30 * time.Second)
+	}
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+func (c *collector) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *collector) waitHealthy(timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if c.exited() {
+			c.t.Fatalf("collector exited before it was healthy: %v\n%s", c.err, tail(c.output.String(), 6000))
+		}
+		if c.healthy() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("collector not healthy after %v:\n%s", timeout, tail(c.output.String(), 6000))
+}
+
+func (c *collector) healthy() bool {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", c.ports.Health))
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// stop sends SIGTERM and waits for the exit; it reports how long the
+// shutdown took and fails the test if it takes longer than timeout.
+func (c *collector) stop(timeout time.Duration) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(timeout):
+		c.killGroup()
+		<-c.done
+		c.t.Fatalf("collector did not exit within %v of SIGTERM:\n%s", timeout, tail(c.output.String(), 6000))
+	}
+	took := time.Since(start)
+	if c.err != nil {
+		c.t.Errorf("collector exited with %v after SIGTERM:\n%s", c.err, tail(c.output.String(), 6000))
+	}
+	return took
+}
+
+// kill9 kills the collector without warning, as the OOM killer would.
+func (c *collector) kill9() {
+	c.t.Helper()
+	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGKILL))
+	<-c.done
+}
+
+func (c *collector) killGroup() {
+	if c.cmd.Process != nil {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// rssKiB reads VmRSS and VmHWM (peak) of the collector from /proc.
+func (c *collector) rssKiB() (rss, peak int64) {
+	return procRSS(c.cmd.Process.Pid)
+}
+
+func procRSS(pid int) (rss, peak int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v
+		case "VmHWM:":
+			peak = v
+		}
+	}
+	return rss, peak
+}
+
+// sample is one line of the collector's Prometheus telemetry.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// telemetry scrapes the collector's own metrics.
+func (c *collector) telemetry() ([]sample, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.ports.Telemetry))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("telemetry: %s", resp.Status)
+	}
+	return parsePrometheus(resp.Body)
+}
+
+func parsePrometheus(r io.Reader) ([]sample, error) {
+	var out []sample
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := sample{labels: map[string]string{}}
+		rest := line
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				return nil, fmt.Errorf("bad line %q", line)
+			}
+			s.name = line[:i]
+			for _, kv := range splitLabels(line[i+1 : j]) {
+				k, v, _ := strings.Cut(kv, "=")
+				s.labels[k] = strings.Trim(v, `"`)
+			}
+			rest = strings.TrimSpace(line[j+1:])
+		} else {
+			f := strings.Fields(line)
+			s.name, rest = f[0], strings.Join(f[1:], " ")
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad value in %q: %w", line, err)
+		}
+		s.value = v
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// splitLabels splits a="x",b="y,z" at the commas outside quotes.
+func splitLabels(s string) []string {
+	var out []string
+	inQuote, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			inQuote = !inQuote
+		case ',':
+			if !inQuote {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// metricSum adds the samples of a metric (name, or name with Prometheus'
+// _total suffix) whose labels include want.
+func metricSum(samples []sample, name string, want map[string]string) (float64, bool) {
+	var sum float64
+	found := false
+	for _, s := range samples {
+		if s.name != name && s.name != name+"_total" {
+			continue
+		}
+		ok := true
+		for k, v := range want {
+			if s.labels[k] != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			sum += s.value
+			found = true
+		}
+	}
+	return sum, found
+}
+
+// metricNames lists the distinct metric names scraped (for failure messages).
+func metricNames(samples []sample) string {
+	seen := map[string]bool{}
+	var names []string
+	for _, s := range samples {
+		if !seen[s.name] {
+			seen[s.name] = true
+			names = append(names, s.name)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+// eventually polls cond every 100 ms until it holds or timeout passes, and
+// returns whether it held; the caller asserts with a useful message.
+func eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startCloudWatch starts the protocol-faithful PutMetricData endpoint.
+func startCloudWatch(t testing.TB) *cloudwatchtest.Server {
+	t.Helper()
+	srv, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// within runs f with a context that ends after d.
+func within(d time.Duration, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return f(ctx)
+}
+
+var errNotExact = errors.New("not exact")
+
+// almostEqual compares sums that were computed by different code in a
+// different order: equal within 1e-9 relative.
+func almostEqual(a, b float64) bool {
+	if a == b {
+		return true
+	}
+	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+}

@@ -1,0 +1,141 @@
+//go:build cloudwatchtest_pending
+
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+)
+
+// burstTraces is an OTLP/protobuf request of about size bytes of plain
+// spans (no build attributes: the connector only reads and drops them), so
+// the burst costs the collector memory to decode without adding to what
+// CloudWatch has to receive.
+func burstTraces(t *testing.T, size int) []byte {
+	t.Helper()
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "build-burst")
+	ss := rs.ScopeSpans().AppendEmpty()
+	now := pcommon.NewTimestampFromTime(time.Now())
+	pad := strings.Repeat("p", 200)
+	for i := 0; ; i++ {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("GET /healthz")
+		s.SetTraceID(pcommon.TraceID([16]byte{byte(i), byte(i >> 8), byte(i >> 16), 1}))
+		s.SetSpanID(pcommon.SpanID([8]byte{byte(i), byte(i >> 8), byte(i >> 16), 2}))
+		s.SetStartTimestamp(now)
+		s.SetEndTimestamp(now + 1000)
+		for k := range 8 {
+			s.Attributes().PutStr(fmt.Sprintf("attr.%d", k), pad)
+		}
+		if i%256 == 0 {
+			if sz := (&ptrace.ProtoMarshaler{}).TracesSize(td); sz >= size {
+				break
+			}
+		}
+	}
+	b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	require.NoError(t, err)
+	return b
+}
+
+// Scenario 8: a burst far above capacity trips memory_limiter, which
+// refuses with a retryable status (HTTP 503 / gRPC UNAVAILABLE, so OTLP
+// clients retry); RSS stays under the configured limit; and the collector
+// recovers: buildsim's traffic after the burst arrives exactly.
+func TestOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the overload burst (about 15 s of both cores); run without -short, as `make test` does")
+	}
+	const limitMiB, spikeMiB = 160, 40
+	e := newEnv(t, func(c *sidecarConfig) {
+		c.MemoryLimitMiB, c.MemorySpikeMiB = limitMiB, spikeMiB
+		c.MaxRecvMiB = 8
+	})
+	payload := burstTraces(t, 4<<20)
+
+	var peakRSS atomic.Int64
+	stopSampling := make(chan struct{})
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		for {
+			rss, _ := e.col.rssKiB()
+			if rss > peakRSS.Load() {
+				peakRSS.Store(rss)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	const senders = 12
+	deadline := time.Now().Add(6 * time.Second)
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 30 * time.Second}
+	url := fmt.Sprintf("http://127.0.0.1:%d/v1/traces", e.cfg.HTTP)
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				code := -1
+				resp, err := client.Post(url, "application/x-protobuf", bytes.NewReader(payload))
+				if err == nil {
+					code = resp.StatusCode
+					resp.Body.Close()
+				}
+				mu.Lock()
+				statuses[code]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stopSampling)
+	sampling.Wait()
+	_, hwm := e.col.rssKiB()
+
+	samples := e.scrape()
+	refused, _ := metricSum(samples, "otelcol_processor_memory_limiter_refused_spans", nil)
+	t.Logf("burst of %d x %d KiB requests: statuses %v; memory_limiter refused %v spans; peak RSS sampled %d KiB, VmHWM %d KiB (limit %d MiB)",
+		senders, len(payload)>>10, statuses, refused, peakRSS.Load(), hwm, limitMiB)
+	assert.Positive(t, statuses[http.StatusServiceUnavailable]+statuses[http.StatusTooManyRequests], "no retryable refusal: statuses %v", statuses)
+	assert.Zero(t, statuses[-1], "connection errors: the collector must refuse, not fall over")
+	for code, n := range statuses {
+		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable, http.StatusTooManyRequests}, code, "%d responses with status %d", n, code)
+	}
+	assert.Positive(t, refused, "memory_limiter's own telemetry shows no refusal; it has: %s", metricNames(samples))
+	assert.Less(t, hwm, int64(limitMiB)<<10, "peak RSS %d KiB over the configured limit_mib %d", hwm, limitMiB)
+
+	// Recovery: healthy again, and traffic after the burst arrives exactly.
+	require.True(t, eventually(20*time.Second, e.col.healthy), "not healthy after the burst")
+	s := runSim(t, simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-after-burst", 101))
+	e.waitJobs(30*time.Second, serviceDims(s), totalJobs(s.Generated))
+	time.Sleep(2 * e.cfg.FlushInterval)
+	e.col.stop(30 * time.Second)
+	datums := e.cw.Datums()
+	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
+}
