@@ -30,6 +30,7 @@ func (f *dimensionFilter) allows(name string) bool {
 // in the order they are listed, skipping absent or unusable ones.
 func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) []dimension {
 	attrs := res.Attributes()
+	start := len(dst)
 	for _, key := range keys {
 		v, ok := attrs.Get(key)
 		if !ok {
@@ -37,7 +38,7 @@ func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) []
 		}
 		name, okName := sanitizeDimensionName(key)
 		value, okValue := sanitizeDimensionValue(attributeString(v))
-		if okName && okValue && !hasDimension(dst, name) {
+		if okName && okValue && !hasDimension(dst[start:], name) {
 			dst = append(dst, dimension{name, value})
 		}
 	}

@@ -46,7 +46,6 @@ const (
 	reasonDuplicate
 	reasonBucketLayoutChanged
 	reasonInvalid
-	reasonUnsupportedType
 	reasonRule
 	reasonRejected
 	numDropReasons
@@ -62,7 +61,6 @@ var dropReasonNames = [numDropReasons]string{
 	reasonDuplicate:           "duplicate",
 	reasonBucketLayoutChanged: "bucket_layout_changed",
 	reasonInvalid:             "invalid",
-	reasonUnsupportedType:     "unsupported_type",
 	reasonRule:                "rule",
 	reasonRejected:            "rejected",
 }

@@ -241,8 +241,6 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	case pmetric.MetricTypeSummary:
 		// Summaries are cumulative; deltaConverter turns them into bucketless delta histograms.
 		tr.dropped[reasonInvalid] += m.Summary().DataPoints().Len()
-	default:
-		tr.dropped[reasonUnsupportedType] += pointCount(m)
 	}
 }
 

@@ -110,7 +110,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchPointsDropped, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_points_dropped",
-		metric.WithDescription("Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, bucket_layout_changed, invalid_metric, unsupported_type, rule, rejected). [Development]"),
+		metric.WithDescription("Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, duplicate, bucket_layout_changed, invalid, rule, rejected). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
@@ -122,7 +122,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchRequests, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_requests",
-		metric.WithDescription("PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, rejected). [Development]"),
+		metric.WithDescription("PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected). [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

@@ -72,7 +72,7 @@ func AssertEqualExporterCloudwatchDatumsSent(t *testing.T, tt *componenttest.Tel
 func AssertEqualExporterCloudwatchPointsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_points_dropped",
-		Description: "Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, bucket_layout_changed, invalid_metric, unsupported_type, rule, rejected). [Development]",
+		Description: "Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, duplicate, bucket_layout_changed, invalid, rule, rejected). [Development]",
 		Unit:        "{datapoint}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -104,7 +104,7 @@ func AssertEqualExporterCloudwatchPointsRetried(t *testing.T, tt *componenttest.
 func AssertEqualExporterCloudwatchRequests(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_requests",
-		Description: "PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, rejected). [Development]",
+		Description: "PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected). [Development]",
 		Unit:        "{request}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -1,0 +1,113 @@
+package cloudwatchexporter
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// testNow is the clock of the translation tests.
+var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func ts(t time.Time) pcommon.Timestamp { return pcommon.NewTimestampFromTime(t) }
+
+// at is testNow plus d, as a pdata timestamp.
+func at(d time.Duration) pcommon.Timestamp { return ts(testNow.Add(d)) }
+
+func testConfig() *Config {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Namespace = "Test"
+	return cfg
+}
+
+// newMetric appends a metric to a fresh resource (service.name=svc) and scope.
+func newMetric(md pmetric.Metrics, name, unit string) pmetric.Metric {
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	rm.Resource().Attributes().PutStr("service.instance.id", "instance-1")
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	return m
+}
+
+func gaugeMetrics(name, unit string, values ...float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	dps := newMetric(md, name, unit).SetEmptyGauge().DataPoints()
+	for _, v := range values {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(at(0))
+		dp.SetDoubleValue(v)
+	}
+	return md
+}
+
+// cumulativeSum is a monotonic cumulative sum with one point.
+func cumulativeSum(start, t pcommon.Timestamp, value int64, attrs map[string]string) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	sum := newMetric(md, "requests", "{request}").SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := sum.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(t)
+	dp.SetIntValue(value)
+	for k, v := range attrs {
+		dp.Attributes().PutStr(k, v)
+	}
+	return md
+}
+
+// histogramPoint fills an explicit-bucket histogram point.
+func fillHistogram(dp pmetric.HistogramDataPoint, bounds []float64, counts []uint64, sum float64) {
+	dp.ExplicitBounds().FromRaw(bounds)
+	dp.BucketCounts().FromRaw(counts)
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	dp.SetCount(n)
+	dp.SetSum(sum)
+}
+
+func translateAll(cfg *Config, md pmetric.Metrics) *translation {
+	tr := &translation{}
+	newTranslator(cfg).translate(md, testNow, tr)
+	return tr
+}
+
+// cloudWatchStatistics is what CloudWatch computes from the datums of one
+// data point: SampleCount, Sum, Minimum, Maximum.
+func cloudWatchStatistics(ds []datum) statisticSet {
+	var s statisticSet
+	first := true
+	add := func(v, c float64) {
+		if first {
+			s.min, s.max, first = v, v, false
+		}
+		s.sampleCount += c
+		s.sum += v * c
+		s.min = min(s.min, v)
+		s.max = max(s.max, v)
+	}
+	for _, d := range ds {
+		switch d.kind {
+		case kindValue:
+			add(d.value, 1)
+		case kindValues:
+			for i, v := range d.values {
+				add(v, d.counts[i])
+			}
+		case kindStatistics:
+			if first {
+				s.min, s.max, first = d.stats.min, d.stats.max, false
+			}
+			s.sampleCount += d.stats.sampleCount
+			s.sum += d.stats.sum
+			s.min = min(s.min, d.stats.min)
+			s.max = max(s.max, d.stats.max)
+		}
+	}
+	return s
+}

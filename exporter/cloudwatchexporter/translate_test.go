@@ -1,0 +1,359 @@
+package cloudwatchexporter
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+func TestTranslateGauge(t *testing.T) {
+	md := gaugeMetrics("gpu.utilization", "1", 0.75)
+	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0)
+	dp.Attributes().PutStr("gpu.uuid", "GPU-1")
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 1)
+	d := tr.datums[0]
+	assert.Equal(t, "gpu.utilization", d.name)
+	assert.Equal(t, types.StandardUnitNone, d.unit)
+	assert.Equal(t, kindValue, d.kind)
+	assert.Equal(t, 0.75, d.value)
+	assert.Equal(t, at(0), d.timestamp)
+	assert.Equal(t, int32(60), d.resolution)
+	// service.instance.id is on the resource but not a dimension by default.
+	assert.Equal(t, []dimension{{"gpu.uuid", "GPU-1"}, {"service.name", "svc"}}, d.dims)
+	assert.Equal(t, pointRef{0, 0, 0, 0}, tr.points[d.point])
+}
+
+func TestTranslateIntGaugeAndSums(t *testing.T) {
+	md := pmetric.NewMetrics()
+	g := newMetric(md, "ints", "{thing}").SetEmptyGauge().DataPoints().AppendEmpty()
+	g.SetTimestamp(at(0))
+	g.SetIntValue(-7)
+
+	delta := newMetric(md, "delta", "{request}").SetEmptySum()
+	delta.SetIsMonotonic(true)
+	delta.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := delta.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	dp.SetIntValue(12)
+
+	upDown := newMetric(md, "queue.depth", "{job}").SetEmptySum()
+	upDown.SetIsMonotonic(false)
+	upDown.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp = upDown.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	dp.SetIntValue(3)
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 3)
+	assert.Equal(t, -7.0, tr.datums[0].value)
+	assert.Equal(t, types.StandardUnitCount, tr.datums[0].unit)
+	assert.Equal(t, 12.0, tr.datums[1].value, "a delta sum is sent as its value")
+	assert.Equal(t, 3.0, tr.datums[2].value, "an up-down counter is sent as its current value")
+	assert.Zero(t, tr.dropped.total())
+}
+
+func TestTranslateUnits(t *testing.T) {
+	tests := []struct {
+		ucum  string
+		value float64
+		unit  types.StandardUnit
+		want  float64
+	}{
+		{"s", 2, types.StandardUnitSeconds, 2},
+		{"ms", 2, types.StandardUnitMilliseconds, 2},
+		{"us", 2, types.StandardUnitMicroseconds, 2},
+		{"ns", 2500, types.StandardUnitMicroseconds, 2.5},
+		{"min", 2, types.StandardUnitSeconds, 120},
+		{"h", 1, types.StandardUnitSeconds, 3600},
+		{"By", 10, types.StandardUnitBytes, 10},
+		{"KiBy", 10, types.StandardUnitKilobytes, 10},
+		{"MiBy", 10, types.StandardUnitMegabytes, 10},
+		{"GiBy", 10, types.StandardUnitGigabytes, 10},
+		{"bit", 10, types.StandardUnitBits, 10},
+		{"By/s", 10, types.StandardUnitBytesSecond, 10},
+		{"%", 50, types.StandardUnitPercent, 50},
+		{"1", 0.5, types.StandardUnitNone, 0.5},
+		{"{request}", 3, types.StandardUnitCount, 3},
+		{"{packet}/s", 3, types.StandardUnitCountSecond, 3},
+		{"", 3, types.StandardUnitNone, 3},
+		{"Cel", 3, types.StandardUnitNone, 3},
+		{"{a}{b}", 3, types.StandardUnitNone, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ucum, func(t *testing.T) {
+			tr := translateAll(testConfig(), gaugeMetrics("m", tt.ucum, tt.value))
+			require.Len(t, tr.datums, 1)
+			assert.Equal(t, tt.unit, tr.datums[0].unit)
+			assert.Equal(t, tt.want, tr.datums[0].value)
+		})
+	}
+}
+
+func TestTranslateExplicitHistogramIsExact(t *testing.T) {
+	// Six observations: 1 and one more in (0,10], three in (10,100], 400 in
+	// (100,+inf); sum 500, min 1, max 400.
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "latency", "ms").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	fillHistogram(dp, []float64{0, 10, 100}, []uint64{0, 2, 3, 1}, 500)
+	dp.SetMin(1)
+	dp.SetMax(400)
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 1)
+	d := tr.datums[0]
+	assert.Equal(t, kindValues, d.kind)
+	assert.Equal(t, types.StandardUnitMilliseconds, d.unit)
+
+	// By hand: min (1) and max (400) are values of their own; 99 is left for
+	// one observation in [1,10] and three in [10,100]. The midpoints 5.5 and
+	// 55 give 170.5, 71.5 too much; the room downwards is 1*4.5 + 3*45 =
+	// 139.5, so both move down by f = 71.5/139.5 of their room.
+	f := 71.5 / 139.5
+	wantValues := []float64{1, 5.5 - f*4.5, 55 - f*45, 400}
+	require.Len(t, d.values, 4)
+	for i := range wantValues {
+		assert.InDelta(t, wantValues[i], d.values[i], 1e-12)
+	}
+	assert.Equal(t, []float64{1, 1, 3, 1}, d.counts)
+
+	st := cloudWatchStatistics(tr.datums)
+	assert.Equal(t, 6.0, st.sampleCount)
+	assert.InDelta(t, 500, st.sum, 1e-9)
+	assert.Equal(t, 1.0, st.min)
+	assert.Equal(t, 400.0, st.max)
+}
+
+func TestTranslateHistogramWithoutMinMax(t *testing.T) {
+	// (-inf,10]:1, (10,20]:2, (20,+inf):1, sum 50. Starting points 10, 15,
+	// 20 give 60; the open first bucket takes the -10: its value becomes 0.
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "h", "s").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	fillHistogram(dp, []float64{10, 20}, []uint64{1, 2, 1}, 50)
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 1)
+	assert.Equal(t, []float64{0, 15, 20}, tr.datums[0].values)
+	assert.Equal(t, []float64{1, 2, 1}, tr.datums[0].counts)
+}
+
+func TestTranslateExponentialHistogramIsExact(t *testing.T) {
+	// Observations -3, 0, 1.5, 3, 4 at scale 0 (base 2): -3 in bucket -1
+	// (index 1 of the negative side: (-4,-2]), 0 in the zero bucket, 1.5 in
+	// (1,2] (index 0), 3 and 4 in (2,4] (index 1).
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "e", "s").SetEmptyExponentialHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	dp.SetScale(0)
+	dp.SetCount(5)
+	dp.SetSum(5.5)
+	dp.SetMin(-3)
+	dp.SetMax(4)
+	dp.SetZeroCount(1)
+	dp.Negative().SetOffset(1)
+	dp.Negative().BucketCounts().FromRaw([]uint64{1})
+	dp.Positive().SetOffset(0)
+	dp.Positive().BucketCounts().FromRaw([]uint64{1, 2})
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 1)
+	// min and max are taken out; the rest (0, [1,2], [2,4] once each) sums to
+	// 4.5 at the midpoints already.
+	assert.Equal(t, []float64{-3, 0, 1.5, 3, 4}, tr.datums[0].values)
+	assert.Equal(t, []float64{1, 1, 1, 1, 1}, tr.datums[0].counts)
+	st := cloudWatchStatistics(tr.datums)
+	assert.Equal(t, statisticSet{sampleCount: 5, sum: 5.5, min: -3, max: 4}, st)
+}
+
+func TestTranslateSplitsAt150Values(t *testing.T) {
+	// 399 bounds 1..399 make 400 buckets with one observation each.
+	bounds := make([]float64, 399)
+	counts := make([]uint64, 400)
+	for i := range bounds {
+		bounds[i] = float64(i + 1)
+	}
+	for i := range counts {
+		counts[i] = 1
+	}
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "wide", "s").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	dp.Attributes().PutStr("stage", "upload")
+	fillHistogram(dp, bounds, counts, 80_500)
+	dp.SetMin(0.5)
+	dp.SetMax(1000)
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 3)
+	assert.Len(t, tr.datums[0].values, 150)
+	assert.Len(t, tr.datums[1].values, 150)
+	assert.Len(t, tr.datums[2].values, 100)
+	for _, d := range tr.datums {
+		assert.Equal(t, tr.datums[0].dims, d.dims)
+		assert.Equal(t, tr.datums[0].timestamp, d.timestamp)
+		assert.Equal(t, tr.datums[0].point, d.point, "one data point")
+		assert.Len(t, d.counts, len(d.values))
+	}
+	st := cloudWatchStatistics(tr.datums)
+	assert.Equal(t, 400.0, st.sampleCount)
+	assert.InDelta(t, 80_500, st.sum, 1e-7)
+	assert.Equal(t, 0.5, st.min)
+	assert.Equal(t, 1000.0, st.max)
+}
+
+func TestTranslateBucketlessHistogramAsStatistics(t *testing.T) {
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "h", "s").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	withMinMax := h.DataPoints().AppendEmpty()
+	withMinMax.SetTimestamp(at(0))
+	withMinMax.SetCount(4)
+	withMinMax.SetSum(10)
+	withMinMax.SetMin(1)
+	withMinMax.SetMax(4)
+	withoutMinMax := h.DataPoints().AppendEmpty()
+	withoutMinMax.SetTimestamp(at(0))
+	withoutMinMax.SetCount(4)
+	withoutMinMax.SetSum(10)
+	empty := h.DataPoints().AppendEmpty()
+	empty.SetTimestamp(at(0))
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 2, "a histogram with no observations sends nothing")
+	assert.Equal(t, kindStatistics, tr.datums[0].kind)
+	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 1, max: 4}, tr.datums[0].stats)
+	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 2.5, max: 2.5}, tr.datums[1].stats)
+	assert.Zero(t, tr.dropped.total())
+}
+
+func TestTranslateDropsBadPointsOnly(t *testing.T) {
+	md := pmetric.NewMetrics()
+	dps := newMetric(md, "g", "").SetEmptyGauge().DataPoints()
+	add := func(v float64, when time.Duration) {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(at(when))
+		dp.SetDoubleValue(v)
+	}
+	add(1, 0)                           // kept
+	add(math.NaN(), 0)                  // nan_or_inf
+	add(math.Inf(1), 0)                 // nan_or_inf
+	add(math.Inf(-1), 0)                // nan_or_inf
+	add(1e200, 0)                       // out_of_range (above 2^360)
+	add(-1e-200, 0)                     // out_of_range (below 2^-360)
+	add(2, -15*24*time.Hour)            // too_old
+	add(3, 3*time.Hour)                 // too_new
+	add(4, -13*24*time.Hour)            // kept: inside the two weeks
+	add(5, 90*time.Minute)              // kept: inside the two hours
+	dps.AppendEmpty().SetDoubleValue(6) // no timestamp: too_old
+
+	h := newMetric(md, "h", "").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	bad := h.DataPoints().AppendEmpty()
+	bad.SetTimestamp(at(0))
+	bad.ExplicitBounds().FromRaw([]float64{1, 2})
+	bad.BucketCounts().FromRaw([]uint64{1, 1}) // one count short of the bounds: invalid
+	bad.SetCount(2)
+	nanSum := h.DataPoints().AppendEmpty()
+	nanSum.SetTimestamp(at(0))
+	fillHistogram(nanSum, []float64{1}, []uint64{1, 1}, math.NaN()) // nan_or_inf
+	minAboveMax := h.DataPoints().AppendEmpty()
+	minAboveMax.SetTimestamp(at(0))
+	fillHistogram(minAboveMax, []float64{1}, []uint64{1, 1}, 3)
+	minAboveMax.SetMin(5)
+	minAboveMax.SetMax(1) // invalid
+
+	cfg := testConfig()
+	cfg.Metrics = []MetricRule{{Match: "debug.*", Drop: true}}
+	dbg := newMetric(md, "debug.things", "").SetEmptyGauge().DataPoints()
+	dbg.AppendEmpty().SetTimestamp(at(0))
+	dbg.AppendEmpty().SetTimestamp(at(0)) // two points: rule
+
+	blank := newMetric(md, "  ", "").SetEmptyGauge().DataPoints()
+	blank.AppendEmpty().SetTimestamp(at(0)) // invalid name
+
+	tr := translateAll(cfg, md)
+	var kept []float64
+	for _, d := range tr.datums {
+		kept = append(kept, d.value)
+	}
+	assert.Equal(t, []float64{1, 4, 5}, kept)
+	var want dropCounts
+	want[reasonNaNOrInf] = 4
+	want[reasonOutOfRange] = 2
+	want[reasonTooOld] = 2
+	want[reasonTooNew] = 1
+	want[reasonInvalid] = 3
+	want[reasonRule] = 2
+	assert.Equal(t, want, tr.dropped)
+}
+
+func TestTranslateRules(t *testing.T) {
+	cfg := testConfig()
+	cfg.Metrics = []MetricRule{
+		{Match: "gpu.utilization", Unit: "Percent", StorageResolution: 1},
+		{Match: "indexbuild.*", Rename: "BuildDuration", IncludeDimensions: []string{"stage"}},
+		{Match: "indexbuild.stage.duration", Rename: "never used: the rule before matches first"},
+		{Match: "process.*", ExcludeDimensions: []string{"process.pid"}},
+	}
+	md := pmetric.NewMetrics()
+	addGauge := func(name string, attrs map[string]string) {
+		dp := newMetric(md, name, "s").SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.SetTimestamp(at(0))
+		dp.SetDoubleValue(1)
+		for k, v := range attrs {
+			dp.Attributes().PutStr(k, v)
+		}
+	}
+	addGauge("gpu.utilization", nil)
+	addGauge("indexbuild.stage.duration", map[string]string{"stage": "upload", "job": "j1"})
+	addGauge("process.cpu", map[string]string{"process.pid": "42", "mode": "user"})
+	addGauge("other", nil)
+
+	tr := translateAll(cfg, md)
+	require.Len(t, tr.datums, 4)
+	assert.Equal(t, types.StandardUnitPercent, tr.datums[0].unit)
+	assert.Equal(t, int32(1), tr.datums[0].resolution)
+
+	assert.Equal(t, "BuildDuration", tr.datums[1].name)
+	assert.Equal(t, []dimension{{"stage", "upload"}}, tr.datums[1].dims, "include keeps only listed names, resource ones too")
+
+	assert.Equal(t, "process.cpu", tr.datums[2].name)
+	assert.Equal(t, []dimension{{"mode", "user"}, {"service.name", "svc"}}, tr.datums[2].dims)
+
+	assert.Equal(t, "other", tr.datums[3].name)
+	assert.Equal(t, types.StandardUnitSeconds, tr.datums[3].unit)
+	assert.Equal(t, int32(60), tr.datums[3].resolution)
+}
+
+func TestTranslateCumulativeNeedsConversion(t *testing.T) {
+	// translate only sees data that passed through the deltaConverter; a
+	// cumulative sum that did not is counted, not sent as a wrong value.
+	md := cumulativeSum(at(-time.Minute), at(0), 5, nil)
+	tr := translateAll(testConfig(), md)
+	assert.Empty(t, tr.datums)
+	assert.Equal(t, 1, tr.dropped[reasonInvalid])
+}
+
+func TestTranslateLongMetricName(t *testing.T) {
+	name := strings.Repeat("é", 200) // 400 bytes
+	tr := translateAll(testConfig(), gaugeMetrics(name, "", 1))
+	require.Len(t, tr.datums, 1)
+	assert.Equal(t, strings.Repeat("é", 127), tr.datums[0].name, "cut to 255 bytes on a character boundary")
+}
