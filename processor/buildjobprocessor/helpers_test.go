@@ -2,6 +2,7 @@ package buildjobprocessor
 
 import (
 	"compress/gzip"
+	"hash/maphash"
 	"context"
 	"io"
 	"net/http"
@@ -373,4 +374,14 @@ func testConfig() *Config {
 	cfg := createDefaultConfig().(*Config)
 	cfg.MetricsFlushInterval = 10 * time.Second
 	return cfg
+}
+
+var testSeed = maphash.MakeSeed()
+
+func testMap(kv ...string) pcommon.Map {
+	m := pcommon.NewMap()
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.PutStr(kv[i], kv[i+1])
+	}
+	return m
 }
