@@ -101,6 +101,8 @@ func classify(err error) requestOutcome {
 	var respErr *smithyhttp.ResponseError
 	if errors.As(err, &respErr) {
 		switch status := respErr.HTTPStatusCode(); {
+		case status == 0: // the SDK wraps transport errors too: no answer came
+			return outcomeNetworkError
 		case status == http.StatusTooManyRequests:
 			return outcomeThrottled
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:

@@ -1,0 +1,344 @@
+// Package cloudwatchtest is a local CloudWatch PutMetricData endpoint for
+// tests, benchmarks and demos. It speaks the protocol
+// aws-sdk-go-v2/service/cloudwatch v1.75.4 uses (Smithy RPC v2 CBOR, gzip
+// request bodies), enforces CloudWatch's documented limits, answers errors
+// the way CloudWatch does (so the SDK classifies them as it would in
+// production), records every accepted datum and injects faults on demand:
+// throttling, 5xx, latency, dropped connections and outages.
+//
+// Point the SDK at it with cloudwatch.Options.BaseEndpoint = s.Endpoint()
+// (any region and static credentials will do: signatures are not checked).
+package cloudwatchtest // import "github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/smithy-go/encoding/cbor"
+)
+
+// PutMetricDataPath is where the SDK posts PutMetricData (RPC v2: service shape name and operation).
+const PutMetricDataPath = "/service/GraniteServiceVersion20100801/operation/PutMetricData"
+
+// Faults are failures injected into the requests that follow SetFaults.
+// Every n-th request counts from the call to SetFaults; when several apply
+// to the same request, the connection is dropped first, then throttled,
+// then answered 503.
+type Faults struct {
+	// ThrottleEvery answers every n-th request with CloudWatch's throttling
+	// error (HTTP 400, code Throttling, "Rate exceeded"); 0 = never.
+	ThrottleEvery int
+	// ServerErrorEvery answers every n-th request with HTTP 503; 0 = never.
+	ServerErrorEvery int
+	// DropEvery closes the connection of every n-th request without an answer; 0 = never.
+	DropEvery int
+	// Latency is added before every answer.
+	Latency time.Duration
+}
+
+// Stats counts requests by how they were answered.
+type Stats struct {
+	Requests     int // all requests to PutMetricData
+	Accepted     int // answered 200
+	Throttled    int // answered Throttling
+	ServerErrors int // answered 503
+	Rejected     int // answered 400/413 because a limit was violated
+	Dropped      int // connection closed without an answer
+}
+
+// Datum is one accepted MetricDatum.
+type Datum struct {
+	Namespace, MetricName, Unit string
+	Dimensions                  map[string]string
+	Timestamp                   time.Time
+	Value                       *float64
+	Values, Counts              []float64
+	Statistics                  *StatisticSet
+	StorageResolution           int32
+}
+
+// StatisticSet is a datum's StatisticValues.
+type StatisticSet struct{ SampleCount, Sum, Minimum, Maximum float64 }
+
+// Request describes one request that reached validation.
+type Request struct {
+	Datums     int    // datums in the request
+	BodyBytes  int    // decompressed body size
+	Compressed bool   // the body was gzip-compressed
+	ErrorCode  string // empty when accepted
+}
+
+// Server is a running endpoint. Its methods are safe for concurrent use.
+type Server struct {
+	mu       sync.Mutex
+	addr     string
+	srv      *http.Server
+	down     bool
+	datums   []Datum
+	requests []Request
+	stats    Stats
+	faults   Faults
+	faultSeq int
+	now      func() time.Time
+	onAccept func([]Datum)
+}
+
+// Start listens on addr (e.g. "127.0.0.1:0") and serves until Close.
+func Start(addr string) (*Server, error) {
+	s := &Server{now: time.Now}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	s.addr = ln.Addr().String()
+	s.serve(ln)
+	return s, nil
+}
+
+func (s *Server) serve(ln net.Listener) {
+	srv := &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = srv
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// Endpoint is the base URL to give the SDK (cloudwatch.Options.BaseEndpoint).
+func (s *Server) Endpoint() string { return "http://" + s.addr }
+
+// Close stops the server and closes every connection.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = true
+	return s.srv.Close()
+}
+
+// SetDown(true) closes the listener and every open connection: a request on
+// a kept-alive connection breaks, new connections are refused.
+// SetDown(false) listens again on the same port.
+func (s *Server) SetDown(down bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if down == s.down {
+		return nil
+	}
+	if down {
+		s.down = true
+		return s.srv.Close()
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return err
+	}
+	s.down = false
+	s.serve(ln)
+	return nil
+}
+
+// SetFaults applies f to the requests from now on; Faults{} is healthy.
+func (s *Server) SetFaults(f Faults) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults, s.faultSeq = f, 0
+}
+
+// SetClock replaces the clock the timestamp window is checked against.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// OnAccept calls fn with the datums of every accepted request, in the
+// handler's goroutine, before the answer is sent.
+func (s *Server) OnAccept(fn func([]Datum)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onAccept = fn
+}
+
+// Datums returns a copy of every accepted datum, in arrival order.
+func (s *Server) Datums() []Datum {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.datums)
+}
+
+// Requests returns what every request that reached validation looked like, in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Stats returns the request counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Reset forgets datums, requests and stats.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.datums, s.requests, s.stats = nil, nil, Stats{}
+}
+
+type fault uint8
+
+const (
+	noFault fault = iota
+	dropFault
+	throttleFault
+	serverErrorFault
+)
+
+// nextFault counts the request and picks what happens to it.
+func (s *Server) nextFault() (fault, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Requests++
+	s.faultSeq++
+	f, n := s.faults, s.faultSeq
+	every := func(k int) bool { return k > 0 && n%k == 0 }
+	switch {
+	case every(f.DropEvery):
+		s.stats.Dropped++
+		return dropFault, f.Latency
+	case every(f.ThrottleEvery):
+		s.stats.Throttled++
+		return throttleFault, f.Latency
+	case every(f.ServerErrorEvery):
+		s.stats.ServerErrors++
+		return serverErrorFault, f.Latency
+	}
+	return noFault, f.Latency
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != PutMetricDataPath {
+		writeError(w, http.StatusNotFound, "UnknownOperationException", "", "only PutMetricData is served here")
+		return
+	}
+	f, latency := s.nextFault()
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	switch f {
+	case dropFault:
+		dropConnection(w)
+		return
+	case throttleFault:
+		writeError(w, http.StatusBadRequest, "Throttling", "Throttling;Sender", "Rate exceeded")
+		return
+	case serverErrorFault:
+		writeError(w, http.StatusServiceUnavailable, "ServiceUnavailable", "ServiceUnavailable;Receiver", "Service Unavailable")
+		return
+	}
+
+	body, compressed, apiErr := readBody(r)
+	var datums []Datum
+	if apiErr == nil {
+		if r.Header.Get("Smithy-Protocol") != "rpc-v2-cbor" {
+			apiErr = &apiError{status: http.StatusBadRequest, code: "InvalidParameterValue", typ: typeInvalidParameterValue,
+				message: "Smithy-Protocol must be rpc-v2-cbor"}
+		} else {
+			s.mu.Lock()
+			now := s.now()
+			s.mu.Unlock()
+			datums, apiErr = decodePutMetricData(body, now)
+		}
+	}
+
+	s.mu.Lock()
+	req := Request{Datums: len(datums), BodyBytes: len(body), Compressed: compressed}
+	if apiErr != nil {
+		req.ErrorCode = apiErr.code
+		s.stats.Rejected++
+	} else {
+		s.stats.Accepted++
+		s.datums = append(s.datums, datums...)
+	}
+	s.requests = append(s.requests, req)
+	onAccept := s.onAccept
+	s.mu.Unlock()
+
+	if apiErr != nil {
+		writeError(w, apiErr.status, apiErr.typ, apiErr.code+";Sender", apiErr.message)
+		return
+	}
+	if onAccept != nil {
+		onAccept(datums)
+	}
+	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
+	w.Header().Set("Content-Type", "application/cbor")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(cbor.Encode(cbor.Map{}))
+}
+
+// readBody reads and, when gzip-encoded, decompresses the body. CloudWatch
+// limits a request to 1 MB; the limit is applied to the decompressed body,
+// which is the stricter reading.
+func readBody(r *http.Request) ([]byte, bool, *apiError) {
+	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, code: "RequestEntityTooLarge", typ: "RequestEntityTooLarge",
+		message: fmt.Sprintf("Request size exceeded %d bytes", MaxRequestBytes)}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 16*MaxRequestBytes))
+	if err != nil {
+		return nil, false, &apiError{status: http.StatusBadRequest, code: "MalformedInput", typ: "MalformedInput", message: err.Error()}
+	}
+	compressed := r.Header.Get("Content-Encoding") == "gzip"
+	if compressed {
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, true, &apiError{status: http.StatusBadRequest, code: "MalformedInput", typ: "MalformedInput", message: "bad gzip body"}
+		}
+		raw, err = io.ReadAll(io.LimitReader(zr, MaxRequestBytes+1))
+		if err != nil {
+			return nil, true, &apiError{status: http.StatusBadRequest, code: "MalformedInput", typ: "MalformedInput", message: "bad gzip body"}
+		}
+	}
+	if len(raw) > MaxRequestBytes {
+		return raw, compressed, tooLarge
+	}
+	return raw, compressed, nil
+}
+
+// writeError answers like CloudWatch over RPC v2 CBOR: the error shape in
+// __type and, because CloudWatch is awsQuery-compatible, the query error
+// code in X-Amzn-Query-Error (the SDK reports that code).
+func writeError(w http.ResponseWriter, status int, typ, queryError, message string) {
+	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
+	w.Header().Set("Content-Type", "application/cbor")
+	if queryError != "" {
+		w.Header().Set("X-Amzn-Query-Error", queryError)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(cbor.Encode(cbor.Map{"__type": cbor.String(typ), "message": cbor.String(message)}))
+}
+
+// dropConnection closes the connection without writing an answer.
+func dropConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0) // reset rather than a clean close
+	}
+	_ = conn.Close()
+}
