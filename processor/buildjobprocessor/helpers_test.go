@@ -2,8 +2,8 @@ package buildjobprocessor
 
 import (
 	"compress/gzip"
-	"hash/maphash"
 	"context"
+	"hash/maphash"
 	"io"
 	"net/http"
 	"net/http/httptest"
