@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
+	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
@@ -171,8 +172,12 @@ func (s *gpuScraper) averageSamples(g *gpuState, kind nvml.SamplingType, lastTs 
 		// sampling period).
 	case ret == nvml.ERROR_GPU_IS_LOST:
 		s.check(g, f, ret, errs)
-	default:
+	case isUnsupported(ret):
 		s.reportUnsupported(g, f, ret)
+	default:
+		// Any other failure: the instantaneous reading decides whether
+		// this is worth a scrape error.
+		s.logger.Debug("NVML utilization samples failed", zap.Int("gpu.index", g.index), zap.Error(ret))
 	}
 	return 0, false
 }
