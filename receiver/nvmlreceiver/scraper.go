@@ -24,8 +24,8 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
 
-// gpuScraper owns the NVML session. All of its methods run on the
-// scraperhelper goroutine; only the XID watcher runs beside it.
+// gpuScraper owns the NVML session. scraperhelper never runs start, scrape
+// and shutdown concurrently, so only the XID watcher needs a lock.
 type gpuScraper struct {
 	cfg      *Config
 	settings receiver.Settings
