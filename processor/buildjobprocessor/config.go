@@ -37,9 +37,6 @@ type OutputConfig struct {
 	// Temporality of the derived sums and histograms: delta or cumulative.
 	Temporality string `mapstructure:"temporality"`
 
-	// APIDurationBuckets are the explicit bounds, in seconds, of api.request.duration.
-	APIDurationBuckets []float64 `mapstructure:"api_duration_buckets"`
-
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -91,6 +88,9 @@ type Config struct {
 	// StageDurationBuckets are the explicit bounds, in seconds, of build.stage.duration.
 	StageDurationBuckets []float64 `mapstructure:"stage_duration_buckets"`
 
+	// APIDurationBuckets are the explicit bounds, in seconds, of api.request.duration.
+	APIDurationBuckets []float64 `mapstructure:"api_duration_buckets"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -122,7 +122,6 @@ func defaultOutputConfig() OutputConfig {
 		Dimensions:           []string{},
 		MetricsFlushInterval: 10 * time.Second,
 		Temporality:          TemporalityDelta,
-		APIDurationBuckets:   append([]float64(nil), defaultAPIDurationBuckets...),
 	}
 }
 
@@ -141,6 +140,7 @@ func createDefaultConfig() component.Config {
 		APIRequestsFromSpans: true,
 		JobDurationBuckets:   append([]float64(nil), defaultJobDurationBuckets...),
 		StageDurationBuckets: append([]float64(nil), defaultStageDurationBuckets...),
+		APIDurationBuckets:   append([]float64(nil), defaultAPIDurationBuckets...),
 	}
 }
 
@@ -186,7 +186,6 @@ func (cfg *OutputConfig) validate() []error {
 	if cfg.Temporality != TemporalityDelta && cfg.Temporality != TemporalityCumulative {
 		errs = append(errs, fmt.Errorf("temporality: must be %q or %q, got %q", TemporalityDelta, TemporalityCumulative, cfg.Temporality))
 	}
-	errs = append(errs, validateBuckets("api_duration_buckets", cfg.APIDurationBuckets))
 	return errs
 }
 
@@ -236,6 +235,7 @@ func (cfg *Config) Validate() error {
 	errs = append(errs,
 		validateBuckets("job_duration_buckets", cfg.JobDurationBuckets),
 		validateBuckets("stage_duration_buckets", cfg.StageDurationBuckets),
+		validateBuckets("api_duration_buckets", cfg.APIDurationBuckets),
 	)
 	return errors.Join(errs...)
 }

@@ -57,13 +57,13 @@ type deriver struct {
 	dimScratch []pcommon.Value
 }
 
-func newDeriver(out *OutputConfig, jobBounds, stageBounds []float64, start time.Time) *deriver {
+func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, start time.Time) *deriver {
 	seed := maphash.MakeSeed()
 	missing := pcommon.NewValueEmpty()
 	bounds := [numFamilies][]float64{
 		familyJobs:   jobBounds,
 		familyStages: stageBounds,
-		familyAPI:    out.APIDurationBuckets,
+		familyAPI:    apiBounds,
 	}
 	startTS := pcommon.NewTimestampFromTime(start)
 	return &deriver{
@@ -80,7 +80,7 @@ func newDeriver(out *OutputConfig, jobBounds, stageBounds []float64, start time.
 
 // newConnectorDeriver derives job, stage and API metrics from spans and logs.
 func newConnectorDeriver(cfg *Config, start time.Time) *deriver {
-	d := newDeriver(&cfg.OutputConfig, cfg.JobDurationBuckets, cfg.StageDurationBuckets, start)
+	d := newDeriver(&cfg.OutputConfig, cfg.JobDurationBuckets, cfg.StageDurationBuckets, cfg.APIDurationBuckets, start)
 	d.jobs = newJobTracker(cfg.JobTimeout, cfg.MetricsFlushInterval, cfg.MaxActiveJobs, d.missing, &d.stats, d.countJob)
 	d.recentSpans = newRecentSpans(recentSpansPerJob * cfg.MaxActiveJobs)
 	d.jobSpanNames = make(map[string]bool, len(cfg.JobSpanNames))
@@ -101,7 +101,8 @@ func newConnectorDeriver(cfg *Config, start time.Time) *deriver {
 
 // newProcessorDeriver derives api.requests from HTTP server histograms.
 func newProcessorDeriver(cfg *ProcessorConfig, start time.Time) *deriver {
-	d := newDeriver(&cfg.OutputConfig, nil, nil, start)
+	// The processor counts requests only: no histograms of its own.
+	d := newDeriver(&cfg.OutputConfig, nil, nil, nil, start)
 	d.httpCounts = newCumulativeCounts(maphash.MakeSeed(), pcommon.NewTimestampFromTime(start))
 	return d
 }

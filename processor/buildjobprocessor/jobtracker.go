@@ -325,7 +325,9 @@ func (t *jobTracker) forEachActive(f func(*run)) {
 
 func (t *jobTracker) newRun(jr *jobRuns, rec *jobRecord, now time.Time) *run {
 	if jr == nil {
-		key := jobKey{service: strings.Clone(rec.key.service), jobID: strings.Clone(rec.key.jobID)}
+		// The service name is the resource entry's own copy; the job id
+		// points into the input batch and must not keep it alive.
+		key := jobKey{service: rec.key.service, jobID: strings.Clone(rec.key.jobID)}
 		jr = &jobRuns{key: key}
 		t.jobs[key] = jr
 	}
