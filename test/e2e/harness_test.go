@@ -1,5 +1,3 @@
-//go:build cloudwatchtest_pending
-
 package e2e
 
 import (

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	// A command name with spaces and a parenthesis, as the kernel prints it.
+	stat := "4242 (otel col) x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 75 0 0 20 0 12 0 100 1000000 2000 18446744073709551615"
+	got, err := parseStatCPU(stat)
+	require.NoError(t, err)
+	assert.Equal(t, 3.25, got, "(250+75) ticks at 100 Hz")
+	_, err = parseStatCPU("garbage")
+	assert.Error(t, err)
+}
+
+func TestParseStatusMem(t *testing.T) {
+	rss, hwm := parseStatusMem("Name:\totelcol\nVmHWM:\t   61440 kB\nVmRSS:\t   51200 kB\nThreads:\t12\n")
+	assert.Equal(t, int64(51200), rss)
+	assert.Equal(t, int64(61440), hwm)
+}
+
+func TestLowerBound(t *testing.T) {
+	t1, t2 := time.Unix(100, 0), time.Unix(101, 0)
+	var datums []cloudwatchtest.Datum
+	for range 2500 {
+		datums = append(datums, cloudwatchtest.Datum{Timestamp: t1})
+	}
+	for range 1000 {
+		datums = append(datums, cloudwatchtest.Datum{Timestamp: t2})
+	}
+	datums = append(datums, cloudwatchtest.Datum{Timestamp: time.Unix(102, 0)})
+	assert.Equal(t, 3+1+1, lowerBound(datums))
+	assert.Zero(t, lowerBound(nil))
+}
+
+func TestScrapeSum(t *testing.T) {
+	text := `# HELP otelcol_receiver_refused_spans_total Number of spans refused.
+# TYPE otelcol_receiver_refused_spans_total counter
+otelcol_receiver_refused_spans_total{receiver="otlp",transport="grpc"} 3
+otelcol_receiver_refused_spans_total{receiver="otlp",transport="http"} 4
+otelcol_receiver_refused_spans_other 100
+otelcol_process_uptime 12.5
+`
+	assert.Equal(t, 7.0, scrapeSum(strings.NewReader(text), "otelcol_receiver_refused_spans"))
+	assert.Equal(t, 12.5, scrapeSum(strings.NewReader(text), "otelcol_process_uptime"))
+	assert.Zero(t, scrapeSum(strings.NewReader(text), "missing"))
+}
+
+func TestSimConfigMatchesTheLoad(t *testing.T) {
+	cfg := simConfig(load{points: 10000, jobs: 100, duration: time.Minute}, "127.0.0.1:4317")
+	require.NoError(t, cfg.Validate())
+	assert.Equal(t, 6000, cfg.Jobs)
+	assert.Equal(t, 100.0, cfg.Rate)
+	// Three instruments: their extra series plus the jobs' own series make
+	// up the points of one export per second.
+	jobSeries := len(cfg.Engines)*cfg.Tenants + len(cfg.Engines)*len(cfg.DataTypes) + cfg.GPUs
+	assert.InDelta(t, 10000, 3*cfg.MetricSeries+jobSeries, 3)
+}

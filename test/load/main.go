@@ -1,0 +1,547 @@
+// Command load is the `make bench` load harness: it drives the built
+// bin/otelcol-gpubuild, running the default otelcol-config.yaml, with
+// buildsim at a fixed rate (SDK metric data points plus job runs with their
+// stage and API spans and status log records) and measures the collector
+// from outside: CPU seconds per second from /proc/<pid>/stat, steady and
+// peak RSS from /proc/<pid>/status, PutMetricData requests against the lower
+// bound ceil(datums/1000) per flush, and delivery completeness against
+// buildsim's ground truth. In the same run it measures a baseline, a stock
+// ocb build at the same Collector version with otlp -> debug (basic), on the
+// same load, and then the highest load the sidecar sustains on one core
+// (taskset -c 0) without loss or refusal. It prints a markdown report.
+//
+//	go run ./test/load                    # what `make bench` runs
+//	go run ./test/load -duration 30s -max-rate=false
+//	go run ./test/load -demo              # what `make demo` runs
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+type options struct {
+	root         string
+	duration     time.Duration
+	warmup       time.Duration
+	points       int
+	jobs         float64
+	baseline     bool
+	maxRate      bool
+	stepDuration time.Duration
+	out          string
+	demo         bool
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 60*time.Second, "how long each fixed-rate run sends")
+	flag.DurationVar(&o.warmup, "warmup", 10*time.Second, "start of the measured window after the load starts")
+	flag.IntVar(&o.points, "points", 10000, "SDK metric data points per second")
+	flag.Float64Var(&o.jobs, "jobs", 100, "job runs per second (each with 4 stage spans, 4-6 API spans, 2 status records)")
+	flag.BoolVar(&o.baseline, "baseline", true, "also measure the stock ocb otlp -> debug baseline")
+	flag.BoolVar(&o.maxRate, "max-rate", true, "also search the highest load sustained on one core")
+	flag.DurationVar(&o.stepDuration, "step", 20*time.Second, "duration of each step of the max-rate search")
+	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	flag.BoolVar(&o.demo, "demo", false, "run the demo instead: buildsim -> collector -> CloudWatch test endpoint, print what landed")
+	flag.Parse()
+
+	root, err := repoRoot()
+	if err != nil {
+		fatal(err)
+	}
+	o.root = root
+	if _, err := os.Stat(filepath.Join(root, "bin", "otelcol-gpubuild")); err != nil {
+		fatal(errors.New("bin/otelcol-gpubuild not found: run `make build` first"))
+	}
+	ctx := context.Background()
+	if o.demo {
+		if err := demo(ctx, o); err != nil {
+			fatal(err)
+		}
+		return
+	}
+	report, err := bench(ctx, o)
+	if err != nil {
+		fatal(err)
+	}
+	fmt.Print(report)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+			fatal(err)
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "load:", err)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "load: "+format+"\n", args...)
+}
+
+// repoRoot finds the checkout root from the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/gpubuild/otelcol-gpubuild\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from inside the otelcol-gpubuild checkout")
+		}
+		dir = parent
+	}
+}
+
+// load is a fixed rate of telemetry.
+type load struct {
+	points   int     // SDK data points per second
+	jobs     float64 // job runs per second
+	duration time.Duration
+}
+
+func (l load) String() string {
+	return fmt.Sprintf("%d points/s + %g jobs/s", l.points, l.jobs)
+}
+
+// simConfig makes buildsim produce the load: one SDK export per second
+// with about l.points points (three instruments with MetricSeries extra
+// series each, plus the series the jobs themselves create).
+func simConfig(l load, endpoint string) buildsim.Config {
+	cfg := buildsim.DefaultConfig()
+	cfg.Endpoint = endpoint
+	cfg.ServiceName = "build-load"
+	cfg.Rate = l.jobs
+	cfg.Jobs = int(math.Round(l.jobs * l.duration.Seconds()))
+	cfg.MetricInterval = time.Second
+	jobSeries := len(cfg.Engines)*cfg.Tenants + len(cfg.Engines)*len(cfg.DataTypes) + cfg.GPUs
+	cfg.MetricSeries = max(0, (l.points-jobSeries)/3)
+	cfg.RetryMaxElapsed = 30 * time.Second
+	cfg.ExportTimeout = 10 * time.Second
+	return cfg
+}
+
+// target is a collector binary with its configuration.
+type target struct {
+	name      string
+	argv      []string
+	env       []string
+	grpcAddr  string
+	telemetry string // host:port of its Prometheus telemetry
+}
+
+// result is one measured run.
+type result struct {
+	target   string
+	load     load
+	cpuCores float64 // CPU seconds per second over the measured window
+	rssMiB   float64 // median VmRSS over the measured window
+	peakMiB  float64 // VmHWM at the end of the load
+	sim      *buildsim.Summary
+	refused  float64 // data the receiver refused (its own telemetry)
+
+	// Only for the sidecar (CloudWatch test endpoint behind it).
+	cw            bool
+	requests      int
+	lowerBound    int
+	datums        int
+	jobsLanded    float64
+	counterLanded float64
+	drainedIn     time.Duration
+	drained       bool
+	exitErr       error
+}
+
+func (r *result) jobsTruth() float64 {
+	var n int64
+	for _, s := range r.sim.Generated.Jobs {
+		n += s.Count
+	}
+	return float64(n)
+}
+
+func (r *result) exact() bool {
+	return r.cw && r.jobsLanded == r.jobsTruth() && r.counterLanded == float64(r.sim.SDKMetrics.Counter.Total)
+}
+
+// sidecarTarget runs the built binary on the default config through its
+// environment variables, sending to the CloudWatch test endpoint.
+func sidecarTarget(root string, cw *cloudwatchtest.Server, queueDir string, extraEnv ...string) (target, error) {
+	ports := make([]int, 4)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return target{}, err
+		}
+		ports[i] = p
+	}
+	env := baseEnv()
+	env = append(env,
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDLOADTEST", "AWS_SECRET_ACCESS_KEY=load-test-secret",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
+		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
+		"GPUBUILD_QUEUE_DIR="+queueDir,
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(ports[0]),
+		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(ports[1]),
+		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(ports[2]),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(ports[3]),
+	)
+	env = append(env, extraEnv...)
+	return target{
+		name:      "otelcol-gpubuild",
+		argv:      []string{filepath.Join(root, "bin", "otelcol-gpubuild"), "--config", filepath.Join(root, "otelcol-config.yaml")},
+		env:       env,
+		grpcAddr:  fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		telemetry: fmt.Sprintf("127.0.0.1:%d", ports[3]),
+	}, nil
+}
+
+// baselineTarget runs the stock build: otlp -> debug (basic), with the same
+// telemetry (normal level, Prometheus pull) as the sidecar's default config.
+func baselineTarget(bin, dir string) (target, error) {
+	var ports [3]int
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return target{}, err
+		}
+		ports[i] = p
+	}
+	cfg := fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: "127.0.0.1:%d"}
+      http: {endpoint: "127.0.0.1:%d"}
+exporters:
+  debug:
+    verbosity: basic
+service:
+  pipelines:
+    traces: {receivers: [otlp], exporters: [debug]}
+    logs: {receivers: [otlp], exporters: [debug]}
+    metrics: {receivers: [otlp], exporters: [debug]}
+  telemetry:
+    metrics:
+      level: normal
+      readers:
+        - pull:
+            exporter:
+              prometheus: {host: 127.0.0.1, port: %d}
+`, ports[0], ports[1], ports[2])
+	path := filepath.Join(dir, "baseline.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return target{}, err
+	}
+	return target{
+		name:      "baseline (ocb otlp -> debug basic)",
+		argv:      []string{bin, "--config", path},
+		env:       baseEnv(),
+		grpcAddr:  fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		telemetry: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+	}, nil
+}
+
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "GPUBUILD_") || strings.HasPrefix(kv, "OTEL_") || strings.HasPrefix(kv, "GOMAXPROCS=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// run starts the target, sends the load, and measures it. cw is the
+// CloudWatch test endpoint behind the sidecar (nil for the baseline).
+func run(ctx context.Context, t target, l load, warmup time.Duration, cw *cloudwatchtest.Server, cpus string) (*result, error) {
+	if cw != nil {
+		cw.Reset()
+	}
+	p, err := startProcess(t.argv, t.env, cpus)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		select {
+		case <-p.done:
+		default:
+			p.kill()
+		}
+	}()
+	if err := p.waitListening(t.grpcAddr, 60*time.Second); err != nil {
+		return nil, fmt.Errorf("%s: %w", t.name, err)
+	}
+	time.Sleep(time.Second) // let it settle after start
+
+	res := &result{target: t.name, load: l, cw: cw != nil}
+	simDone := make(chan struct{})
+	var simErr error
+	go func() {
+		defer close(simDone)
+		res.sim, simErr = buildsim.Run(ctx, simConfig(l, t.grpcAddr))
+	}()
+
+	// The measured window: from warmup until the load stops.
+	select {
+	case <-time.After(warmup):
+	case <-simDone:
+		return nil, fmt.Errorf("%s: the load ended before the warmup (%v): %v", t.name, warmup, simErr)
+	}
+	cpu0, err := cpuSeconds(p.pid())
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	var rss []float64
+	tick := time.NewTicker(time.Second)
+sampling:
+	for {
+		select {
+		case <-simDone:
+			break sampling
+		case <-tick.C:
+			if r, _, err := memKiB(p.pid()); err == nil {
+				rss = append(rss, float64(r)/1024)
+			}
+		}
+	}
+	tick.Stop()
+	cpu1, err := cpuSeconds(p.pid())
+	if err != nil {
+		return nil, err
+	}
+	res.cpuCores = (cpu1 - cpu0) / time.Since(t0).Seconds()
+	_, hwm, _ := memKiB(p.pid())
+	res.peakMiB = float64(hwm) / 1024
+	res.rssMiB = median(rss)
+	if simErr != nil {
+		return nil, fmt.Errorf("%s: buildsim: %w", t.name, simErr)
+	}
+	res.refused = scrapeRefused(t.telemetry)
+
+	if cw != nil {
+		// Wait for the last derived flush and the queue to drain.
+		start := time.Now()
+		truth := res.jobsTruth()
+		for time.Since(start) < 60*time.Second {
+			if landed(cw.Datums(), "build.jobs") >= truth && landed(cw.Datums(), buildsim.CounterName) >= float64(res.sim.SDKMetrics.Counter.Total) {
+				res.drained = true
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		res.drainedIn = time.Since(start)
+	}
+	res.exitErr = p.stop(60 * time.Second)
+	if cw != nil {
+		datums := cw.Datums()
+		st := cw.Stats()
+		res.requests = st.Accepted
+		res.datums = len(datums)
+		res.lowerBound = lowerBound(datums)
+		res.jobsLanded = landed(datums, "build.jobs")
+		res.counterLanded = landed(datums, buildsim.CounterName)
+	}
+	return res, nil
+}
+
+func scrapeRefused(addr string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return math.NaN()
+	}
+	defer resp.Body.Close()
+	var sum float64
+	body := readAll(resp)
+	for _, name := range []string{"otelcol_receiver_refused_spans", "otelcol_receiver_refused_metric_points", "otelcol_receiver_refused_log_records"} {
+		sum += scrapeSum(strings.NewReader(body), name)
+	}
+	return sum
+}
+
+func readAll(resp *http.Response) string {
+	var b strings.Builder
+	_, _ = io.Copy(&b, resp.Body)
+	return b.String()
+}
+
+// landed sums the values CloudWatch accepted for a metric.
+func landed(datums []cloudwatchtest.Datum, name string) float64 {
+	var sum float64
+	for _, d := range datums {
+		if d.MetricName != name {
+			continue
+		}
+		switch {
+		case d.Value != nil:
+			sum += *d.Value
+		case d.Statistics != nil:
+			sum += d.Statistics.Sum
+		default:
+			for i, v := range d.Values {
+				c := 1.0
+				if i < len(d.Counts) {
+					c = d.Counts[i]
+				}
+				sum += v * c
+			}
+		}
+	}
+	return sum
+}
+
+// lowerBound is the fewest PutMetricData requests that could carry the
+// datums: ceil(n/1000) for each flush. A flush is recognised by its
+// timestamp: the datums of one SDK export or one derived-metrics flush all
+// carry the same timestamp.
+func lowerBound(datums []cloudwatchtest.Datum) int {
+	byTime := map[int64]int{}
+	for _, d := range datums {
+		byTime[d.Timestamp.UnixNano()]++
+	}
+	n := 0
+	for _, c := range byTime {
+		n += (c + 999) / 1000
+	}
+	return n
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// buildBaseline builds the stock collector with ocb into the gitignored
+// test/load/.build, unless the binary is newer than its manifest.
+func buildBaseline(root string) (string, error) {
+	manifest := filepath.Join(root, "test", "load", "baseline-builder-config.yaml")
+	bin := filepath.Join(root, "test", "load", ".build", "baseline", "otelcol-baseline")
+	mi, err := os.Stat(manifest)
+	if err != nil {
+		return "", err
+	}
+	if bi, err := os.Stat(bin); err == nil && bi.ModTime().After(mi.ModTime()) {
+		return bin, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", err
+	}
+	logf("building the baseline with ocb (once; about a minute)")
+	cmd := exec.Command(filepath.Join(root, ".tools", "bin", "builder"), "--config", manifest)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the baseline (is .tools/bin/builder built? `make tools`): %w", err)
+	}
+	return bin, nil
+}
+
+func bench(ctx context.Context, o options) (string, error) {
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer cw.Close()
+	tmp, err := os.MkdirTemp("", "otelcol-gpubuild-load-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+
+	fixed := load{points: o.points, jobs: o.jobs, duration: o.duration}
+	logf("sidecar at %v for %v", fixed, o.duration)
+	st, err := sidecarTarget(o.root, cw, filepath.Join(tmp, "queue"))
+	if err != nil {
+		return "", err
+	}
+	ours, err := run(ctx, st, fixed, o.warmup, cw, "")
+	if err != nil {
+		return "", err
+	}
+
+	var base *result
+	if o.baseline {
+		bin, err := buildBaseline(o.root)
+		if err != nil {
+			return "", err
+		}
+		bt, err := baselineTarget(bin, tmp)
+		if err != nil {
+			return "", err
+		}
+		logf("baseline at %v for %v", fixed, o.duration)
+		if base, err = run(ctx, bt, fixed, o.warmup, nil, ""); err != nil {
+			return "", err
+		}
+	}
+
+	var steps []*result
+	var stopReason string
+	if o.maxRate {
+		steps, stopReason = maxRate(ctx, o, cw, tmp)
+	}
+	return report(o, ours, base, steps, stopReason), nil
+}
+
+// maxRate raises the load in steps with the sidecar pinned to CPU 0 until
+// a step loses or refuses data, cannot keep up, or saturates the core.
+func maxRate(ctx context.Context, o options, cw *cloudwatchtest.Server, tmp string) ([]*result, string) {
+	var steps []*result
+	for i, factor := range []float64{1, 2, 3, 4, 6, 8, 12, 16} {
+		l := load{points: int(float64(o.points) * factor), jobs: o.jobs * factor, duration: o.stepDuration}
+		logf("one core: %v for %v", l, o.stepDuration)
+		// No request cap here: the search is for the collector's limit, not
+		// the configured CloudWatch request budget.
+		st, err := sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-%d", i)), "GPUBUILD_CLOUDWATCH_MAX_RPS=0")
+		if err != nil {
+			return steps, err.Error()
+		}
+		r, err := run(ctx, st, l, o.stepDuration/4, cw, "0")
+		if err != nil {
+			return steps, err.Error()
+		}
+		steps = append(steps, r)
+		switch {
+		case r.refused > 0:
+			return steps, fmt.Sprintf("at %v the receiver refused %v items", l, r.refused)
+		case r.sim.Exports.Spans.RequestsFailed+r.sim.Exports.LogRecords.RequestsFailed+r.sim.Exports.MetricPoints.RequestsFailed > 0:
+			return steps, fmt.Sprintf("at %v exports failed for good", l)
+		case !r.exact():
+			return steps, fmt.Sprintf("at %v delivery was not exact (jobs %v/%v, counter %v/%v)", l, r.jobsLanded, r.jobsTruth(), r.counterLanded, r.sim.SDKMetrics.Counter.Total)
+		case r.sim.Elapsed > o.stepDuration.Seconds()*1.1+5:
+			return steps, fmt.Sprintf("at %v the load could not be sent on time (%.0f s for %v): the collector (or the load generator sharing the machine) could not keep up", l, r.sim.Elapsed, o.stepDuration)
+		case r.cpuCores > 0.95:
+			return steps, fmt.Sprintf("at %v the core was saturated (%.2f)", l, r.cpuCores)
+		}
+	}
+	return steps, "the highest step passed"
+}
