@@ -42,6 +42,8 @@ type cloudWatchExporter struct {
 	slots      chan struct{} // bounds the requests in flight, across concurrent exports
 	limiter    *rate.Limiter // nil: no rate limit
 	now        func() time.Time
+	// throttleDelay is the least wait before a throttled request is retried.
+	throttleDelay time.Duration
 
 	// set by start
 	putter putter
@@ -71,6 +73,8 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		deltas:     newDeltaConverter(cfg.CumulativeState),
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
+
+		throttleDelay: throttleRetryDelay,
 	}
 	if cfg.MaxRequestsPerSecond > 0 {
 		e.limiter = rate.NewLimiter(rate.Limit(cfg.MaxRequestsPerSecond), max(1, int(math.Ceil(cfg.MaxRequestsPerSecond))))
@@ -255,7 +259,7 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 	e.telemetry.ExporterCloudwatchPointsRetried.Add(ctx, int64(failed.DataPointCount()))
 	err = consumererror.NewMetrics(err, failed)
 	if throttled {
-		err = exporterhelper.NewThrottleRetry(err, throttleRetryDelay)
+		err = exporterhelper.NewThrottleRetry(err, e.throttleDelay)
 	}
 	return err
 }
