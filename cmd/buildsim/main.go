@@ -111,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (buildsim.Config, string, error
 	dataTypes := fs.String("data-types", strings.Join(cfg.DataTypes, ","), "build.data_type values")
 	fs.IntVar(&cfg.Tenants, "tenants", cfg.Tenants, "tenants submitting jobs")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the run's plan")
+	fs.DurationVar(&cfg.StartLead, "start-lead", 0, "send each run's RUNNING record this long (real time) before its end")
 	fs.IntVar(&cfg.RestartAfter, "restart-after", 0, "restart the service's SDK (new start times, counters from zero) after this many jobs; 0: never")
 	signals := fs.String("signals", "job_spans,stage_spans,job_logs,api_spans,metrics", "what to send")
 	fs.DurationVar(&cfg.MetricInterval, "metric-interval", cfg.MetricInterval, "SDK metric export interval")

@@ -78,6 +78,12 @@ type Config struct {
 	// Seed makes the plan reproducible.
 	Seed int64
 
+	// StartLead sends each run's RUNNING record (and opens its job span)
+	// this long before the rest of the run, as a real service logs the start
+	// long before the run ends; 0 sends a run all at once. The simulated
+	// timestamps do not change.
+	StartLead time.Duration
+
 	// RestartAfter, when > 0, shuts every SDK provider down after that many
 	// jobs and starts new ones, as a restarted service process would: new
 	// start times, cumulative counters from zero.
@@ -220,6 +226,9 @@ func (c Config) Validate() error {
 	}
 	if c.Tenants <= 0 {
 		errs = append(errs, errors.New("tenants: must be positive"))
+	}
+	if c.StartLead < 0 {
+		errs = append(errs, errors.New("start_lead: must not be negative"))
 	}
 	if c.RestartAfter < 0 {
 		errs = append(errs, errors.New("restart_after: must not be negative"))

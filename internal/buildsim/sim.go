@@ -127,6 +127,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		// A fresh context: the final flush must run even when ctx ended.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ExportTimeout+r.cfg.RetryMaxElapsed+5*time.Second)
 		defer cancel()
+		inc.finishAll(sctx)
 		err = errors.Join(err, inc.shutdown(sctx))
 		r.end = r.opts.now()
 	}()
@@ -149,17 +150,18 @@ func (r *runner) run(ctx context.Context) (err error) {
 					return err
 				}
 			}
-			inc.emitJob(ctx, r.plan.next(r.emitted))
+			inc.startJob(ctx, r.plan.next(r.emitted))
 			r.emitted++
 		}
+		inc.finishDue(r.opts.now())
 		inc.touchLoadSeries(ctx)
 		if err := inc.flush(ctx); err != nil && r.cfg.StopOnExportError {
 			return err
 		}
-		if r.emitted >= r.cfg.Jobs {
+		if r.emitted >= r.cfg.Jobs && len(inc.pending) == 0 {
 			return nil
 		}
-		if r.cfg.Rate > 0 {
+		if r.cfg.Rate > 0 || r.emitted >= r.cfg.Jobs {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -174,6 +176,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 // restart shuts the current incarnation down (flushing it) and starts a new
 // one, as a redeployed service process would.
 func (r *runner) restart(ctx context.Context, inc *incarnation) (*incarnation, error) {
+	inc.finishAll(ctx) // the old process's runs end before it exits
 	if err := inc.shutdown(ctx); err != nil {
 		r.opts.logf("buildsim: shutdown before restart: %v", err)
 		if r.cfg.StopOnExportError {
@@ -201,6 +204,16 @@ type incarnation struct {
 	hist    metric.Float64Histogram
 	gauge   metric.Float64ObservableGauge
 	polls   int // gauge callbacks so far
+	// pending are started runs whose end is sent StartLead later.
+	pending []pendingJob
+}
+
+// pendingJob is a run whose RUNNING record went out and whose end has not.
+type pendingJob struct {
+	plan       JobPlan
+	start, end time.Time
+	ctx        context.Context
+	span       trace.Span
 }
 
 func (r *runner) startIncarnation(ctx context.Context) (*incarnation, error) {
@@ -251,13 +264,14 @@ func (inc *incarnation) observeGauge(_ context.Context, o metric.Observer) error
 	return nil
 }
 
-// emitJob emits one run: the job span with its stage spans, the status log
-// records and the API spans, all with simulated timestamps ending now.
-func (inc *incarnation) emitJob(ctx context.Context, j JobPlan) {
+// startJob emits the start of one run: its job span is opened and its
+// RUNNING record emitted, with simulated timestamps such that the run ends
+// StartLead from now. With no lead the run is finished at once.
+func (inc *incarnation) startJob(ctx context.Context, j JobPlan) {
 	r := inc.r
 	cfg := r.cfg
-	end := r.opts.now()
-	start := end.Add(-j.Duration)
+	end := r.opts.now().Add(cfg.StartLead)
+	p := pendingJob{plan: j, start: end.Add(-j.Duration), end: end, ctx: ctx}
 
 	r.mu.Lock()
 	r.generated.addPlanned(j, cfg)
@@ -267,19 +281,57 @@ func (inc *incarnation) emitJob(ctx context.Context, j JobPlan) {
 	}
 	r.mu.Unlock()
 
-	dims := []attribute.KeyValue{attribute.String(AttrEngine, j.Engine), attribute.String(AttrDataType, j.DataType)}
-	jobCtx := ctx
-	var jobSpan trace.Span
 	if cfg.JobSpans {
-		attrs := append([]attribute.KeyValue{attribute.String(AttrJobID, j.ID), attribute.String(AttrTenant, j.Tenant)}, dims...)
+		attrs := append([]attribute.KeyValue{attribute.String(AttrJobID, j.ID), attribute.String(AttrTenant, j.Tenant)}, jobDims(j)...)
 		if j.ResultAttr {
 			attrs = append(attrs, attribute.String(AttrJobResult, j.Result))
 		}
-		jobCtx, jobSpan = inc.tracer.Start(ctx, "index_build", trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+		p.ctx, p.span = inc.tracer.Start(ctx, "index_build", trace.WithTimestamp(p.start), trace.WithAttributes(attrs...))
 	}
 	if cfg.JobLogs {
-		inc.emitStatus(jobCtx, j, StatusRunning, start, otellog.SeverityInfo)
+		inc.emitStatus(p.ctx, j, StatusRunning, p.start, otellog.SeverityInfo)
 	}
+	if cfg.StartLead <= 0 {
+		inc.finishJob(p)
+		return
+	}
+	inc.pending = append(inc.pending, p)
+}
+
+// finishDue finishes the pending runs whose end has come.
+func (inc *incarnation) finishDue(now time.Time) {
+	n := 0
+	for _, p := range inc.pending {
+		if p.end.After(now) {
+			inc.pending[n] = p
+			n++
+			continue
+		}
+		inc.finishJob(p)
+	}
+	inc.pending = inc.pending[:n]
+}
+
+// finishAll finishes every pending run now (their timestamps stay as
+// planned).
+func (inc *incarnation) finishAll(context.Context) {
+	for _, p := range inc.pending {
+		inc.finishJob(p)
+	}
+	inc.pending = nil
+}
+
+func jobDims(j JobPlan) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String(AttrEngine, j.Engine), attribute.String(AttrDataType, j.DataType)}
+}
+
+// finishJob emits the rest of a run: its stage spans, its end record, the
+// end of its job span, the API spans and the SDK measurements.
+func (inc *incarnation) finishJob(p pendingJob) {
+	r := inc.r
+	cfg := r.cfg
+	j, start, end, ctx := p.plan, p.start, p.end, p.ctx
+	dims := jobDims(j)
 	if cfg.StageSpans {
 		for _, st := range j.Stages {
 			attrs := append([]attribute.KeyValue{attribute.String(AttrStage, st.Stage), attribute.String(AttrJobID, j.ID)}, dims...)
@@ -287,7 +339,7 @@ func (inc *incarnation) emitJob(ctx context.Context, j JobPlan) {
 				attrs = append(attrs, attribute.String(AttrStageResult, st.Result))
 			}
 			sStart := start.Add(st.Offset)
-			_, sp := inc.tracer.Start(jobCtx, st.Stage, trace.WithTimestamp(sStart), trace.WithAttributes(attrs...))
+			_, sp := inc.tracer.Start(ctx, st.Stage, trace.WithTimestamp(sStart), trace.WithAttributes(attrs...))
 			if st.Result == ResultFailure {
 				sp.SetStatus(codes.Error, st.Stage+" failed")
 			}
@@ -297,21 +349,23 @@ func (inc *incarnation) emitJob(ctx context.Context, j JobPlan) {
 	if cfg.JobLogs {
 		switch endStatus(j.Result) {
 		case StatusCompleted:
-			inc.emitStatus(jobCtx, j, StatusCompleted, end, otellog.SeverityInfo)
+			inc.emitStatus(ctx, j, StatusCompleted, end, otellog.SeverityInfo)
 		case StatusFailed:
-			inc.emitStatus(jobCtx, j, StatusFailed, end, otellog.SeverityError)
+			inc.emitStatus(ctx, j, StatusFailed, end, otellog.SeverityError)
 		}
 	}
-	if jobSpan != nil {
+	if p.span != nil {
 		if j.Result == ResultFailure {
-			jobSpan.SetStatus(codes.Error, "index build failed")
+			p.span.SetStatus(codes.Error, "index build failed")
 		}
-		jobSpan.End(trace.WithTimestamp(end))
+		p.span.End(trace.WithTimestamp(end))
 	}
+	// API calls are separate requests: their spans are roots.
+	apiCtx := context.WithoutCancel(trace.ContextWithSpanContext(ctx, trace.SpanContext{}))
 	if cfg.APISpans {
 		for _, c := range j.API {
 			cStart := start.Add(c.Offset)
-			_, sp := inc.tracer.Start(ctx, c.Method+" "+c.Route, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(cStart),
+			_, sp := inc.tracer.Start(apiCtx, c.Method+" "+c.Route, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(cStart),
 				trace.WithAttributes(
 					attribute.String(AttrRoute, c.Route), attribute.String(AttrMethod, c.Method),
 					attribute.Int(AttrStatusCode, c.Status), attribute.String(AttrURLPath, c.Path),
@@ -324,8 +378,8 @@ func (inc *incarnation) emitJob(ctx context.Context, j JobPlan) {
 		}
 	}
 	if cfg.Metrics && j.Result == ResultSuccess {
-		inc.counter.Add(ctx, j.Vectors, metric.WithAttributes(attribute.String(AttrEngine, j.Engine), attribute.String(AttrTenant, j.Tenant)))
-		inc.hist.Record(ctx, float64(j.IndexBytes), metric.WithAttributes(dims...))
+		inc.counter.Add(apiCtx, j.Vectors, metric.WithAttributes(attribute.String(AttrEngine, j.Engine), attribute.String(AttrTenant, j.Tenant)))
+		inc.hist.Record(apiCtx, float64(j.IndexBytes), metric.WithAttributes(dims...))
 		r.mu.Lock()
 		r.sdk.Counter.Total += j.Vectors
 		r.counterSeries[j.Engine+"|"+j.Tenant] = struct{}{}

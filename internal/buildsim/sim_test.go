@@ -3,6 +3,7 @@ package buildsim
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ type recorder struct {
 	spanCalls int
 	logCalls  int
 	factories int
+	// logCall is the export call that carried each job's status record,
+	// keyed "id/status".
+	logCall map[string]int
 }
 
 // point is a copy of one exported metric data point.
@@ -77,6 +81,20 @@ func (e logRec) Export(_ context.Context, recs []sdklog.Record) error {
 	}
 	for _, rec := range recs {
 		e.r.logs = append(e.r.logs, rec.Clone())
+		var id, status string
+		rec.WalkAttributes(func(kv attribute.KeyValue) bool {
+			switch string(kv.Key) {
+			case AttrJobID:
+				id = kv.Value.AsString()
+			case AttrJobStatus:
+				status = kv.Value.AsString()
+			}
+			return true
+		})
+		if e.r.logCall == nil {
+			e.r.logCall = map[string]int{}
+		}
+		e.r.logCall[id+"/"+status] = e.r.logCalls
 	}
 	return nil
 }
@@ -464,4 +482,38 @@ func TestRunOnlyLogs(t *testing.T) {
 	assert.Equal(t, rec.derive(t), s.Generated)
 	assert.Zero(t, s.Generated.JobsByResult[ResultCancellation], "a cancelled job writes no end record")
 	assert.Equal(t, s.Generated.DanglingStarts, int64(len(rec.logs))-2*(s.Generated.JobsByResult[ResultSuccess]+s.Generated.JobsByResult[ResultFailure]))
+}
+
+func TestRunStartLead(t *testing.T) {
+	rec := &recorder{}
+	cfg := testConfig()
+	cfg.Jobs, cfg.Rate, cfg.Tick = 30, 100, 20*time.Millisecond
+	cfg.StartLead = 200 * time.Millisecond
+	cfg.RestartAfter = 15
+	s, err := Run(context.Background(), cfg, WithExporterFactory(rec.factory))
+	require.NoError(t, err)
+	assert.Equal(t, rec.derive(t), s.Generated)
+	assert.Equal(t, s.Generated, s.Acknowledged)
+	assert.GreaterOrEqual(t, s.Elapsed, 0.2+0.29, "the last run ends a lead after it starts")
+	// Most runs' RUNNING records left in an earlier export than their end.
+	earlier := 0
+	for key, call := range rec.logCall {
+		id, status, _ := strings.Cut(key, "/")
+		if status != StatusRunning {
+			continue
+		}
+		for _, end := range []string{StatusCompleted, StatusFailed} {
+			if c, ok := rec.logCall[id+"/"+end]; ok && c > call {
+				earlier++
+			}
+		}
+	}
+	assert.Greater(t, earlier, cfg.Jobs/2)
+	// Every span still has its job span as parent or is a root: the API
+	// spans are roots of their own traces.
+	for _, sp := range rec.spans {
+		if sp.SpanKind() == trace.SpanKindServer {
+			assert.False(t, sp.Parent().IsValid(), "API span %s has a parent", sp.Name())
+		}
+	}
 }

@@ -23,10 +23,11 @@ import (
 func TestSteadyRun(t *testing.T) {
 	e := newEnv(t, nil)
 	p := e.cfg.ports
-	sums := runSims(t,
-		simConfig(p, buildsim.ProtocolGRPC, "build-grpc", 11),
-		simConfig(p, buildsim.ProtocolHTTP, "build-http", 12),
-	)
+	// The gRPC service sends each run's RUNNING record 2.5 s before the rest
+	// of the run, as a real service would: runs are active across flushes.
+	grpcSim := simConfig(p, buildsim.ProtocolGRPC, "build-grpc", 11)
+	grpcSim.StartLead = 2500 * time.Millisecond
+	sums := runSims(t, grpcSim, simConfig(p, buildsim.ProtocolHTTP, "build-http", 12))
 	// Periodic flushes deliver everything while the collector runs.
 	for _, s := range sums {
 		e.waitJobs(30*time.Second, serviceDims(s), totalJobs(s.Generated))
@@ -43,6 +44,9 @@ func TestSteadyRun(t *testing.T) {
 			checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 		})
 	}
+	active := aggregate(datums, mJobsActive, serviceDims(sums[0]))
+	assert.Positive(t, active.Max, "%s: runs were active across flushes but never reported", mJobsActive)
+	assert.Equal(t, map[string]int{"Count": active.Datums}, active.Units)
 	st := e.cw.Stats()
 	assert.Zero(t, st.Rejected, "requests CloudWatch would reject")
 	assert.Equal(t, st.Requests, st.Accepted)

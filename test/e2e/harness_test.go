@@ -36,11 +36,15 @@ func repoRoot(t testing.TB) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// binaryPath is the built distribution. The tests drive the binary an
-// operator runs, so a missing binary is a failure, not a skip.
+// binaryPath is the built distribution, bin/otelcol-gpubuild, or the one
+// $OTELCOL_GPUBUILD_BIN names. The tests drive the binary an operator runs,
+// so a missing binary is a failure, not a skip.
 func binaryPath(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(repoRoot(t), "bin", "otelcol-gpubuild")
+	if b := os.Getenv("OTELCOL_GPUBUILD_BIN"); b != "" {
+		bin = b
+	}
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s not found: run `make build` first (`make test` builds it)", bin)
 	}
