@@ -43,11 +43,12 @@ func pack(datums []datum, namespace string, out []datum, reqs []packedRequest) (
 		}
 		n := end - start
 		if n > maxDatumsPerRequest || size > budget {
-			// Too big for any request: give it fresh bins, datum by datum.
-			b := -1
+			// Too big for any one request: it is split anyway, so its datums
+			// go one by one wherever they fit.
 			for i := start; i < end; i++ {
 				s := datumSize(&datums[i])
-				if b < 0 || bins[b].n == maxDatumsPerRequest || bins[b].bytes+s > budget {
+				b := firstFit(bins, openFrom, 1, s, budget)
+				if b < 0 {
 					bins = append(bins, bin{})
 					b = len(bins) - 1
 				}
@@ -58,13 +59,7 @@ func pack(datums []datum, namespace string, out []datum, reqs []packedRequest) (
 			start = end
 			continue
 		}
-		b := -1
-		for i := openFrom; i < len(bins); i++ {
-			if bins[i].n+n <= maxDatumsPerRequest && bins[i].bytes+size <= budget {
-				b = i
-				break
-			}
-		}
+		b := firstFit(bins, openFrom, n, size, budget)
 		if b < 0 {
 			bins = append(bins, bin{})
 			b = len(bins) - 1
@@ -95,6 +90,17 @@ func pack(datums []datum, namespace string, out []datum, reqs []packedRequest) (
 		r.n++
 	}
 	return out, reqs
+}
+
+// firstFit returns the first bin from `from` with room for n datums of size
+// bytes, or -1.
+func firstFit(bins []bin, from, n, size, budget int) int {
+	for i := from; i < len(bins); i++ {
+		if bins[i].n+n <= maxDatumsPerRequest && bins[i].bytes+size <= budget {
+			return i
+		}
+	}
+	return -1
 }
 
 // Exact sizes of the CBOR the SDK writes (smithy RPC v2: indefinite-length
