@@ -3,8 +3,6 @@ package buildjobprocessor // import "github.com/gpubuild/otelcol-gpubuild/proces
 import (
 	"hash/maphash"
 	"strings"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
 // family is a pair of derived metrics sharing their attributes: a count and
@@ -26,9 +24,8 @@ type seriesLabels struct {
 	// jobs: result; stages: stage, result; api: route, method, status class.
 	// An empty string means the attribute is not set.
 	a, b, c string
-	// dims is aligned with the configured dimensions; an empty value means
-	// the dimension is not set.
-	dims []pcommon.Value
+	// dims is aligned with the configured dimensions.
+	dims []dimValue
 }
 
 // series accumulates one family's count and duration histogram for one set
@@ -73,15 +70,14 @@ func (h *histogram) observe(v float64) {
 // seriesTable finds the series for a set of labels by a hash of the labels,
 // so a lookup on the hot path builds no string key and allocates nothing.
 type seriesTable struct {
-	hash    maphash.Hash
-	bounds  [numFamilies][]float64
-	missing pcommon.Value
-	index   map[uint64]*series
-	list    []*series // creation order, for deterministic output
+	hash   maphash.Hash
+	bounds [numFamilies][]float64
+	index  map[uint64]*series
+	list   []*series // creation order, for deterministic output
 }
 
-func newSeriesTable(seed maphash.Seed, bounds [numFamilies][]float64, missing pcommon.Value) *seriesTable {
-	t := &seriesTable{bounds: bounds, missing: missing, index: map[uint64]*series{}}
+func newSeriesTable(seed maphash.Seed, bounds [numFamilies][]float64) *seriesTable {
+	t := &seriesTable{bounds: bounds, index: map[uint64]*series{}}
 	t.hash.SetSeed(seed)
 	return t
 }
@@ -101,7 +97,7 @@ func (t *seriesTable) get(l *seriesLabels) *series {
 	h.WriteString(l.c)
 	h.WriteByte(0xff)
 	for _, v := range l.dims {
-		writeValue(h, v)
+		v.writeHash(h)
 	}
 	k := h.Sum64()
 	for {
@@ -114,7 +110,7 @@ func (t *seriesTable) get(l *seriesLabels) *series {
 		}
 		k++ // a 64-bit collision: probe the next slot
 	}
-	s := &series{labels: l.clone(t.missing), hist: histogram{bounds: t.bounds[l.fam]}}
+	s := &series{labels: l.clone(), hist: histogram{bounds: t.bounds[l.fam]}}
 	t.index[k] = s
 	t.list = append(t.list, s)
 	return s
@@ -132,7 +128,7 @@ func (l *seriesLabels) equal(o *seriesLabels) bool {
 		return false
 	}
 	for i := range l.dims {
-		if !l.dims[i].Equal(o.dims[i]) {
+		if !l.dims[i].equal(o.dims[i]) {
 			return false
 		}
 	}
@@ -140,25 +136,8 @@ func (l *seriesLabels) equal(o *seriesLabels) bool {
 }
 
 // clone returns labels that no longer reference the input batch.
-func (l *seriesLabels) clone(missing pcommon.Value) seriesLabels {
-	c := seriesLabels{res: l.res, fam: l.fam, a: strings.Clone(l.a), b: strings.Clone(l.b), c: strings.Clone(l.c)}
-	c.dims = copyValues(l.dims, missing)
-	return c
-}
-
-// copyValues returns owned copies of vs, so that no reference into an input
-// batch is kept; unset values become the shared missing value.
-func copyValues(vs []pcommon.Value, missing pcommon.Value) []pcommon.Value {
-	out := make([]pcommon.Value, len(vs))
-	for i, v := range vs {
-		if v.Type() == pcommon.ValueTypeEmpty {
-			out[i] = missing
-			continue
-		}
-		out[i] = pcommon.NewValueEmpty()
-		v.CopyTo(out[i])
-	}
-	return out
+func (l *seriesLabels) clone() seriesLabels {
+	return seriesLabels{res: l.res, fam: l.fam, a: strings.Clone(l.a), b: strings.Clone(l.b), c: strings.Clone(l.c), dims: ownedDims(l.dims)}
 }
 
 func putUint64(b []byte, v uint64) {

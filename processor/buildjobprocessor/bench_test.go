@@ -1,15 +1,21 @@
 package buildjobprocessor
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor/internal/metadata"
 )
 
 // The benchmarks build pdata the way the OTel Python SDK and its FastAPI
@@ -179,9 +185,13 @@ func statusLogBatches(n int) []plog.Logs {
 	return out
 }
 
+// benchConfig bounds the state below one cycle of the benchmark batches,
+// so that a job id seen again one cycle later is a new run (its old run was
+// evicted from the ended-run memory), as in a steady stream of new jobs.
 func benchConfig() *Config {
 	cfg := testConfig()
 	cfg.Dimensions = []string{"build.engine", "build.data_type"}
+	cfg.MaxActiveJobs = 1000
 	return cfg
 }
 
@@ -287,4 +297,30 @@ func BenchmarkProcessorHistograms(b *testing.B) {
 	}
 	b.StopTimer()
 	reportPerItem(b, "point", pointsPerBatch, mallocs()-before)
+}
+
+// BenchmarkConnectorAPISpans: the same batch through the connector's
+// ConsumeTraces (lock, own telemetry), as the pipeline calls it.
+func BenchmarkConnectorAPISpans(b *testing.B) {
+	ctx := context.Background()
+	set := connectortest.NewNopSettings(metadata.Type)
+	c, err := NewConnectorFactory().CreateTracesToMetrics(ctx, set, benchConfig(), consumertest.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err = c.Start(ctx, componenttest.NewNopHost()); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = c.Shutdown(ctx) }()
+	td := apiSpanBatch()
+	b.ReportAllocs()
+	before := mallocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := c.ConsumeTraces(ctx, td); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportPerItem(b, "span", benchBatch, mallocs()-before)
 }

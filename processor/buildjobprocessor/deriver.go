@@ -33,7 +33,6 @@ const resourcesKeptEpochs = 2
 type deriver struct {
 	dimensions []string
 	cumulative bool
-	missing    pcommon.Value
 	resources  *resourceTable
 	series     *seriesTable
 	stats      derivationStats
@@ -54,12 +53,11 @@ type deriver struct {
 
 	// Scratch space reused for every span, record or data point.
 	labels     seriesLabels
-	dimScratch []pcommon.Value
+	dimScratch []dimValue
 }
 
 func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, start time.Time) *deriver {
 	seed := maphash.MakeSeed()
-	missing := pcommon.NewValueEmpty()
 	bounds := [numFamilies][]float64{
 		familyJobs:   jobBounds,
 		familyStages: stageBounds,
@@ -69,19 +67,18 @@ func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, 
 	return &deriver{
 		dimensions: out.Dimensions,
 		cumulative: out.Temporality == TemporalityCumulative,
-		missing:    missing,
-		resources:  newResourceTable(seed, out.Dimensions, missing),
-		series:     newSeriesTable(seed, bounds, missing),
+		resources:  newResourceTable(seed, out.Dimensions),
+		series:     newSeriesTable(seed, bounds),
 		startTime:  startTS,
 		lastFlush:  startTS,
-		dimScratch: make([]pcommon.Value, len(out.Dimensions)),
+		dimScratch: make([]dimValue, len(out.Dimensions)),
 	}
 }
 
 // newConnectorDeriver derives job, stage and API metrics from spans and logs.
 func newConnectorDeriver(cfg *Config, start time.Time) *deriver {
 	d := newDeriver(&cfg.OutputConfig, cfg.JobDurationBuckets, cfg.StageDurationBuckets, cfg.APIDurationBuckets, start)
-	d.jobs = newJobTracker(cfg.JobTimeout, cfg.MetricsFlushInterval, cfg.MaxActiveJobs, d.missing, &d.stats, d.countJob)
+	d.jobs = newJobTracker(cfg.JobTimeout, cfg.MetricsFlushInterval, cfg.MaxActiveJobs, &d.stats, d.countJob)
 	d.recentSpans = newRecentSpans(recentSpansPerJob * cfg.MaxActiveJobs)
 	d.jobSpanNames = make(map[string]bool, len(cfg.JobSpanNames))
 	for _, n := range cfg.JobSpanNames {
@@ -119,10 +116,10 @@ func (d *deriver) setStart(t time.Time) {
 
 // resolveDims looks every configured dimension up on attrs, then on the
 // resource, into the scratch slice.
-func (d *deriver) resolveDims(attrs pcommon.Map, res *resourceEntry) []pcommon.Value {
+func (d *deriver) resolveDims(attrs pcommon.Map, res *resourceEntry) []dimValue {
 	for i, k := range d.dimensions {
 		if v, ok := attrs.Get(k); ok {
-			d.dimScratch[i] = v
+			d.dimScratch[i] = dimFrom(v)
 		} else {
 			d.dimScratch[i] = res.dimValues[i]
 		}
@@ -141,7 +138,7 @@ func (d *deriver) countJob(c countedRun) {
 }
 
 // observe adds one stage run or API request to its family.
-func (d *deriver) observe(fam family, res *resourceEntry, a, b, c string, dims []pcommon.Value, seconds float64) {
+func (d *deriver) observe(fam family, res *resourceEntry, a, b, c string, dims []dimValue, seconds float64) {
 	d.labels = seriesLabels{res: res, fam: fam, a: a, b: b, c: c, dims: dims}
 	s := d.series.get(&d.labels)
 	s.count++
@@ -149,7 +146,7 @@ func (d *deriver) observe(fam family, res *resourceEntry, a, b, c string, dims [
 }
 
 // addRequests adds n API requests without a duration (processor).
-func (d *deriver) addRequests(res *resourceEntry, route, method, class string, dims []pcommon.Value, n uint64) {
+func (d *deriver) addRequests(res *resourceEntry, route, method, class string, dims []dimValue, n uint64) {
 	d.labels = seriesLabels{res: res, fam: familyAPI, a: route, b: method, c: class, dims: dims}
 	d.series.get(&d.labels).count += int64(n)
 }
@@ -195,7 +192,7 @@ func (d *deriver) flush(now time.Time, final bool) pmetric.Metrics {
 // that had active runs at the previous flush and has none now reports 0
 // once, so the last value seen downstream is not a stale non-zero.
 func (d *deriver) activeGauge() *seriesTable {
-	gauges := newSeriesTable(maphash.MakeSeed(), [numFamilies][]float64{}, d.missing)
+	gauges := newSeriesTable(maphash.MakeSeed(), [numFamilies][]float64{})
 	if d.jobs == nil {
 		return gauges
 	}
@@ -371,9 +368,7 @@ func (b *metricsBuilder) putAttributes(attrs pcommon.Map, l *seriesLabels) {
 		attrs.PutStr(attrHTTPStatusClass, l.c)
 	}
 	for i, v := range l.dims {
-		if v.Type() != pcommon.ValueTypeEmpty {
-			v.CopyTo(attrs.PutEmpty(b.dimensions[i]))
-		}
+		v.putTo(attrs, b.dimensions[i])
 	}
 }
 

@@ -40,7 +40,7 @@ type jobKey struct {
 type jobRecord struct {
 	key  jobKey
 	res  *resourceEntry
-	dims []pcommon.Value
+	dims []dimValue
 }
 
 type runState uint8
@@ -56,7 +56,7 @@ type run struct {
 	job   *jobRuns
 	state runState
 	res   *resourceEntry
-	dims  []pcommon.Value
+	dims  []dimValue
 
 	// start is the earliest start seen, end the end that counted the run
 	// (for a timeout, start + job_timeout). Zero means unknown.
@@ -82,8 +82,9 @@ func (r *run) position() pcommon.Timestamp {
 
 // jobRuns holds the runs of one job id, ordered by position.
 type jobRuns struct {
-	key  jobKey
-	runs []*run
+	key    jobKey
+	runs   []*run
+	inline [2]*run // backs runs for the usual one or two runs, saving an allocation
 }
 
 // runList is an intrusive doubly linked list of runs.
@@ -121,7 +122,7 @@ func (l *runList) remove(r *run) {
 // countedRun is reported to the tracker's owner once per run.
 type countedRun struct {
 	res         *resourceEntry
-	dims        []pcommon.Value
+	dims        []dimValue
 	result      string
 	seconds     float64
 	hasDuration bool
@@ -132,7 +133,6 @@ type jobTracker struct {
 	timeout      time.Duration
 	pendingGrace time.Duration
 	maxRuns      int
-	missing      pcommon.Value
 	stats        *derivationStats
 	count        func(countedRun)
 
@@ -141,12 +141,11 @@ type jobTracker struct {
 	ended runList // counted runs, in the order they were counted
 }
 
-func newJobTracker(timeout, pendingGrace time.Duration, maxRuns int, missing pcommon.Value, stats *derivationStats, count func(countedRun)) *jobTracker {
+func newJobTracker(timeout, pendingGrace time.Duration, maxRuns int, stats *derivationStats, count func(countedRun)) *jobTracker {
 	return &jobTracker{
 		timeout:      timeout,
 		pendingGrace: pendingGrace,
 		maxRuns:      maxRuns,
-		missing:      missing,
 		stats:        stats,
 		count:        count,
 		jobs:         map[jobKey]*jobRuns{},
@@ -329,9 +328,10 @@ func (t *jobTracker) newRun(jr *jobRuns, rec *jobRecord, now time.Time) *run {
 		// points into the input batch and must not keep it alive.
 		key := jobKey{service: rec.key.service, jobID: strings.Clone(rec.key.jobID)}
 		jr = &jobRuns{key: key}
+		jr.runs = jr.inline[:0]
 		t.jobs[key] = jr
 	}
-	return &run{job: jr, res: rec.res, dims: copyValues(rec.dims, t.missing), listedAt: now}
+	return &run{job: jr, res: rec.res, dims: ownedDims(rec.dims), listedAt: now}
 }
 
 func (t *jobTracker) addOpen(r *run) {
@@ -387,9 +387,8 @@ func (t *jobTracker) forget(r *run) {
 // fillDims sets the dimensions a run still lacks from a later record.
 func (t *jobTracker) fillDims(r *run, rec *jobRecord) {
 	for i, v := range rec.dims {
-		if r.dims[i].Type() == pcommon.ValueTypeEmpty && v.Type() != pcommon.ValueTypeEmpty {
-			r.dims[i] = pcommon.NewValueEmpty()
-			v.CopyTo(r.dims[i])
+		if r.dims[i].kind == dimUnset && v.kind != dimUnset {
+			r.dims[i] = v.owned()
 		}
 	}
 }

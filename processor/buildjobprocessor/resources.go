@@ -16,9 +16,9 @@ type resourceEntry struct {
 	hash        uint64
 	attrs       pcommon.Map // owned copy
 	serviceName string
-	// dimValues holds, per configured dimension, the resource's value (empty
-	// when unset): the fallback when a span or record lacks the attribute.
-	dimValues []pcommon.Value
+	// dimValues holds, per configured dimension, the resource's value: the
+	// fallback when a span or record lacks the attribute.
+	dimValues []dimValue
 	// lastUsed is the flush epoch in which the entry was last interned.
 	lastUsed uint64
 }
@@ -28,14 +28,13 @@ type resourceEntry struct {
 type resourceTable struct {
 	seed       maphash.Seed
 	dimensions []string
-	missing    pcommon.Value // the empty value standing for an unset dimension
 	byHash     map[uint64]*resourceEntry
 	nextID     uint64
 	epoch      uint64
 }
 
-func newResourceTable(seed maphash.Seed, dimensions []string, missing pcommon.Value) *resourceTable {
-	return &resourceTable{seed: seed, dimensions: dimensions, missing: missing, byHash: map[uint64]*resourceEntry{}}
+func newResourceTable(seed maphash.Seed, dimensions []string) *resourceTable {
+	return &resourceTable{seed: seed, dimensions: dimensions, byHash: map[uint64]*resourceEntry{}}
 }
 
 // intern returns the entry for res, creating it on first sight.
@@ -59,11 +58,11 @@ func (t *resourceTable) intern(res pcommon.Resource) *resourceEntry {
 	if v, ok := e.attrs.Get(attrServiceName); ok {
 		e.serviceName = v.AsString()
 	}
-	e.dimValues = make([]pcommon.Value, len(t.dimensions))
+	// Borrowed from e.attrs, which the entry owns.
+	e.dimValues = make([]dimValue, len(t.dimensions))
 	for i, k := range t.dimensions {
-		e.dimValues[i] = t.missing
 		if v, ok := e.attrs.Get(k); ok {
-			e.dimValues[i] = v
+			e.dimValues[i] = dimFrom(v)
 		}
 	}
 	t.byHash[h] = e
