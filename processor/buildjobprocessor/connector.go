@@ -71,8 +71,8 @@ func (c *jobConnector) shutdown(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.refs--
-	if c.refs > 0 {
-		return nil
+	if c.refs != 0 {
+		return nil // another instance still runs, or this one was shut down already
 	}
 	c.release()
 	return c.emitter.shutdown(ctx)
