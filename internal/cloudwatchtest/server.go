@@ -90,9 +90,16 @@ type Server struct {
 	onAccept func([]Datum)
 }
 
+// New returns a server that does not listen: use it as an http.Handler
+// (e.g. behind an SDK HTTPClient that calls ServeHTTP, for fuzzing without
+// sockets). Endpoint, Close and SetDown need Start.
+func New() *Server {
+	return &Server{now: time.Now}
+}
+
 // Start listens on addr (e.g. "127.0.0.1:0") and serves until Close.
 func Start(addr string) (*Server, error) {
-	s := &Server{now: time.Now}
+	s := New()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -103,7 +110,7 @@ func Start(addr string) (*Server, error) {
 }
 
 func (s *Server) serve(ln net.Listener) {
-	srv := &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	s.srv = srv
 	go func() { _ = srv.Serve(ln) }()
 }
@@ -116,6 +123,9 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down = true
+	if s.srv == nil {
+		return nil
+	}
 	return s.srv.Close()
 }
 
@@ -222,7 +232,8 @@ func (s *Server) nextFault() (fault, time.Duration) {
 	return noFault, f.Latency
 }
 
-func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers one request as CloudWatch would.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != PutMetricDataPath {
 		writeError(w, http.StatusNotFound, "UnknownOperationException", "", "only PutMetricData is served here")
 		return
