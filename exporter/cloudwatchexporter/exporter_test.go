@@ -514,4 +514,3 @@ func TestShutdownFlushesTheQueue(t *testing.T) {
 	require.NoError(t, te.stop())
 	assertExactlyOnce(t, te.server.Datums(), 1500, 1500)
 }
-

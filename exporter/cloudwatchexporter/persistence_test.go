@@ -140,4 +140,3 @@ func TestPersistentQueueSurvivesARestart(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []float64{40, 60}, values)
 }
-
