@@ -3,8 +3,13 @@ package cloudwatchexporter
 import (
 	"time"
 
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 )
 
 // testNow is the clock of the translation tests.
@@ -111,3 +116,5 @@ func cloudWatchStatistics(ds []datum) statisticSet {
 	}
 	return s
 }
+
+func exporterSettings() exporter.Settings { return exportertest.NewNopSettings(metadata.Type) }

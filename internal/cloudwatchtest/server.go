@@ -55,13 +55,16 @@ type Stats struct {
 
 // Datum is one accepted MetricDatum.
 type Datum struct {
-	Namespace, MetricName, Unit string
-	Dimensions                  map[string]string
-	Timestamp                   time.Time
-	Value                       *float64
-	Values, Counts              []float64
-	Statistics                  *StatisticSet
-	StorageResolution           int32
+	Namespace         string            `json:"Namespace"`
+	MetricName        string            `json:"MetricName"`
+	Unit              string            `json:"Unit,omitempty"`
+	Dimensions        map[string]string `json:"Dimensions,omitempty"`
+	Timestamp         time.Time         `json:"Timestamp"`
+	Value             *float64          `json:"Value,omitempty"`
+	Values            []float64         `json:"Values,omitempty"`
+	Counts            []float64         `json:"Counts,omitempty"`
+	Statistics        *StatisticSet     `json:"StatisticValues,omitempty"`
+	StorageResolution int32             `json:"StorageResolution"`
 }
 
 // StatisticSet is a datum's StatisticValues.
@@ -73,6 +76,7 @@ type Request struct {
 	BodyBytes  int    // decompressed body size
 	Compressed bool   // the body was gzip-compressed
 	ErrorCode  string // empty when accepted
+	Message    string // the error message, when rejected
 }
 
 // Server is a running endpoint. Its methods are safe for concurrent use.
@@ -88,6 +92,7 @@ type Server struct {
 	faultSeq int
 	now      func() time.Time
 	onAccept func([]Datum)
+	onReject func(Request)
 }
 
 // New returns a server that does not listen: use it as an http.Handler
@@ -171,6 +176,13 @@ func (s *Server) OnAccept(fn func([]Datum)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onAccept = fn
+}
+
+// OnReject calls fn for every request rejected for violating a limit.
+func (s *Server) OnReject(fn func(Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onReject = fn
 }
 
 // Datums returns a copy of every accepted datum, in arrival order.
@@ -275,17 +287,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	req := Request{Datums: len(datums), BodyBytes: len(body), Compressed: compressed}
 	if apiErr != nil {
-		req.ErrorCode = apiErr.code
+		req.ErrorCode, req.Message = apiErr.code, apiErr.message
 		s.stats.Rejected++
 	} else {
 		s.stats.Accepted++
 		s.datums = append(s.datums, datums...)
 	}
 	s.requests = append(s.requests, req)
-	onAccept := s.onAccept
+	onAccept, onReject := s.onAccept, s.onReject
 	s.mu.Unlock()
 
 	if apiErr != nil {
+		if onReject != nil {
+			onReject(req)
+		}
 		writeError(w, apiErr.status, apiErr.typ, apiErr.code+";Sender", apiErr.message)
 		return
 	}

@@ -1,0 +1,70 @@
+// Command cloudwatch-sink runs a local CloudWatch PutMetricData endpoint
+// (internal/cloudwatchtest: the SDK's protocol, CloudWatch's limits and
+// errors) and prints every accepted datum as one line of JSON on stdout, so
+// that a newcomer can watch metrics land without an AWS account.
+//
+// Point the cloudwatch exporter at it:
+//
+//	exporters:
+//	  cloudwatch:
+//	    namespace: GPUBuild/Demo
+//	    region: us-east-1
+//	    endpoint: http://127.0.0.1:4566
+//	    output_destination: cloudwatch
+//
+// The SDK still signs requests, so give the collector any credentials,
+// e.g. AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:4566", "address to serve PutMetricData on")
+	flag.Parse()
+	server, err := serve(*listen, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cloudwatch-sink:", err)
+		os.Exit(1)
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	<-stop
+	_ = server.Close()
+}
+
+// serve starts the endpoint: accepted datums go to out as JSON lines,
+// rejected requests to log.
+func serve(listen string, out, log io.Writer) (*cloudwatchtest.Server, error) {
+	server, err := cloudwatchtest.Start(listen)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	enc := json.NewEncoder(out)
+	server.OnAccept(func(datums []cloudwatchtest.Datum) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range datums {
+			_ = enc.Encode(d)
+		}
+		server.Reset() // printed: no need to keep them
+	})
+	server.OnReject(func(r cloudwatchtest.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(log, "cloudwatch-sink: rejected a request of %d bytes: %s: %s\n", r.BodyBytes, r.ErrorCode, r.Message)
+	})
+	fmt.Fprintf(log, "cloudwatch-sink: serving PutMetricData on %s; accepted datums are printed on stdout, one JSON line each\n", server.Endpoint())
+	return server, nil
+}

@@ -1,0 +1,254 @@
+package cloudwatchexporter
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// mixedBatch is what one export of the GPU build service and its GPU
+// receiver looks like, scaled by gpus: per GPU 10 gauges, 4 cumulative
+// counters and an up-down counter with 4 attribute sets each, and per
+// stage (4) a 16-bucket duration histogram and a 40-bucket exponential
+// size histogram: 38 data points per GPU, 7 resource attributes each.
+func mixedBatch(gpus int, start, now pcommon.Timestamp, step int) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	stages := []string{"download", "gpu_build", "gpu_to_cpu", "upload"}
+	bounds := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250}
+	for g := 0; g < gpus; g++ {
+		rm := md.ResourceMetrics().AppendEmpty()
+		res := rm.Resource().Attributes()
+		res.PutStr("service.name", "vector-index-builder")
+		res.PutStr("service.instance.id", "pod-3f9c")
+		res.PutStr("deployment.environment.name", "prod")
+		res.PutStr("gpu.uuid", fmt.Sprintf("GPU-5a1c%04d-7f3e-11ee-b962-0242ac120002", g))
+		res.PutInt("gpu.index", int64(g))
+		res.PutStr("gpu.model", "NVIDIA H100 80GB HBM3")
+		res.PutStr("host.name", "ip-10-0-3-17")
+		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+
+		for i, name := range []string{"gpu.utilization", "gpu.memory.utilization", "gpu.memory.used", "gpu.memory.free",
+			"gpu.temperature", "gpu.power.draw", "gpu.clock.sm", "gpu.clock.memory", "gpu.pcie.rx", "gpu.pcie.tx"} {
+			m := ms.AppendEmpty()
+			m.SetName(name)
+			m.SetUnit([]string{"1", "1", "By", "By", "Cel", "W", "MHz", "MHz", "By/s", "By/s"}[i])
+			dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+			dp.SetTimestamp(now)
+			dp.SetDoubleValue(float64(g*10+i) + float64(step))
+		}
+		for _, name := range []string{"gpu.energy", "gpu.xid.errors", "indexbuild.jobs", "indexbuild.bytes"} {
+			m := ms.AppendEmpty()
+			m.SetName(name)
+			m.SetUnit("{item}")
+			sum := m.SetEmptySum()
+			sum.SetIsMonotonic(true)
+			sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			for a := 0; a < 4; a++ {
+				dp := sum.DataPoints().AppendEmpty()
+				dp.SetStartTimestamp(start)
+				dp.SetTimestamp(now)
+				dp.SetIntValue(int64(1000*(step+1) + a))
+				dp.Attributes().PutStr("result", []string{"success", "failure", "error", "timeout"}[a])
+			}
+		}
+		running := ms.AppendEmpty()
+		running.SetName("indexbuild.jobs.running")
+		running.SetUnit("{job}")
+		rs := running.SetEmptySum()
+		rs.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		for a := 0; a < 4; a++ {
+			dp := rs.DataPoints().AppendEmpty()
+			dp.SetTimestamp(now)
+			dp.SetIntValue(int64(a))
+			dp.Attributes().PutStr("stage", stages[a])
+		}
+
+		dur := ms.AppendEmpty()
+		dur.SetName("indexbuild.stage.duration")
+		dur.SetUnit("s")
+		h := dur.SetEmptyHistogram()
+		h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		size := ms.AppendEmpty()
+		size.SetName("indexbuild.vector.bytes")
+		size.SetUnit("By")
+		e := size.SetEmptyExponentialHistogram()
+		e.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+		for s, stage := range stages {
+			dp := h.DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(now)
+			dp.Attributes().PutStr("stage", stage)
+			counts := make([]uint64, len(bounds)+1)
+			var sum float64
+			var n uint64
+			for i := range counts {
+				counts[i] = uint64((i*7+s+step)%5) * uint64(step+1)
+				n += counts[i]
+				if i < len(bounds) {
+					sum += float64(counts[i]) * bounds[i] * 0.9
+				} else {
+					sum += float64(counts[i]) * 300
+				}
+			}
+			dp.ExplicitBounds().FromRaw(bounds)
+			dp.BucketCounts().FromRaw(counts)
+			dp.SetCount(n)
+			dp.SetSum(sum)
+			dp.SetMin(0.004)
+			dp.SetMax(300)
+
+			ep := e.DataPoints().AppendEmpty()
+			ep.SetTimestamp(now)
+			ep.Attributes().PutStr("stage", stage)
+			ep.SetScale(2)
+			ep.Positive().SetOffset(80)
+			pc := make([]uint64, 40)
+			n = 0
+			for i := range pc {
+				pc[i] = uint64((i + s) % 3)
+				n += pc[i]
+			}
+			ep.Positive().BucketCounts().FromRaw(pc)
+			ep.SetCount(n)
+			ep.SetSum(float64(n) * 1.5e6)
+		}
+	}
+	return md
+}
+
+// convertedBatch is mixedBatch after delta conversion (its second export, so
+// the cumulative points become real deltas).
+func convertedBatch(gpus int) pmetric.Metrics {
+	now := time.Now()
+	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
+	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
+	var d dropCounts
+	conv.convert(mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(-time.Minute)), 0), now, &d, nil)
+	md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 1)
+	conv.convert(md, now, &d, nil)
+	return md
+}
+
+// BenchmarkTranslate measures pdata -> datums for a mixed batch on one
+// goroutine, reusing buffers as the exporter does.
+func BenchmarkTranslate(b *testing.B) {
+	for _, gpus := range []int{8, 64} {
+		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
+			md := convertedBatch(gpus)
+			points := md.DataPointCount()
+			tl := newTranslator(testConfig())
+			var tr translation
+			now := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				tr.reset()
+				tl.translate(md, now, &tr)
+			}
+			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
+			b.ReportMetric(float64(len(tr.datums)), "datums/batch")
+			b.ReportMetric(float64(points), "points/batch")
+		})
+	}
+}
+
+// BenchmarkConvert measures the cumulative-to-delta step (stateful, under
+// its lock) on fresh batches; building the batch is not timed.
+func BenchmarkConvert(b *testing.B) {
+	const gpus = 64
+	now := time.Now()
+	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
+	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
+	template := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 0)
+	points := template.DataPointCount()
+	var d dropCounts
+	var records []conversionRecord
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(time.Duration(i)*time.Second)), i)
+		b.StartTimer()
+		records, _ = conv.convert(md, now, &d, records[:0])
+	}
+	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
+}
+
+// BenchmarkPack packs a flush and reports the requests it needs against the
+// lower bound ceil(datums/1000).
+func BenchmarkPack(b *testing.B) {
+	for _, gpus := range []int{8, 64, 512} {
+		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
+			md := convertedBatch(gpus)
+			var tr translation
+			newTranslator(testConfig()).translate(md, time.Now(), &tr)
+			var packed []datum
+			var reqs []packedRequest
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				packed, reqs = pack(tr.datums, "GPUBuild", packed[:0], reqs[:0])
+			}
+			bound := (len(tr.datums) + maxDatumsPerRequest - 1) / maxDatumsPerRequest
+			b.ReportMetric(float64(len(tr.datums)), "datums")
+			b.ReportMetric(float64(len(reqs)), "requests")
+			b.ReportMetric(float64(bound), "lower_bound")
+		})
+	}
+}
+
+// accepting answers every request with success, without reading it: the
+// benchmark then measures the exporter and the SDK, not a server.
+type accepting struct{ requests *int }
+
+func (a accepting) Do(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	*a.requests++
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": {"application/cbor"}, "Smithy-Protocol": {"rpc-v2-cbor"}},
+		Body:       io.NopCloser(bytes.NewReader([]byte{0xa0})),
+		Request:    r,
+	}, nil
+}
+
+// BenchmarkExport measures the whole push of a flush on the client side:
+// translate, pack, and the SDK (serialize to CBOR, gzip, sign).
+func BenchmarkExport(b *testing.B) {
+	const gpus = 64
+	requests := 0
+	client := cloudwatch.New(cloudwatch.Options{
+		Region:       "eu-west-1",
+		BaseEndpoint: aws.String("http://cloudwatch.invalid"),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Retryer:      aws.NopRetryer{},
+		HTTPClient:   accepting{&requests},
+	})
+	cfg := testConfig()
+	e, err := newCloudWatchExporter(cfg, exporterSettings())
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.putter = &cloudWatchPutter{client: client}
+	md := convertedBatch(gpus)
+	points := md.DataPointCount()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := e.pushMetrics(context.Background(), md); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
+	b.ReportMetric(float64(requests)/float64(b.N), "requests/flush")
+}
