@@ -105,3 +105,18 @@ func TestValidateDimensions(t *testing.T) {
 	assert.Contains(t, err.Error(), `dimensions[2]: "build.engine" is listed twice`)
 	assert.Contains(t, err.Error(), `dimensions[3]: "http.route"`)
 }
+
+func TestJobStatusEntriesMergeWithDefaults(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, "extra_status").String())
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	assert.Equal(t, map[string]string{
+		"RUNNING_INDEX_BUILD":   StatusActionStart,
+		"COMPLETED_INDEX_BUILD": StatusActionSuccess,
+		"FAILED_INDEX_BUILD":    StatusActionFailure,
+		"CANCELLED_INDEX_BUILD": StatusActionCancellation,
+	}, cfg.JobStatus)
+}

@@ -585,3 +585,20 @@ func TestCumulativeTemporality(t *testing.T) {
 	ps = points(d.flush(at(50*time.Second), false))
 	assert.Equal(t, int64(2), one(t, ps, metricBuildJobs, attrs("build.result", "success")).value)
 }
+
+func TestConfiguredStatusMapping(t *testing.T) {
+	svc := newTestService(t, newOTLPSink(t))
+	cfg := testConfig()
+	cfg.JobStatus = map[string]string{"STARTED": StatusActionStart, "DONE": StatusActionSuccess, "DELETED": StatusActionCancellation}
+	d := newConnectorDeriver(cfg, t0)
+	svc.status("job-1", "STARTED", at(0))
+	svc.status("job-1", "DELETED", at(12*time.Second))
+	svc.status("job-2", "STARTED", at(0))
+	svc.status("job-2", "DONE", at(24*time.Second))
+	svc.status("job-3", running, at(0)) // not in this mapping: ignored
+	d.consumeLogs(svc.logs(), at(30*time.Second))
+	ps := points(d.flush(at(30*time.Second), false))
+	assert.Equal(t, 12.0, one(t, ps, metricBuildJobDuration, attrs("build.result", "cancellation")).sum)
+	assert.Equal(t, 24.0, one(t, ps, metricBuildJobDuration, attrs("build.result", "success")).sum)
+	assert.Empty(t, matching(ps, metricBuildJobsActive, nil))
+}
