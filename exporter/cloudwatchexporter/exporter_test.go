@@ -514,3 +514,24 @@ func TestShutdownFlushesTheQueue(t *testing.T) {
 	require.NoError(t, te.stop())
 	assertExactlyOnce(t, te.server.Datums(), 1500, 1500)
 }
+
+func TestConcurrencyIsBounded(t *testing.T) {
+	te := newTestExporter(t, false, func(cfg *Config) { cfg.MaxConcurrentRequests = 2 })
+	te.server.SetFaults(cloudwatchtest.Faults{Latency: 20 * time.Millisecond})
+	require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(6000, newest(), 1)))
+	assert.Equal(t, 6, te.server.Stats().Accepted)
+	assert.Equal(t, 2, te.server.MaxInFlight(), "six requests, two at a time")
+}
+
+func TestCumulativeStateTelemetry(t *testing.T) {
+	te := newTestExporter(t, false, func(cfg *Config) { cfg.CumulativeState.MaxSeries = 2 })
+	start := pcommon.NewTimestampFromTime(time.Now().Add(-time.Minute))
+	for i, series := range []string{"a", "b", "c"} {
+		md := cumulativeSum(start, pcommon.NewTimestampFromTime(time.Now().Add(time.Duration(i)*time.Millisecond)), 5, map[string]string{"s": series})
+		require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	}
+	assert.Equal(t, int64(1), te.counter(t, "cumulative_evictions", "")[""])
+	m, err := te.telemetry.GetMetric("otelcol_exporter_cloudwatch_cumulative_series")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), m.Data.(metricdata.Sum[int64]).DataPoints[0].Value)
+}

@@ -81,18 +81,20 @@ type Request struct {
 
 // Server is a running endpoint. Its methods are safe for concurrent use.
 type Server struct {
-	mu       sync.Mutex
-	addr     string
-	srv      *http.Server
-	down     bool
-	datums   []Datum
-	requests []Request
-	stats    Stats
-	faults   Faults
-	faultSeq int
-	now      func() time.Time
-	onAccept func([]Datum)
-	onReject func(Request)
+	mu          sync.Mutex
+	addr        string
+	srv         *http.Server
+	down        bool
+	datums      []Datum
+	requests    []Request
+	stats       Stats
+	faults      Faults
+	faultSeq    int
+	inFlight    int
+	maxInFlight int
+	now         func() time.Time
+	onAccept    func([]Datum)
+	onReject    func(Request)
 }
 
 // New returns a server that does not listen: use it as an http.Handler
@@ -206,11 +208,18 @@ func (s *Server) Stats() Stats {
 	return s.stats
 }
 
-// Reset forgets datums, requests and stats.
+// MaxInFlight is the most requests that were being handled at the same time.
+func (s *Server) MaxInFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxInFlight
+}
+
+// Reset forgets datums, requests, stats and MaxInFlight.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.datums, s.requests, s.stats = nil, nil, Stats{}
+	s.datums, s.requests, s.stats, s.maxInFlight = nil, nil, Stats{}, 0
 }
 
 type fault uint8
@@ -227,6 +236,8 @@ func (s *Server) nextFault() (fault, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Requests++
+	s.inFlight++
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
 	s.faultSeq++
 	f, n := s.faults, s.faultSeq
 	every := func(k int) bool { return k > 0 && n%k == 0 }
@@ -251,6 +262,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, latency := s.nextFault()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
 	if latency > 0 {
 		select {
 		case <-time.After(latency):
