@@ -55,10 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if summary == nil {
 		return 1
 	}
-	e := summary.Exports
-	if e.Spans.RequestsFailed+e.LogRecords.RequestsFailed+e.MetricPoints.RequestsFailed > 0 {
-		fmt.Fprintf(stderr, "buildsim: refused for good: %d span, %d log, %d metric export requests\n",
-			e.Spans.RequestsFailed, e.LogRecords.RequestsFailed, e.MetricPoints.RequestsFailed)
+	if e := summary.Exports; !e.Complete() {
+		fmt.Fprintf(stderr, "buildsim: refused for good: %d span and %d log export requests; %d final metric exports\n",
+			e.Spans.RequestsFailed, e.LogRecords.RequestsFailed, e.MetricFinalExportsFailed)
 		code = 1
 	}
 	w := stdout

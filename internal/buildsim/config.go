@@ -106,8 +106,9 @@ type Config struct {
 	// three instruments, points per second = 3*(MetricSeries+...)/interval.
 	MetricSeries int
 
-	// ExportTimeout bounds one OTLP export; RetryMaxElapsed bounds the OTLP
-	// exporter's retries of retryable refusals (0 turns retries off).
+	// ExportTimeout bounds one OTLP export attempt; RetryMaxElapsed bounds
+	// the OTLP exporter's retries of retryable refusals (0 turns retries
+	// off). An export with its retries takes at most their sum.
 	ExportTimeout   time.Duration
 	RetryInitial    time.Duration
 	RetryMaxElapsed time.Duration

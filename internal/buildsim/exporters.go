@@ -47,13 +47,16 @@ func OTLPExporters(ctx context.Context, cfg Config) (Exporters, error) {
 		return Exporters{}, err
 	}
 	retry := cfg.RetryMaxElapsed > 0
+	// The SDK's OTLP timeout bounds an export including its retries, so the
+	// retry budget is added on top of the time one attempt may take.
+	timeout := cfg.ExportTimeout + cfg.RetryMaxElapsed
 	var ex Exporters
 	switch cfg.Protocol {
 	case ProtocolGRPC:
 		rc := otlptracegrpc.RetryConfig{Enabled: retry, InitialInterval: cfg.RetryInitial, MaxInterval: cfg.RetryMaxElapsed / 4, MaxElapsedTime: cfg.RetryMaxElapsed}
-		topts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.Endpoint), otlptracegrpc.WithHeaders(headers), otlptracegrpc.WithTimeout(cfg.ExportTimeout), otlptracegrpc.WithRetry(rc)}
-		lopts := []otlploggrpc.Option{otlploggrpc.WithEndpoint(cfg.Endpoint), otlploggrpc.WithHeaders(headers), otlploggrpc.WithTimeout(cfg.ExportTimeout), otlploggrpc.WithRetry(otlploggrpc.RetryConfig(rc))}
-		mopts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(cfg.Endpoint), otlpmetricgrpc.WithHeaders(headers), otlpmetricgrpc.WithTimeout(cfg.ExportTimeout), otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig(rc))}
+		topts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.Endpoint), otlptracegrpc.WithHeaders(headers), otlptracegrpc.WithTimeout(timeout), otlptracegrpc.WithRetry(rc)}
+		lopts := []otlploggrpc.Option{otlploggrpc.WithEndpoint(cfg.Endpoint), otlploggrpc.WithHeaders(headers), otlploggrpc.WithTimeout(timeout), otlploggrpc.WithRetry(otlploggrpc.RetryConfig(rc))}
+		mopts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpoint(cfg.Endpoint), otlpmetricgrpc.WithHeaders(headers), otlpmetricgrpc.WithTimeout(timeout), otlpmetricgrpc.WithRetry(otlpmetricgrpc.RetryConfig(rc))}
 		if tlsCfg == nil {
 			topts = append(topts, otlptracegrpc.WithInsecure())
 			lopts = append(lopts, otlploggrpc.WithInsecure())
@@ -75,9 +78,9 @@ func OTLPExporters(ctx context.Context, cfg Config) (Exporters, error) {
 		}
 	case ProtocolHTTP:
 		rc := otlptracehttp.RetryConfig{Enabled: retry, InitialInterval: cfg.RetryInitial, MaxInterval: cfg.RetryMaxElapsed / 4, MaxElapsedTime: cfg.RetryMaxElapsed}
-		topts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint), otlptracehttp.WithHeaders(headers), otlptracehttp.WithTimeout(cfg.ExportTimeout), otlptracehttp.WithRetry(rc)}
-		lopts := []otlploghttp.Option{otlploghttp.WithEndpoint(cfg.Endpoint), otlploghttp.WithHeaders(headers), otlploghttp.WithTimeout(cfg.ExportTimeout), otlploghttp.WithRetry(otlploghttp.RetryConfig(rc))}
-		mopts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(cfg.Endpoint), otlpmetrichttp.WithHeaders(headers), otlpmetrichttp.WithTimeout(cfg.ExportTimeout), otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig(rc))}
+		topts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint), otlptracehttp.WithHeaders(headers), otlptracehttp.WithTimeout(timeout), otlptracehttp.WithRetry(rc)}
+		lopts := []otlploghttp.Option{otlploghttp.WithEndpoint(cfg.Endpoint), otlploghttp.WithHeaders(headers), otlploghttp.WithTimeout(timeout), otlploghttp.WithRetry(otlploghttp.RetryConfig(rc))}
+		mopts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(cfg.Endpoint), otlpmetrichttp.WithHeaders(headers), otlpmetrichttp.WithTimeout(timeout), otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig(rc))}
 		if tlsCfg == nil {
 			topts = append(topts, otlptracehttp.WithInsecure())
 			lopts = append(lopts, otlploghttp.WithInsecure())

@@ -205,7 +205,8 @@ type incarnation struct {
 	gauge   metric.Float64ObservableGauge
 	polls   int // gauge callbacks so far
 	// pending are started runs whose end is sent StartLead later.
-	pending []pendingJob
+	pending   []pendingJob
+	metricExp *countingMetricExporter
 }
 
 // pendingJob is a run whose RUNNING record went out and whose end has not.
@@ -232,7 +233,8 @@ func (r *runner) startIncarnation(ctx context.Context) (*incarnation, error) {
 	inc.tracer = inc.tp.Tracer(scopeName)
 	inc.logger = inc.lp.Logger(scopeName)
 	if r.cfg.Metrics {
-		reader := sdkmetric.NewPeriodicReader(&countingMetricExporter{Exporter: ex.Metric, r: r},
+		inc.metricExp = &countingMetricExporter{Exporter: ex.Metric, r: r}
+		reader := sdkmetric.NewPeriodicReader(inc.metricExp,
 			sdkmetric.WithInterval(r.cfg.MetricInterval), sdkmetric.WithTimeout(r.cfg.ExportTimeout+r.cfg.RetryMaxElapsed))
 		inc.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader), sdkmetric.WithCardinalityLimit(0))
 		m := inc.mp.Meter(scopeName)
@@ -579,16 +581,20 @@ func (b *logBuffer) take() []sdklog.Record {
 	return r
 }
 
-// countingMetricExporter counts the data points of each metric export.
+// countingMetricExporter counts the data points of each metric export and
+// remembers how the last one went: the points are cumulative, so only the
+// last export of an incarnation must succeed for nothing to be lost.
 type countingMetricExporter struct {
 	sdkmetric.Exporter
-	r *runner
+	r       *runner
+	lastErr error // guarded by r.mu
 }
 
 func (e *countingMetricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
 	err := e.Exporter.Export(ctx, rm)
 	e.r.mu.Lock()
 	defer e.r.mu.Unlock()
+	e.lastErr = err
 	e.r.exports.MetricPoints.record(countPoints(rm), err)
 	if err != nil {
 		e.r.opts.logf("buildsim: exporting metrics: %v", err)
@@ -626,6 +632,11 @@ func (inc *incarnation) shutdown(ctx context.Context) error {
 	errs = append(errs, inc.tp.Shutdown(ctx), inc.lp.Shutdown(ctx))
 	if inc.mp != nil {
 		errs = append(errs, inc.mp.Shutdown(ctx))
+		inc.r.mu.Lock()
+		if inc.metricExp.lastErr != nil {
+			inc.r.exports.MetricFinalExportsFailed++
+		}
+		inc.r.mu.Unlock()
 	}
 	errs = append(errs, inc.ex.Span.Shutdown(ctx), inc.ex.Log.Shutdown(ctx))
 	return errors.Join(errs...)

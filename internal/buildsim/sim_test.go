@@ -27,8 +27,9 @@ type recorder struct {
 	spans     []sdktrace.ReadOnlySpan
 	logs      []sdklog.Record
 	points    []point
-	failSpans func(call int) bool
-	failLogs  func(call int) bool
+	failSpans   func(call int) bool
+	failLogs    func(call int) bool
+	failMetrics bool
 	spanCalls int
 	logCalls  int
 	factories int
@@ -117,6 +118,9 @@ func (m *metricRec) Shutdown(context.Context) error   { return nil }
 func (m *metricRec) Export(_ context.Context, rm *metricdata.ResourceMetrics) error {
 	m.r.mu.Lock()
 	defer m.r.mu.Unlock()
+	if m.r.failMetrics {
+		return errors.New("refused")
+	}
 	attrs := func(s attribute.Set) map[string]string {
 		out := map[string]string{}
 		for _, kv := range s.ToSlice() {
@@ -347,6 +351,15 @@ func TestRunAcknowledgedFollowsRefusals(t *testing.T) {
 		assert.Equal(t, rec.derive(t), s.Acknowledged)
 		assert.NotEqual(t, s.Generated, s.Acknowledged)
 		assert.EqualValues(t, len(rec.spans), s.Exports.Spans.Items-s.Exports.Spans.ItemsFailed)
+	})
+	t.Run("a failed final metric export is a loss", func(t *testing.T) {
+		rec := &recorder{failMetrics: true}
+		cfg := testConfig()
+		cfg.RestartAfter = 50
+		s, err := Run(context.Background(), cfg, WithExporterFactory(rec.factory))
+		require.ErrorContains(t, err, "refused", "the final shutdown reports the failed export")
+		assert.Equal(t, 2, s.Exports.MetricFinalExportsFailed, "one per incarnation")
+		assert.False(t, s.Exports.Complete())
 	})
 	t.Run("StopOnExportError ends the run", func(t *testing.T) {
 		rec := &recorder{failLogs: func(int) bool { return true }}

@@ -332,6 +332,17 @@ type ExportStats struct {
 	Spans        SignalStats `json:"spans"`
 	LogRecords   SignalStats `json:"log_records"`
 	MetricPoints SignalStats `json:"metric_points"`
+	// MetricFinalExportsFailed counts process incarnations whose last
+	// metric export failed. Metric points are cumulative, so an earlier
+	// failed export loses nothing once a later one succeeds; a failed last
+	// export loses what was recorded since the last successful one.
+	MetricFinalExportsFailed int `json:"metric_final_exports_failed"`
+}
+
+// Complete says whether the collector acknowledged everything: every span
+// and log record export, and the last metric export of each incarnation.
+func (e ExportStats) Complete() bool {
+	return e.Spans.RequestsFailed == 0 && e.LogRecords.RequestsFailed == 0 && e.MetricFinalExportsFailed == 0
 }
 
 // Summary is the ground truth of one run, printed as JSON by cmd/buildsim.

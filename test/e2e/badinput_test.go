@@ -143,6 +143,11 @@ func TestBadInput(t *testing.T) {
 
 	before := e.scrape()
 	skipped0, _ := metricSum(before, "otelcol_buildjob_records_skipped", nil)
+	skippedBy := func(samples []sample, reason string) float64 {
+		now, _ := metricSum(samples, "otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
+		was, _ := metricSum(before, "otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
+		return now - was
+	}
 
 	t.Run("undecodable and oversize requests are refused with 4xx", func(t *testing.T) {
 		code, body := postOTLP(t, p.HTTP, "/v1/traces", "application/x-protobuf", []byte{0xff, 0xff, 0xff, 0xff, 0x0f, 0x0a, 0x03})
@@ -189,11 +194,9 @@ func TestBadInput(t *testing.T) {
 		samples := e.scrape()
 		v, _ := metricSum(samples, "otelcol_buildjob_records_skipped", nil)
 		assert.True(t, ok, "skipped records counted: %v, want %d", v-skipped0, malformedRecords)
-		for _, s := range samples {
-			if strings.HasPrefix(s.name, "otelcol_buildjob_records_skipped") {
-				t.Logf("%s%v = %v", s.name, s.labels, s.value)
-			}
-		}
+		assert.Equal(t, 3.0, skippedBy(samples, "wrong_type"), "job id, stage and status of the wrong type")
+		assert.Equal(t, 1.0, skippedBy(samples, "missing_attribute"), "a status record without a job id")
+		assert.Equal(t, 1.0, skippedBy(samples, "negative_duration")+skippedBy(samples, "end_before_start"), "a span ending before it starts")
 	})
 
 	t.Run("NaN and Inf points are dropped and counted", func(t *testing.T) {

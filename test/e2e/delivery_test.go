@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -197,8 +198,18 @@ func TestSigtermFlushesQueue(t *testing.T) {
 	t.Logf("%v batches queued at SIGTERM; exit after %v", q, took)
 
 	datums := e.cw.Datums()
+	before := jobsLanded(e.cw, serviceDims(s))
 	checkDerived(t, datums, s.Generated, serviceDims(s))
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
+	if t.Failed() {
+		// Tell "left on disk for the next run" from "lost".
+		e.cw.SetFaults(cloudwatchtest.Faults{})
+		e.col = e.start()
+		eventually(20*time.Second, func() bool { return jobsLanded(e.cw, serviceDims(s)) >= totalJobs(s.Generated) })
+		e.col.stop(shutdownTimeout)
+		t.Logf("build.jobs landed before exit: %v of %v; after a restart on the same queue directory: %v",
+			before, totalJobs(s.Generated), jobsLanded(e.cw, serviceDims(s)))
+	}
 }
 
 // Scenario 6: the build service restarts mid-run: its SDK starts over with a
@@ -217,6 +228,50 @@ func TestServiceRestartMidRun(t *testing.T) {
 	time.Sleep(2 * e.cfg.FlushInterval)
 	e.col.stop(30 * time.Second)
 
+	datums := e.cw.Datums()
+	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
+}
+
+// Scenario 2b: an outage long enough to fill the queue. The queue stays at
+// its configured size; what does not fit is refused back to the sender
+// (retryable), and after recovery nothing is lost.
+func TestCloudWatchOutageQueueFull(t *testing.T) {
+	const queueSize = 4
+	e := newEnv(t, func(c *sidecarConfig) { c.QueueSize, c.BlockOnOverflow = queueSize, true })
+	require.NoError(t, e.cw.SetDown(true))
+
+	cfg := simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-queue-full", 22)
+	cfg.Rate = 50 // 4 s of jobs: more flushes and SDK exports than the queue holds
+	done := make(chan *buildsim.Summary)
+	go func() {
+		s, err := buildsim.Run(context.Background(), cfg)
+		if err != nil {
+			t.Errorf("buildsim: %v", err)
+		}
+		done <- s
+	}()
+	var maxQueued float64
+	deadline := time.Now().Add(8 * time.Second)
+	for time.Now().Before(deadline) {
+		if q, ok := metricSum(e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"}); ok {
+			maxQueued = max(maxQueued, q)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.Equal(t, float64(queueSize), maxQueued, "the queue filled up to its size and no further")
+	samples := e.scrape()
+	failed, _ := metricSum(samples, "otelcol_exporter_enqueue_failed_metric_points", nil)
+	refused, _ := metricSum(samples, "otelcol_receiver_refused_metric_points", nil)
+	t.Logf("queue full: enqueue_failed_metric_points=%v receiver_refused_metric_points=%v", failed, refused)
+
+	require.NoError(t, e.cw.SetDown(false))
+	s := <-done
+	require.NotNil(t, s)
+	requireAllAcknowledged(t, s)
+	e.waitJobs(60*time.Second, serviceDims(s), totalJobs(s.Generated))
+	time.Sleep(2 * e.cfg.FlushInterval)
+	e.col.stop(30 * time.Second)
 	datums := e.cw.Datums()
 	checkDerived(t, datums, s.Generated, serviceDims(s))
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))

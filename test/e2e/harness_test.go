@@ -134,6 +134,9 @@ type sidecarConfig struct {
 	QueueDir           string
 	FlushInterval      time.Duration
 	QueueSize          int
+	// BlockOnOverflow makes a full queue block the sender instead of
+	// refusing.
+	BlockOnOverflow bool
 	// RetryMaxElapsed bounds the exporter's retries of one batch.
 	RetryMaxElapsed time.Duration
 	// MaxRequestsPerSecond caps PutMetricData calls (0: no cap).

@@ -50,8 +50,11 @@ func runSim(t *testing.T, cfg buildsim.Config) *buildsim.Summary {
 func requireAllAcknowledged(t *testing.T, s *buildsim.Summary) {
 	t.Helper()
 	e := s.Exports
-	require.Zero(t, e.Spans.RequestsFailed+e.LogRecords.RequestsFailed+e.MetricPoints.RequestsFailed,
+	require.True(t, e.Complete(),
 		"the collector refused exports for good: spans %q logs %q metrics %q", e.Spans.LastError, e.LogRecords.LastError, e.MetricPoints.LastError)
+	if e.MetricPoints.RequestsFailed > 0 {
+		t.Logf("%d intermediate metric exports failed (cumulative: a later export carried their points): %s", e.MetricPoints.RequestsFailed, e.MetricPoints.LastError)
+	}
 	require.Equal(t, s.Generated, s.Acknowledged)
 }
 

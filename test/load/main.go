@@ -533,7 +533,7 @@ func maxRate(ctx context.Context, o options, cw *cloudwatchtest.Server, tmp stri
 		switch {
 		case r.refused > 0:
 			return steps, fmt.Sprintf("at %v the receiver refused %v items", l, r.refused)
-		case r.sim.Exports.Spans.RequestsFailed+r.sim.Exports.LogRecords.RequestsFailed+r.sim.Exports.MetricPoints.RequestsFailed > 0:
+		case !r.sim.Exports.Complete():
 			return steps, fmt.Sprintf("at %v exports failed for good", l)
 		case !r.exact():
 			return steps, fmt.Sprintf("at %v delivery was not exact (jobs %v/%v, counter %v/%v)", l, r.jobsLanded, r.jobsTruth(), r.counterLanded, r.sim.SDKMetrics.Counter.Total)
