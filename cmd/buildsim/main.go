@@ -112,7 +112,8 @@ func parseFlags(args []string, stderr io.Writer) (buildsim.Config, string, error
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the run's plan")
 	fs.DurationVar(&cfg.StartLead, "start-lead", 0, "send each run's RUNNING record this long (real time) before its end")
 	fs.IntVar(&cfg.RestartAfter, "restart-after", 0, "restart the service's SDK (new start times, counters from zero) after this many jobs; 0: never")
-	signals := fs.String("signals", "job_spans,stage_spans,job_logs,api_spans,metrics", "what to send")
+	signals := fs.String("signals", "job_spans,stage_spans,job_logs,api_spans,metrics,api_metrics",
+		"what to send: job_spans, stage_spans, job_logs, api_spans, metrics (the service's SDK metrics), api_metrics (http.server.request.duration; implies metrics)")
 	fs.DurationVar(&cfg.MetricInterval, "metric-interval", cfg.MetricInterval, "SDK metric export interval")
 	fs.IntVar(&cfg.GPUs, "gpus", cfg.GPUs, "GPUs the utilization gauge reports")
 	fs.IntVar(&cfg.MetricSeries, "metric-series", 0, "extra series per SDK instrument, updated every tick (metric load)")
@@ -193,7 +194,7 @@ func parseHeaders(s string) (map[string]string, error) {
 }
 
 func applySignals(cfg *buildsim.Config, s string) error {
-	cfg.JobSpans, cfg.StageSpans, cfg.JobLogs, cfg.APISpans, cfg.Metrics = false, false, false, false, false
+	cfg.JobSpans, cfg.StageSpans, cfg.JobLogs, cfg.APISpans, cfg.Metrics, cfg.APIMetrics = false, false, false, false, false, false
 	for _, sig := range splitList(s) {
 		switch sig {
 		case "job_spans":
@@ -206,8 +207,10 @@ func applySignals(cfg *buildsim.Config, s string) error {
 			cfg.APISpans = true
 		case "metrics":
 			cfg.Metrics = true
+		case "api_metrics":
+			cfg.Metrics, cfg.APIMetrics = true, true
 		default:
-			return fmt.Errorf("signals: unknown %q (job_spans, stage_spans, job_logs, api_spans, metrics)", sig)
+			return fmt.Errorf("signals: unknown %q (job_spans, stage_spans, job_logs, api_spans, metrics, api_metrics)", sig)
 		}
 	}
 	return nil

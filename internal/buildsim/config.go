@@ -96,6 +96,11 @@ type Config struct {
 	JobLogs    bool
 	APISpans   bool
 	Metrics    bool
+	// APIMetrics records every API call in the http.server.request.duration
+	// histogram as OpenTelemetry HTTP instrumentation does (needs Metrics).
+	// A collector derives api.requests from the spans or from this
+	// histogram, never both.
+	APIMetrics bool
 
 	// MetricInterval is the SDK's periodic export interval.
 	MetricInterval time.Duration
@@ -152,6 +157,7 @@ func DefaultConfig() Config {
 		JobLogs:        true,
 		APISpans:       true,
 		Metrics:        true,
+		APIMetrics:     true,
 		MetricInterval: time.Second,
 		GPUs:           2,
 		ExportTimeout:  10 * time.Second,

@@ -23,13 +23,15 @@ import (
 
 // Names and units of the service's SDK instruments.
 const (
-	CounterName   = "buildsvc.vectors.indexed"
-	CounterUnit   = "{vector}"
-	HistogramName = "buildsvc.index.size"
-	HistogramUnit = "By"
-	GaugeName     = "buildsvc.gpu.utilization"
-	GaugeUnit     = "%"
-	scopeName     = "github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	CounterName      = "buildsvc.vectors.indexed"
+	CounterUnit      = "{vector}"
+	HistogramName    = "buildsvc.index.size"
+	HistogramUnit    = "By"
+	GaugeName        = "buildsvc.gpu.utilization"
+	GaugeUnit        = "%"
+	HTTPDurationName = "http.server.request.duration"
+	HTTPDurationUnit = "s"
+	scopeName        = "github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
 )
 
 // GaugeValues are the only values the GPU-utilization gauge reports; a test
@@ -74,6 +76,9 @@ func Run(ctx context.Context, cfg Config, opts ...Option) (*Summary, error) {
 		Histogram: HistogramTruth{Name: HistogramName, Unit: HistogramUnit},
 		Gauge:     GaugeTruth{Name: GaugeName, Unit: GaugeUnit, Allowed: GaugeValues()},
 	}
+	if cfg.APIMetrics {
+		r.sdk.HTTPServerDuration = HistogramTruth{Name: HTTPDurationName, Unit: HTTPDurationUnit}
+	}
 	err := r.run(ctx)
 	return r.summary(), err
 }
@@ -106,6 +111,12 @@ func (r *runner) summary() *Summary {
 	}
 	if !r.cfg.Metrics {
 		s.SDKMetrics = SDKMetrics{}
+	}
+	// Without API spans the API calls reach the collector only through the
+	// histogram, which is cumulative: all of them arrived if the last
+	// metric export of each incarnation did.
+	if !r.cfg.APISpans && r.cfg.Metrics && r.cfg.APIMetrics && r.exports.MetricFinalExportsFailed == 0 {
+		s.Acknowledged.APIRequests = s.Generated.APIRequests
 	}
 	s.SDKMetrics.Counter.Series = len(r.counterSeries)
 	s.SDKMetrics.Histogram.Series = len(r.histSeries)
@@ -202,6 +213,7 @@ type incarnation struct {
 	logger  otellog.Logger
 	counter metric.Int64Counter
 	hist    metric.Float64Histogram
+	httpDur metric.Float64Histogram
 	gauge   metric.Float64ObservableGauge
 	polls   int // gauge callbacks so far
 	// pending are started runs whose end is sent StartLead later.
@@ -242,6 +254,12 @@ func (r *runner) startIncarnation(ctx context.Context) (*incarnation, error) {
 			return nil, err
 		}
 		if inc.hist, err = m.Float64Histogram(HistogramName, metric.WithUnit(HistogramUnit), metric.WithDescription("Size of the built index.")); err != nil {
+			return nil, err
+		}
+		// The bounds OpenTelemetry's HTTP semantic conventions advise.
+		if inc.httpDur, err = m.Float64Histogram(HTTPDurationName, metric.WithUnit(HTTPDurationUnit),
+			metric.WithDescription("Duration of HTTP server requests."),
+			metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)); err != nil {
 			return nil, err
 		}
 		if inc.gauge, err = m.Float64ObservableGauge(GaugeName, metric.WithUnit(GaugeUnit), metric.WithDescription("GPU utilization seen by the service.")); err != nil {
@@ -379,6 +397,17 @@ func (inc *incarnation) finishJob(p pendingJob) {
 			sp.End(trace.WithTimestamp(cStart.Add(c.Duration)))
 		}
 	}
+	if cfg.Metrics && cfg.APIMetrics {
+		for _, c := range j.API {
+			d := c.Duration.Seconds()
+			inc.httpDur.Record(apiCtx, d, metric.WithAttributes(
+				attribute.String(AttrRoute, c.Route), attribute.String(AttrMethod, c.Method),
+				attribute.Int(AttrStatusCode, c.Status), attribute.String("url.scheme", "http")))
+			r.mu.Lock()
+			addHist(&r.sdk.HTTPServerDuration, d)
+			r.mu.Unlock()
+		}
+	}
 	if cfg.Metrics && j.Result == ResultSuccess {
 		inc.counter.Add(apiCtx, j.Vectors, metric.WithAttributes(attribute.String(AttrEngine, j.Engine), attribute.String(AttrTenant, j.Tenant)))
 		inc.hist.Record(apiCtx, float64(j.IndexBytes), metric.WithAttributes(dims...))
@@ -391,7 +420,11 @@ func (inc *incarnation) finishJob(p pendingJob) {
 }
 
 func (r *runner) recordHist(v float64, series string) {
-	h := &r.sdk.Histogram
+	addHist(&r.sdk.Histogram, v)
+	r.histSeries[series] = struct{}{}
+}
+
+func addHist(h *HistogramTruth, v float64) {
 	if h.Count == 0 || v < h.Min {
 		h.Min = v
 	}
@@ -400,7 +433,6 @@ func (r *runner) recordHist(v float64, series string) {
 	}
 	h.Count++
 	h.Sum += v
-	r.histSeries[series] = struct{}{}
 }
 
 func (inc *incarnation) emitStatus(ctx context.Context, j JobPlan, status string, at time.Time, sev otellog.Severity) {

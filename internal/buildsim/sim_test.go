@@ -409,9 +409,10 @@ func TestRunSDKMetricsTruth(t *testing.T) {
 	require.NoError(t, err)
 
 	// With one incarnation, the final cumulative points hold every value.
-	var counter, histSum float64
-	var histCount uint64
+	var counter, histSum, httpSum float64
+	var histCount, httpCount uint64
 	hmin, hmax := 0.0, 0.0
+	httpMin, httpMax := 0.0, 0.0
 	gaugeSeries := map[string]bool{}
 	for _, p := range rec.points {
 		switch p.name {
@@ -428,6 +429,18 @@ func TestRunSDKMetricsTruth(t *testing.T) {
 			}
 			histSum += p.value
 			histCount += p.count
+		case HTTPDurationName:
+			assert.Equal(t, HTTPDurationUnit, p.unit)
+			if httpCount == 0 || p.min < httpMin {
+				httpMin = p.min
+			}
+			if httpCount == 0 || p.max > httpMax {
+				httpMax = p.max
+			}
+			httpSum += p.value
+			httpCount += p.count
+			assert.NotEmpty(t, p.attrs[AttrRoute])
+			assert.NotEmpty(t, p.attrs[AttrStatusCode])
 		case GaugeName:
 			assert.Equal(t, GaugeUnit, p.unit)
 			assert.Contains(t, GaugeValues(), p.value)
@@ -441,6 +454,15 @@ func TestRunSDKMetricsTruth(t *testing.T) {
 	assert.Equal(t, h.Min, hmin)
 	assert.Equal(t, h.Max, hmax)
 	assert.Len(t, gaugeSeries, cfg.GPUs+cfg.MetricSeries)
+	// The HTTP server histogram holds every API call: the same calls and
+	// durations as the API spans.
+	api := Match(s.Generated.APIRequests, nil)
+	hd := s.SDKMetrics.HTTPServerDuration
+	assert.EqualValues(t, api.Count, httpCount)
+	assert.Equal(t, api.Duration.Sum, httpSum)
+	assert.Equal(t, api.Duration.Min, httpMin)
+	assert.Equal(t, api.Duration.Max, httpMax)
+	assert.Equal(t, HistogramTruth{Name: HTTPDurationName, Unit: HTTPDurationUnit, Count: api.Count, Sum: httpSum, Min: httpMin, Max: httpMax}, hd)
 	assert.Equal(t, cfg.GPUs+cfg.MetricSeries, s.SDKMetrics.Gauge.Series)
 	// Successful jobs recorded one sample each; load series one per round.
 	assert.GreaterOrEqual(t, h.Count, s.Generated.JobsByResult[ResultSuccess]+int64(cfg.MetricSeries))
@@ -488,7 +510,7 @@ func TestRunCancelled(t *testing.T) {
 func TestRunOnlyLogs(t *testing.T) {
 	rec := &recorder{}
 	cfg := testConfig()
-	cfg.JobSpans, cfg.StageSpans, cfg.APISpans = false, false, false
+	cfg.JobSpans, cfg.StageSpans, cfg.APISpans, cfg.APIMetrics = false, false, false, false
 	s, err := Run(context.Background(), cfg, WithExporterFactory(rec.factory))
 	require.NoError(t, err)
 	assert.Empty(t, rec.spans)

@@ -251,7 +251,7 @@ func (b *truthBuilder) addPlanned(j JobPlan, cfg Config) {
 			b.stages.add(stageAttrs(st.Stage, st.Result, j.Engine, j.DataType), st.Duration)
 		}
 	}
-	if cfg.APISpans {
+	if cfg.APISpans || (cfg.Metrics && cfg.APIMetrics) {
 		for _, c := range j.API {
 			b.api.add(apiAttrs(c.Route, c.Method, c.Status), c.Duration)
 		}
@@ -276,6 +276,9 @@ type SDKMetrics struct {
 	Counter   CounterTruth   `json:"counter"`
 	Histogram HistogramTruth `json:"histogram"`
 	Gauge     GaugeTruth     `json:"gauge"`
+	// HTTPServerDuration is http.server.request.duration: one sample per
+	// API call, in seconds.
+	HTTPServerDuration HistogramTruth `json:"http_server_duration"`
 }
 
 // CounterTruth: the sum over every series and both process incarnations of

@@ -224,7 +224,7 @@ func TestBadInput(t *testing.T) {
 	e.col.stop(30 * time.Second)
 
 	datums := e.cw.Datums()
-	checkDerived(t, datums, good.Generated, serviceDims(good))
+	checkDerived(t, datums, good.Generated, serviceDims(good), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, good.SDKMetrics, serviceDims(good))
 	// Of the malformed batch, exactly the good job counted, with its 10 s.
 	bad := map[string]string{"service.name": badService}

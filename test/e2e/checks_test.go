@@ -123,24 +123,72 @@ func checkHistogram(t *testing.T, datums []cloudwatchtest.Datum, name string, di
 	assert.Equal(t, map[string]int{unit: got.Datums}, got.Units, "%s: unit", name)
 }
 
+// Bucket bounds of the service's SDK histograms: the Go SDK's default, and
+// the HTTP semantic conventions' advice buildsim gives
+// http.server.request.duration.
+var (
+	sdkDefaultBounds   = []float64{0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000}
+	httpDurationBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+)
+
+// checkCumulativeHistogram checks a histogram the service sends cumulative:
+// count exact, sum exact up to rounding. Its minimum and maximum are checked
+// to the bucket only: the delta between two cumulative points carries no
+// min or max of its own (the cumulative ones may come from an earlier
+// interval), so the exporter can only place them within their buckets.
+func checkCumulativeHistogram(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want buildsim.HistogramTruth, unit string, bounds []float64) {
+	t.Helper()
+	got := aggregate(datums, name, dims)
+	assert.Equal(t, float64(want.Count), got.Count, "%s%v: sample count", name, dims)
+	if want.Count == 0 {
+		return
+	}
+	assert.True(t, almostEqual(want.Sum, got.Sum), "%s%v: sum %v, want %v", name, dims, got.Sum, want.Sum)
+	assert.Equal(t, bucketOf(bounds, want.Min), bucketOf(bounds, got.Min), "%s%v: minimum %v, want %v (same bucket)", name, dims, got.Min, want.Min)
+	assert.Equal(t, bucketOf(bounds, want.Max), bucketOf(bounds, got.Max), "%s%v: maximum %v, want %v (same bucket)", name, dims, got.Max, want.Max)
+	assert.Equal(t, map[string]int{unit: got.Datums}, got.Units, "%s: unit", name)
+}
+
+// bucketOf is the index of the explicit bucket (upper bound inclusive, as
+// OpenTelemetry defines them) holding v.
+func bucketOf(bounds []float64, v float64) int {
+	for i, b := range bounds {
+		if v <= b {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
 // checkDerived compares every derived series with the ground truth. dims
 // are extra dimensions every datum of this run carries (service.name).
-func checkDerived(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.Totals, dims map[string]string) {
+// apiFromSpans says where api.requests came from: SERVER spans (the
+// connector also derives api.request.duration) or the service's
+// http.server.request.duration histograms (the processor derives only the
+// counts; the latencies are that histogram, checked with the SDK metrics).
+func checkDerived(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.Totals, dims map[string]string, apiFromSpans bool) {
 	t.Helper()
+	apiDuration := mAPIDuration
+	if !apiFromSpans {
+		apiDuration = ""
+		assert.Zero(t, aggregate(datums, mAPIDuration, dims).Datums, "%s without API spans", mAPIDuration)
+	}
 	pairs := []struct {
 		series            []buildsim.Series
 		counter, duration string
 	}{
 		{truth.Jobs, mJobs, mJobDuration},
 		{truth.StageRuns, mStageRuns, mStageDuration},
-		{truth.APIRequests, mAPIRequests, mAPIDuration},
+		{truth.APIRequests, mAPIRequests, apiDuration},
 	}
 	for _, p := range pairs {
 		var total int64
 		for _, s := range p.series {
 			d := withDims(s.Attributes, dims)
 			checkCounter(t, datums, p.counter, d, float64(s.Count), "Count")
-			checkHistogram(t, datums, p.duration, d, s.Duration, "Seconds")
+			if p.duration != "" {
+				checkHistogram(t, datums, p.duration, d, s.Duration, "Seconds")
+			}
 			total += s.Count
 		}
 		// Nothing beyond the truth: no timeouts, no series the truth lacks.
@@ -169,7 +217,11 @@ func checkSDKMetrics(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim
 	t.Helper()
 	checkCounter(t, datums, truth.Counter.Name, dims, float64(truth.Counter.Total), "Count")
 	h := truth.Histogram
-	checkHistogram(t, datums, h.Name, dims, buildsim.Stat{Count: h.Count, Sum: h.Sum, Min: h.Min, Max: h.Max}, "Bytes")
+	checkCumulativeHistogram(t, datums, h.Name, dims, h, "Bytes", sdkDefaultBounds)
+
+	if hd := truth.HTTPServerDuration; hd.Name != "" {
+		checkCumulativeHistogram(t, datums, hd.Name, dims, hd, "Seconds", httpDurationBounds)
+	}
 
 	g := aggregate(datums, truth.Gauge.Name, dims)
 	assert.Positive(t, g.Datums, "%s: no datum landed", truth.Gauge.Name)

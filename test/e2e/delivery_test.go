@@ -41,7 +41,7 @@ func TestSteadyRun(t *testing.T) {
 	requireNamespace(t, datums, e.cfg.Namespace)
 	for _, s := range sums {
 		t.Run(s.Service, func(t *testing.T) {
-			checkDerived(t, datums, s.Generated, serviceDims(s))
+			checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 			checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 		})
 	}
@@ -93,19 +93,22 @@ func TestCloudWatchOutage(t *testing.T) {
 	e.col.stop(30 * time.Second)
 
 	datums := e.cw.Datums()
-	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 	t.Logf("max queued batches %v of %d; CloudWatch stats %+v", maxQueued, queueSize, e.cw.Stats())
 }
 
 // Scenario 3: a throttling storm (every other call answered Throttling):
 // nothing lost, nothing duplicated, and the exporter's own telemetry shows
-// the throttled calls and the retried points.
+// the throttled calls and the retried points. Here the service sends API
+// spans but no HTTP metrics, so api.requests comes from the spans.
 func TestThrottlingStorm(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, func(c *sidecarConfig) { c.APIFromSpans = true })
 	e.cw.SetFaults(cloudwatchtest.Faults{ThrottleEvery: 2})
 
-	s := runSim(t, simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-throttled", 31))
+	cfg := simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-throttled", 31)
+	cfg.APIMetrics = false
+	s := runSim(t, cfg)
 	e.waitJobs(60*time.Second, serviceDims(s), totalJobs(s.Generated))
 	time.Sleep(2 * e.cfg.FlushInterval)
 
@@ -118,7 +121,7 @@ func TestThrottlingStorm(t *testing.T) {
 	e.col.stop(30 * time.Second)
 
 	datums := e.cw.Datums()
-	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 	t.Logf("CloudWatch stats %+v", e.cw.Stats())
 }
@@ -152,7 +155,7 @@ func TestKill9WithPersistentQueue(t *testing.T) {
 	e.col.stop(30 * time.Second)
 
 	datums := e.cw.Datums()
-	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 	t.Logf("%v batches were queued at the kill", q)
 }
@@ -199,7 +202,7 @@ func TestSigtermFlushesQueue(t *testing.T) {
 
 	datums := e.cw.Datums()
 	before := jobsLanded(e.cw, serviceDims(s))
-	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 	if t.Failed() {
 		// Tell "left on disk for the next run" from "lost".
@@ -229,7 +232,7 @@ func TestServiceRestartMidRun(t *testing.T) {
 	e.col.stop(30 * time.Second)
 
 	datums := e.cw.Datums()
-	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 }
 
@@ -273,6 +276,6 @@ func TestCloudWatchOutageQueueFull(t *testing.T) {
 	time.Sleep(2 * e.cfg.FlushInterval)
 	e.col.stop(30 * time.Second)
 	datums := e.cw.Datums()
-	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 }

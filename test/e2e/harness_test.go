@@ -137,6 +137,9 @@ type sidecarConfig struct {
 	// BlockOnOverflow makes a full queue block the sender instead of
 	// refusing.
 	BlockOnOverflow bool
+	// APIFromSpans derives api.requests from SERVER spans (connector)
+	// instead of http.server.request.duration histograms (processor).
+	APIFromSpans bool
 	// RetryMaxElapsed bounds the exporter's retries of one batch.
 	RetryMaxElapsed time.Duration
 	// MaxRequestsPerSecond caps PutMetricData calls (0: no cap).

@@ -144,6 +144,6 @@ func TestOverload(t *testing.T) {
 	time.Sleep(2 * e.cfg.FlushInterval)
 	e.col.stop(30 * time.Second)
 	datums := e.cw.Datums()
-	checkDerived(t, datums, s.Generated, serviceDims(s))
+	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 }

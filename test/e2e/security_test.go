@@ -79,7 +79,8 @@ func refusedRun(t *testing.T, cfg buildsim.Config) buildsim.ExportStats {
 	cfg.RetryMaxElapsed = 0
 	cfg.ExportTimeout = 5 * time.Second
 	s, err := buildsim.Run(context.Background(), cfg)
-	require.NoError(t, err)
+	require.Error(t, err, "the final flush reports the refusal")
+	require.NotNil(t, s)
 	assert.Equal(t, s.Exports.Spans.Requests, s.Exports.Spans.RequestsFailed, "spans were accepted")
 	assert.Equal(t, s.Exports.LogRecords.Requests, s.Exports.LogRecords.RequestsFailed, "log records were accepted")
 	assert.Equal(t, s.Exports.MetricPoints.Requests, s.Exports.MetricPoints.RequestsFailed, "metric points were accepted")
@@ -141,7 +142,7 @@ func TestOTLPWithTLSAndBearerToken(t *testing.T) {
 	e.col.stop(30 * time.Second)
 	datums := e.cw.Datums()
 	for _, s := range sums {
-		checkDerived(t, datums, s.Generated, serviceDims(s))
+		checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 		checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 	}
 	assert.Zero(t, aggregate(datums, mJobs, map[string]string{"service.name": "build-refused"}).Datums, "refused data landed")
@@ -193,7 +194,7 @@ func TestDefaultConfig(t *testing.T) {
 	requireNamespace(t, datums, "GPUIndexBuild")
 	// The default config does not add service.name as a dimension; this is
 	// the only service, so its truth is the whole.
-	checkDerived(t, datums, s.Generated, nil)
+	checkDerived(t, datums, s.Generated, nil, false)
 	checkSDKMetrics(t, datums, s.SDKMetrics, nil)
 }
 
