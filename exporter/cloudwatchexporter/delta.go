@@ -43,6 +43,10 @@ type deltaConverter struct {
 	lru       seriesList
 	watermark pcommon.Timestamp
 	evictions int64
+
+	// scratch space for the point being converted
+	scratchBounds             []float64
+	scratchCounts, scratchNeg []uint64
 }
 
 func newDeltaConverter(cfg CumulativeStateConfig) *deltaConverter {
@@ -86,6 +90,33 @@ type snapshot struct {
 	zeroCount            uint64
 	posOffset, negOffset int32
 	neg                  []uint64
+}
+
+// seriesKind says how two points of a series compare.
+type seriesKind uint8
+
+const (
+	sumSeries seriesKind = iota
+	histogramSeries
+	exponentialSeries
+	summarySeries
+)
+
+// fell reports whether p is below prev: a reset.
+func (k seriesKind) fell(p, prev *snapshot) bool {
+	switch k {
+	case sumSeries:
+		return sumFell(p, prev)
+	case exponentialSeries:
+		return exponentialFell(p, prev)
+	default:
+		return histogramFell(p, prev)
+	}
+}
+
+// layoutChanged reports whether p and prev cannot be subtracted.
+func (k seriesKind) layoutChanged(p, prev *snapshot) bool {
+	return k == histogramSeries && explicitLayoutChanged(p, prev)
 }
 
 // conversionRecord identifies a point that was converted and sent on, so
@@ -150,7 +181,7 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 			} else {
 				p.value = dp.DoubleValue()
 			}
-			s, out, reason := c.step(key, &p, now, sumFell, nil)
+			s, out, reason := c.step(key, &p, now, sumSeries)
 			switch out {
 			case drop:
 				dropped[reason]++
@@ -182,9 +213,11 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 				start: dp.StartTimestamp(), ts: dp.Timestamp(),
 				count: dp.Count(), sum: dp.Sum(),
 				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-				bounds: dp.ExplicitBounds().AsRaw(), counts: dp.BucketCounts().AsRaw(),
+				bounds: appendFloats(c.scratchBounds[:0], dp.ExplicitBounds()),
+				counts: appendCounts(c.scratchCounts[:0], dp.BucketCounts()),
 			}
-			s, out, reason := c.step(key, &p, now, histogramFell, explicitLayoutChanged)
+			c.scratchBounds, c.scratchCounts = p.bounds, p.counts
+			s, out, reason := c.step(key, &p, now, histogramSeries)
 			switch out {
 			case drop:
 				dropped[reason]++
@@ -222,10 +255,11 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 				count: dp.Count(), sum: dp.Sum(),
 				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
 				scale: dp.Scale(), zeroCount: dp.ZeroCount(),
-				posOffset: dp.Positive().Offset(), counts: dp.Positive().BucketCounts().AsRaw(),
-				negOffset: dp.Negative().Offset(), neg: dp.Negative().BucketCounts().AsRaw(),
+				posOffset: dp.Positive().Offset(), counts: appendCounts(c.scratchCounts[:0], dp.Positive().BucketCounts()),
+				negOffset: dp.Negative().Offset(), neg: appendCounts(c.scratchNeg[:0], dp.Negative().BucketCounts()),
 			}
-			s, out, reason := c.step(key, &p, now, exponentialFell, nil)
+			c.scratchCounts, c.scratchNeg = p.counts, p.neg
+			s, out, reason := c.step(key, &p, now, exponentialSeries)
 			switch out {
 			case drop:
 				dropped[reason]++
@@ -272,7 +306,7 @@ func (c *deltaConverter) convertSummary(m pmetric.Metric, base uint64, now time.
 		}
 		key := mix(base, c.hashMap(sp.Attributes()))
 		p := snapshot{start: sp.StartTimestamp(), ts: sp.Timestamp(), count: sp.Count(), sum: sp.Sum()}
-		s, out, reason := c.step(key, &p, now, histogramFell, nil)
+		s, out, reason := c.step(key, &p, now, summarySeries)
 		if out == drop {
 			dropped[reason]++
 			continue
@@ -322,16 +356,13 @@ func setDeltaMinMax(p, prev *snapshot, setMin func(float64), removeMin func(), s
 	}
 }
 
-// step moves the series to point p and says how p is to be sent. fell reports
-// whether p is below prev (a reset); layoutChanged, if not nil, whether the
-// two points cannot be subtracted.
-func (c *deltaConverter) step(key uint64, p *snapshot, now time.Time,
-	fell func(p, prev *snapshot) bool, layoutChanged func(p, prev *snapshot) bool,
-) (*series, outcome, dropReason) {
+// step moves the series to point p and says how p is to be sent. p's
+// slices may be scratch space: the series keeps copies.
+func (c *deltaConverter) step(key uint64, p *snapshot, now time.Time, kind seriesKind) (*series, outcome, dropReason) {
 	s := c.series[key]
 	if s == nil {
 		s = c.insert(key, now)
-		s.cur = *p
+		s.cur.copyFrom(p)
 		s.curSent = p.start != 0 && p.start <= p.ts && p.start > c.watermark
 		if s.curSent {
 			return s, emitAsIs, 0
@@ -345,7 +376,7 @@ func (c *deltaConverter) step(key uint64, p *snapshot, now time.Time,
 	case p.ts == s.cur.ts && p.start == s.cur.start:
 		// The same point again (a client re-sent it): the same answer again.
 		if s.hasPrev {
-			out, reason := c.compare(p, &s.prev, fell, layoutChanged)
+			out, reason := c.compare(p, &s.prev, kind)
 			return s, out, reason
 		}
 		if s.curSent {
@@ -356,23 +387,24 @@ func (c *deltaConverter) step(key uint64, p *snapshot, now time.Time,
 		return s, drop, reasonOutOfOrder
 	}
 
-	// p is newer: it becomes cur, cur becomes prev.
-	s.prev, s.cur = s.cur, *p
+	// p is newer: it becomes cur (in prev's old buffers), cur becomes prev.
+	s.prev, s.cur = s.cur, s.prev
+	s.cur.copyFrom(p)
 	s.hasPrev, s.curSent = true, false
-	out, reason := c.compare(p, &s.prev, fell, layoutChanged)
+	out, reason := c.compare(p, &s.prev, kind)
 	if out == drop {
 		s.hasPrev = false // p is the new baseline
 	}
 	return s, out, reason
 }
 
-func (c *deltaConverter) compare(p, prev *snapshot, fell func(p, prev *snapshot) bool, layoutChanged func(p, prev *snapshot) bool) (outcome, dropReason) {
+func (c *deltaConverter) compare(p, prev *snapshot, kind seriesKind) (outcome, dropReason) {
 	switch {
 	case p.start != 0 && p.start != prev.start:
 		return emitAsIs, 0 // restarted: p is the delta since its new start
-	case layoutChanged != nil && layoutChanged(p, prev):
+	case kind.layoutChanged(p, prev):
 		return drop, reasonBucketLayoutChanged
-	case fell(p, prev):
+	case kind.fell(p, prev):
 		return emitAsIs, 0 // reset without a new start time: p counts since the reset
 	}
 	return emitDelta, 0
@@ -471,6 +503,29 @@ func (c *deltaConverter) evict(s *series) {
 func (c *deltaConverter) remove(s *series) {
 	delete(c.series, s.key)
 	c.lru.unlink(s)
+}
+
+// copyFrom makes s a copy of p, reusing s's buffers.
+func (s *snapshot) copyFrom(p *snapshot) {
+	bounds, counts, neg := s.bounds, s.counts, s.neg
+	*s = *p
+	s.bounds = append(bounds[:0], p.bounds...)
+	s.counts = append(counts[:0], p.counts...)
+	s.neg = append(neg[:0], p.neg...)
+}
+
+func appendFloats(dst []float64, src pcommon.Float64Slice) []float64 {
+	for i := 0; i < src.Len(); i++ {
+		dst = append(dst, src.At(i))
+	}
+	return dst
+}
+
+func appendCounts(dst []uint64, src pcommon.UInt64Slice) []uint64 {
+	for i := 0; i < src.Len(); i++ {
+		dst = append(dst, src.At(i))
+	}
+	return dst
 }
 
 func sumFell(p, prev *snapshot) bool {
