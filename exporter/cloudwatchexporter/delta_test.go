@@ -59,6 +59,8 @@ func TestDeltaSumFirstPointKeptWhenStartKnown(t *testing.T) {
 func TestDeltaSumFirstPointWithoutStartIsBaseline(t *testing.T) {
 	runSumSteps(t, newTestConverter(), []sumStep{
 		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: reasonCumulativeBaseline},
+		// The baseline again: there is no delta to give for it.
+		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: reasonDuplicate},
 		{zeroStart: true, ts: time.Minute, value: 130, want: 30},
 	})
 }

@@ -239,6 +239,40 @@ func everyType(start pcommon.Timestamp, step int) pmetric.Metrics {
 	ep.Positive().SetOffset(1)
 	ep.Positive().BucketCounts().FromRaw([]uint64{1, 1})
 
+	// A delta histogram without min/max: 2 observations, sum 6, per export.
+	dh := ms.AppendEmpty()
+	dh.SetName("queue.wait")
+	dh.SetUnit("s")
+	dhh := dh.SetEmptyHistogram()
+	dhh.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dhp := dhh.DataPoints().AppendEmpty()
+	dhp.SetTimestamp(now)
+	fillHistogram(dhp, []float64{1, 10}, []uint64{1, 1, 0}, 6)
+
+	// A cumulative exponential histogram (scale 0: index 0 is (1,2], 1 is
+	// (2,4]): 1.5 first, then 3 and 3.5, then 1.2.
+	ce := ms.AppendEmpty()
+	ce.SetName("vector.dims")
+	ce.SetUnit("{dim}")
+	ceh := ce.SetEmptyExponentialHistogram()
+	ceh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	cep := ceh.DataPoints().AppendEmpty()
+	cep.SetStartTimestamp(start)
+	cep.SetTimestamp(now)
+	cep.SetScale(0)
+	cep.Positive().BucketCounts().FromRaw([][]uint64{{1, 0}, {1, 2}, {2, 2}}[step])
+	cep.SetCount([]uint64{1, 3, 4}[step])
+	cep.SetSum([]float64{1.5, 8, 9.2}[step])
+
+	// A delta up-down counter: +2, -1, +3.
+	ud := ms.AppendEmpty()
+	ud.SetName("queue.change")
+	uds := ud.SetEmptySum()
+	uds.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	udp := uds.DataPoints().AppendEmpty()
+	udp.SetTimestamp(now)
+	udp.SetIntValue([]int64{2, -1, 3}[step])
+
 	s := ms.AppendEmpty()
 	s.SetName("rpc.latency")
 	s.SetUnit("ms")
@@ -281,6 +315,19 @@ func TestExportEveryTypeThroughTheSDK(t *testing.T) {
 	// Exponential histogram (delta), three times.
 	st, _ = statistics(got, "vector.bytes")
 	assert.Equal(t, statisticSet{sampleCount: 6, sum: 24, min: 3, max: 5}, st)
+	// Delta histogram: (-inf,1] takes 0.5 so that 0.5 + 5.5 = 6.
+	st, _ = statistics(got, "queue.wait")
+	assert.Equal(t, statisticSet{sampleCount: 6, sum: 18, min: 0.5, max: 5.5}, st)
+	// Cumulative exponential histogram: 1.5, then two values in (2,4] that
+	// sum to 6.5 (3.25 each), then 1.2.
+	st, _ = statistics(got, "vector.dims")
+	assert.Equal(t, 4.0, st.sampleCount)
+	assert.InDelta(t, 9.2, st.sum, 1e-9)
+	assert.InDelta(t, 1.2, st.min, 1e-12)
+	assert.InDelta(t, 3.25, st.max, 1e-12)
+	// Delta up-down counter: its values.
+	st, _ = statistics(got, "queue.change")
+	assert.Equal(t, statisticSet{sampleCount: 3, sum: 4, min: -1, max: 3}, st)
 	// Summary: delta count and sum as a StatisticSet.
 	st, n = statistics(got, "rpc.latency")
 	assert.Equal(t, 3, n)
@@ -299,6 +346,7 @@ func TestExportEveryTypeThroughTheSDK(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		"gpu.utilization": "Percent", "jobs.started": "Count", "bytes.uploaded": "Bytes", "jobs.running": "Count",
 		"stage.duration": "Seconds", "vector.bytes": "Bytes", "rpc.latency": "Milliseconds",
+		"queue.wait": "Seconds", "vector.dims": "Count", "queue.change": "None",
 	}, units)
 	assert.Equal(t, int64(len(got)), te.counter(t, "datums_sent", "")[""])
 	assert.Equal(t, map[string]int64{"success": int64(te.server.Stats().Requests)}, te.counter(t, "requests", "outcome"))
