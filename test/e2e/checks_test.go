@@ -5,11 +5,8 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
@@ -96,31 +93,75 @@ func withDims(a map[string]string, b map[string]string) map[string]string {
 	return out
 }
 
-// checkCounter: the values of a counter's datums add up to want exactly.
-func checkCounter(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want float64, unit string) {
-	t.Helper()
-	got := aggregate(datums, name, dims)
-	assert.Equal(t, want, got.Sum, "%s%v: sum of datum values", name, dims)
-	assert.Zero(t, got.Negative, "%s%v: negative deltas", name, dims)
-	if got.Datums > 0 {
-		assert.Equal(t, map[string]int{unit: got.Datums}, got.Units, "%s: unit", name)
+// mismatches collects the differences between what landed and the truth,
+// so that a failure reads as one list rather than one assertion per series.
+type mismatches struct {
+	t     *testing.T
+	lines []string
+}
+
+func newMismatches(t *testing.T) *mismatches { return &mismatches{t: t} }
+
+func (m *mismatches) check(ok bool, format string, args ...any) {
+	if !ok {
+		m.lines = append(m.lines, fmt.Sprintf(format, args...))
 	}
 }
 
-// checkHistogram: count, min and max exact; the sum exact up to float
-// rounding, because a Values/Counts datum carries the sum only as
-// sum(value*count) over representatives computed by the exporter.
-func checkHistogram(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want buildsim.Stat, unit string) {
-	t.Helper()
-	got := aggregate(datums, name, dims)
-	assert.Equal(t, float64(want.Count), got.Count, "%s%v: sample count", name, dims)
-	if want.Count == 0 {
+// report fails the test with the first mismatches, if any.
+func (m *mismatches) report(what string) {
+	m.t.Helper()
+	if len(m.lines) == 0 {
 		return
 	}
-	assert.True(t, almostEqual(want.Sum, got.Sum), "%s%v: sum %v, want %v", name, dims, got.Sum, want.Sum)
-	assert.Equal(t, want.Min, got.Min, "%s%v: minimum", name, dims)
-	assert.Equal(t, want.Max, got.Max, "%s%v: maximum", name, dims)
-	assert.Equal(t, map[string]int{unit: got.Datums}, got.Units, "%s: unit", name)
+	shown := m.lines
+	if len(shown) > 25 {
+		shown = shown[:25]
+	}
+	m.t.Errorf("%s: %d mismatches with the ground truth:\n  %s", what, len(m.lines), strings.Join(shown, "\n  "))
+}
+
+func sameUnit(got dstat, unit string) bool {
+	return got.Datums == 0 || (len(got.Units) == 1 && got.Units[unit] == got.Datums)
+}
+
+// counter: the values of a counter's datums add up to want exactly.
+func (m *mismatches) counter(datums []cloudwatchtest.Datum, name string, dims map[string]string, want float64, unit string) {
+	got := aggregate(datums, name, dims)
+	m.check(got.Sum == want, "%s{%s}: landed %v, want %v", name, dimKey(dims), got.Sum, want)
+	m.check(got.Negative == 0, "%s{%s}: %d negative values", name, dimKey(dims), got.Negative)
+	m.check(sameUnit(got, unit), "%s: units %v, want %s", name, got.Units, unit)
+}
+
+// histogram: count, min and max exact; the sum exact up to float rounding,
+// because a Values/Counts datum carries the sum only as sum(value*count)
+// over representatives computed by the exporter.
+func (m *mismatches) histogram(datums []cloudwatchtest.Datum, name string, dims map[string]string, want buildsim.Stat, unit string) {
+	got := aggregate(datums, name, dims)
+	k := dimKey(dims)
+	m.check(got.Count == float64(want.Count), "%s{%s}: sample count %v, want %v", name, k, got.Count, want.Count)
+	if want.Count == 0 || got.Count == 0 {
+		return
+	}
+	m.check(almostEqual(want.Sum, got.Sum), "%s{%s}: sum %v, want %v", name, k, got.Sum, want.Sum)
+	m.check(got.Min == want.Min, "%s{%s}: minimum %v, want %v", name, k, got.Min, want.Min)
+	m.check(got.Max == want.Max, "%s{%s}: maximum %v, want %v", name, k, got.Max, want.Max)
+	m.check(sameUnit(got, unit), "%s: units %v, want %s", name, got.Units, unit)
+}
+
+// checkCounter and checkHistogram check one series on their own.
+func checkCounter(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want float64, unit string) {
+	t.Helper()
+	m := newMismatches(t)
+	m.counter(datums, name, dims, want, unit)
+	m.report(name)
+}
+
+func checkHistogram(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want buildsim.Stat, unit string) {
+	t.Helper()
+	m := newMismatches(t)
+	m.histogram(datums, name, dims, want, unit)
+	m.report(name)
 }
 
 // Bucket bounds of the service's SDK histograms: the Go SDK's default, and
@@ -131,22 +172,22 @@ var (
 	httpDurationBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 )
 
-// checkCumulativeHistogram checks a histogram the service sends cumulative:
+// cumulativeHistogram checks a histogram the service sends cumulative:
 // count exact, sum exact up to rounding. Its minimum and maximum are checked
 // to the bucket only: the delta between two cumulative points carries no
 // min or max of its own (the cumulative ones may come from an earlier
 // interval), so the exporter can only place them within their buckets.
-func checkCumulativeHistogram(t *testing.T, datums []cloudwatchtest.Datum, name string, dims map[string]string, want buildsim.HistogramTruth, unit string, bounds []float64) {
-	t.Helper()
+func (m *mismatches) cumulativeHistogram(datums []cloudwatchtest.Datum, name string, dims map[string]string, want buildsim.HistogramTruth, unit string, bounds []float64) {
 	got := aggregate(datums, name, dims)
-	assert.Equal(t, float64(want.Count), got.Count, "%s%v: sample count", name, dims)
-	if want.Count == 0 {
+	k := dimKey(dims)
+	m.check(got.Count == float64(want.Count), "%s{%s}: sample count %v, want %v", name, k, got.Count, want.Count)
+	if want.Count == 0 || got.Count == 0 {
 		return
 	}
-	assert.True(t, almostEqual(want.Sum, got.Sum), "%s%v: sum %v, want %v", name, dims, got.Sum, want.Sum)
-	assert.Equal(t, bucketOf(bounds, want.Min), bucketOf(bounds, got.Min), "%s%v: minimum %v, want %v (same bucket)", name, dims, got.Min, want.Min)
-	assert.Equal(t, bucketOf(bounds, want.Max), bucketOf(bounds, got.Max), "%s%v: maximum %v, want %v (same bucket)", name, dims, got.Max, want.Max)
-	assert.Equal(t, map[string]int{unit: got.Datums}, got.Units, "%s: unit", name)
+	m.check(almostEqual(want.Sum, got.Sum), "%s{%s}: sum %v, want %v", name, k, got.Sum, want.Sum)
+	m.check(bucketOf(bounds, want.Min) == bucketOf(bounds, got.Min), "%s{%s}: minimum %v, want %v (same bucket)", name, k, got.Min, want.Min)
+	m.check(bucketOf(bounds, want.Max) == bucketOf(bounds, got.Max), "%s{%s}: maximum %v, want %v (same bucket)", name, k, got.Max, want.Max)
+	m.check(sameUnit(got, unit), "%s: units %v, want %s", name, got.Units, unit)
 }
 
 // bucketOf is the index of the explicit bucket (upper bound inclusive, as
@@ -168,10 +209,11 @@ func bucketOf(bounds []float64, v float64) int {
 // counts; the latencies are that histogram, checked with the SDK metrics).
 func checkDerived(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.Totals, dims map[string]string, apiFromSpans bool) {
 	t.Helper()
+	m := newMismatches(t)
 	apiDuration := mAPIDuration
 	if !apiFromSpans {
 		apiDuration = ""
-		assert.Zero(t, aggregate(datums, mAPIDuration, dims).Datums, "%s without API spans", mAPIDuration)
+		m.check(aggregate(datums, mAPIDuration, dims).Datums == 0, "%s landed without API spans", mAPIDuration)
 	}
 	pairs := []struct {
 		series            []buildsim.Series
@@ -185,14 +227,14 @@ func checkDerived(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.To
 		var total int64
 		for _, s := range p.series {
 			d := withDims(s.Attributes, dims)
-			checkCounter(t, datums, p.counter, d, float64(s.Count), "Count")
+			m.counter(datums, p.counter, d, float64(s.Count), "Count")
 			if p.duration != "" {
-				checkHistogram(t, datums, p.duration, d, s.Duration, "Seconds")
+				m.histogram(datums, p.duration, d, s.Duration, "Seconds")
 			}
 			total += s.Count
 		}
 		// Nothing beyond the truth: no timeouts, no series the truth lacks.
-		checkCounter(t, datums, p.counter, dims, float64(total), "Count")
+		m.counter(datums, p.counter, dims, float64(total), "Count")
 	}
 	// Every run ended, so the last active count of each series is zero.
 	last := map[string]cloudwatchtest.Datum{}
@@ -206,26 +248,24 @@ func checkDerived(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.To
 		}
 	}
 	for k, d := range last {
-		if d.Value != nil {
-			assert.Zero(t, *d.Value, "%s{%s}: last value", mJobsActive, k)
-		}
+		m.check(d.Value == nil || *d.Value == 0, "%s{%s}: last value %v, want 0", mJobsActive, k, d.Value)
 	}
+	m.report("derived metrics{" + dimKey(dims) + "}")
 }
 
 // checkSDKMetrics compares the service's own SDK metrics with the truth.
 func checkSDKMetrics(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim.SDKMetrics, dims map[string]string) {
 	t.Helper()
-	checkCounter(t, datums, truth.Counter.Name, dims, float64(truth.Counter.Total), "Count")
-	h := truth.Histogram
-	checkCumulativeHistogram(t, datums, h.Name, dims, h, "Bytes", sdkDefaultBounds)
-
+	m := newMismatches(t)
+	m.counter(datums, truth.Counter.Name, dims, float64(truth.Counter.Total), "Count")
+	m.cumulativeHistogram(datums, truth.Histogram.Name, dims, truth.Histogram, "Bytes", sdkDefaultBounds)
 	if hd := truth.HTTPServerDuration; hd.Name != "" {
-		checkCumulativeHistogram(t, datums, hd.Name, dims, hd, "Seconds", httpDurationBounds)
+		m.cumulativeHistogram(datums, hd.Name, dims, hd, "Seconds", httpDurationBounds)
 	}
 
 	g := aggregate(datums, truth.Gauge.Name, dims)
-	assert.Positive(t, g.Datums, "%s: no datum landed", truth.Gauge.Name)
-	assert.Equal(t, map[string]int{"Percent": g.Datums}, g.Units, "%s: unit", truth.Gauge.Name)
+	m.check(g.Datums > 0, "%s: no datum landed", truth.Gauge.Name)
+	m.check(sameUnit(g, "Percent"), "%s: units %v, want Percent", truth.Gauge.Name, g.Units)
 	series := map[string]bool{}
 	for _, d := range datums {
 		if d.MetricName != truth.Gauge.Name || !hasDims(d, dims) {
@@ -237,10 +277,11 @@ func checkSDKMetrics(t *testing.T, datums []cloudwatchtest.Datum, truth buildsim
 			vals = append(vals, *d.Value)
 		}
 		for _, v := range vals {
-			assert.Contains(t, truth.Gauge.Allowed, v, "%s: a value the service never reported", truth.Gauge.Name)
+			m.check(slices.Contains(truth.Gauge.Allowed, v), "%s{%s}: %v, a value the service never reported", truth.Gauge.Name, dimKey(d.Dimensions), v)
 		}
 	}
-	assert.Len(t, series, truth.Gauge.Series, "%s: series", truth.Gauge.Name)
+	m.check(len(series) == truth.Gauge.Series, "%s: %d series, want %d", truth.Gauge.Name, len(series), truth.Gauge.Series)
+	m.report("SDK metrics{" + dimKey(dims) + "}")
 }
 
 func dimKey(dims map[string]string) string {
@@ -279,11 +320,4 @@ func totalJobs(t buildsim.Totals) float64 {
 		n += s.Count
 	}
 	return float64(n)
-}
-
-// sortedKeys is for stable messages.
-func sortedKeys[V any](m map[string]V) []string {
-	k := slices.Collect(maps.Keys(m))
-	sort.Strings(k)
-	return k
 }

@@ -201,17 +201,20 @@ func TestSigtermFlushesQueue(t *testing.T) {
 	t.Logf("%v batches queued at SIGTERM; exit after %v", q, took)
 
 	datums := e.cw.Datums()
-	before := jobsLanded(e.cw, serviceDims(s))
 	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
 	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
 	if t.Failed() {
-		// Tell "left on disk for the next run" from "lost".
-		e.cw.SetFaults(cloudwatchtest.Faults{})
-		e.col = e.start()
-		eventually(20*time.Second, func() bool { return jobsLanded(e.cw, serviceDims(s)) >= totalJobs(s.Generated) })
-		e.col.stop(shutdownTimeout)
-		t.Logf("build.jobs landed before exit: %v of %v; after a restart on the same queue directory: %v",
-			before, totalJobs(s.Generated), jobsLanded(e.cw, serviceDims(s)))
+		// Tell "left in the persistent queue for the next run" from "lost".
+		t.Run("diagnosis: after a restart on the same queue directory", func(t *testing.T) {
+			e.cw.SetFaults(cloudwatchtest.Faults{})
+			e.col = e.start()
+			eventually(20*time.Second, func() bool { return jobsLanded(e.cw, serviceDims(s)) >= totalJobs(s.Generated) })
+			time.Sleep(3 * e.cfg.FlushInterval)
+			e.col.stop(shutdownTimeout)
+			datums := e.cw.Datums()
+			checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
+			checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
+		})
 	}
 }
 
