@@ -23,16 +23,16 @@ import (
 // refuse exports. Tests derive their expectations from what it kept, never
 // from the simulator's own accounting.
 type recorder struct {
-	mu        sync.Mutex
-	spans     []sdktrace.ReadOnlySpan
-	logs      []sdklog.Record
-	points    []point
+	mu          sync.Mutex
+	spans       []sdktrace.ReadOnlySpan
+	logs        []sdklog.Record
+	points      []point
 	failSpans   func(call int) bool
 	failLogs    func(call int) bool
 	failMetrics bool
-	spanCalls int
-	logCalls  int
-	factories int
+	spanCalls   int
+	logCalls    int
+	factories   int
 	// logCall is the export call that carried each job's status record,
 	// keyed "id/status".
 	logCall map[string]int
