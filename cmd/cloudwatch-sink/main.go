@@ -31,8 +31,14 @@ import (
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:4566", "address to serve PutMetricData on")
+	quiet := flag.Bool("quiet", false, "do not print each datum; only the summary at exit")
 	flag.Parse()
-	server, err := serve(*listen, os.Stdout, os.Stderr)
+	out := io.Writer(os.Stdout)
+	if *quiet {
+		out = io.Discard
+	}
+	totals := newSummary()
+	server, err := serve(*listen, out, os.Stderr, totals.add)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cloudwatch-sink:", err)
 		os.Exit(1)
@@ -41,11 +47,12 @@ func main() {
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	<-stop
 	_ = server.Close()
+	totals.print(os.Stdout)
 }
 
 // serve starts the endpoint: accepted datums go to out as JSON lines,
 // rejected requests to log.
-func serve(listen string, out, log io.Writer) (*cloudwatchtest.Server, error) {
+func serve(listen string, out, log io.Writer, observe func(cloudwatchtest.Datum)) (*cloudwatchtest.Server, error) {
 	server, err := cloudwatchtest.Start(listen)
 	if err != nil {
 		return nil, err
@@ -57,6 +64,9 @@ func serve(listen string, out, log io.Writer) (*cloudwatchtest.Server, error) {
 		defer mu.Unlock()
 		for _, d := range datums {
 			_ = enc.Encode(d)
+			if observe != nil {
+				observe(d)
+			}
 		}
 		server.Reset() // printed: no need to keep them
 	})

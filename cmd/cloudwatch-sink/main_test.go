@@ -39,7 +39,7 @@ func (l *lockedBuffer) String() string {
 
 func TestSinkPrintsAcceptedDatums(t *testing.T) {
 	var out, log lockedBuffer
-	server, err := serve("127.0.0.1:0", &out, &log)
+	server, err := serve("127.0.0.1:0", &out, &log, nil)
 	require.NoError(t, err)
 	defer server.Close()
 	assert.Contains(t, log.String(), server.Endpoint())
@@ -78,4 +78,25 @@ func TestSinkPrintsAcceptedDatums(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, log.String(), "InvalidParameterValue")
 	assert.Len(t, strings.Split(strings.TrimSpace(out.String()), "\n"), 2)
+}
+
+func TestSummaryTotals(t *testing.T) {
+	v := 2.5
+	s := newSummary()
+	s.add(cloudwatchtest.Datum{MetricName: "build.jobs", Unit: "Count", Value: &v,
+		Dimensions: map[string]string{"build.result": "success", "service.name": "svc"}})
+	s.add(cloudwatchtest.Datum{MetricName: "build.jobs", Unit: "Count", Value: &v,
+		Dimensions: map[string]string{"build.result": "success", "service.name": "other"}})
+	s.add(cloudwatchtest.Datum{MetricName: "build.job.duration", Unit: "Seconds",
+		Values: []float64{1, 10}, Counts: []float64{3, 2}})
+	s.add(cloudwatchtest.Datum{MetricName: "api.request.duration", Unit: "Seconds",
+		Statistics: &cloudwatchtest.StatisticSet{SampleCount: 4, Sum: 0.8, Minimum: 0.1, Maximum: 0.3}})
+
+	var out bytes.Buffer
+	s.print(&out)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 4, out.String())
+	assert.Equal(t, []string{"api.request.duration", "Seconds", "1", "4", "0.8"}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{"build.job.duration", "Seconds", "1", "5", "23"}, strings.Fields(lines[2]), "3x1 + 2x10")
+	assert.Equal(t, []string{"build.jobs", "build.result=success", "Count", "2", "2", "5"}, strings.Fields(lines[3]), "service.name is not a breakdown dimension")
 }
