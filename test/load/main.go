@@ -162,6 +162,7 @@ type result struct {
 	peakMiB  float64 // VmHWM at the end of the load
 	sim      *buildsim.Summary
 	refused  float64 // data the receiver refused (its own telemetry)
+	heapMiB  float64 // Go heap in use at the end of the window (its own telemetry)
 
 	// Only for the sidecar (CloudWatch test endpoint behind it).
 	cw            bool
@@ -343,6 +344,7 @@ sampling:
 		return nil, fmt.Errorf("%s: buildsim: %w", t.name, simErr)
 	}
 	res.refused = scrapeRefused(t.telemetry)
+	res.heapMiB = scrapeMetric(t.telemetry, "otelcol_process_runtime_heap_alloc_bytes") / (1 << 20)
 
 	if cw != nil {
 		// Wait for the last derived flush and the queue to drain.
@@ -368,6 +370,15 @@ sampling:
 		res.counterLanded = landed(datums, buildsim.CounterName)
 	}
 	return res, nil
+}
+
+func scrapeMetric(addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return math.NaN()
+	}
+	defer resp.Body.Close()
+	return scrapeSum(strings.NewReader(readAll(resp)), name)
 }
 
 func scrapeRefused(addr string) float64 {
@@ -416,9 +427,10 @@ func landed(datums []cloudwatchtest.Datum, name string) float64 {
 }
 
 // lowerBound is the fewest PutMetricData requests that could carry the
-// datums: ceil(n/1000) for each flush. A flush is recognised by its
-// timestamp: the datums of one SDK export or one derived-metrics flush all
-// carry the same timestamp.
+// datums if each flush is sent on its own: ceil(n/1000) for each flush. A
+// flush is recognised by its timestamp: the datums of one SDK export or one
+// derived-metrics flush all carry the same timestamp. An exporter that
+// merges flushes can do better, down to ceil(all datums/1000).
 func lowerBound(datums []cloudwatchtest.Datum) int {
 	byTime := map[int64]int{}
 	for _, d := range datums {
