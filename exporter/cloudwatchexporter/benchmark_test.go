@@ -133,9 +133,9 @@ func convertedBatch(gpus int) pmetric.Metrics {
 	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
 	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
 	var d dropCounts
-	conv.convert(mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(-time.Minute)), 0), now, &d, nil)
+	convertInto(conv, mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(-time.Minute)), 0), now, &d)
 	md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 1)
-	conv.convert(md, now, &d, nil)
+	convertInto(conv, md, now, &d)
 	return md
 }
 
@@ -171,15 +171,16 @@ func BenchmarkConvert(b *testing.B) {
 	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
 	template := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 0)
 	points := template.DataPointCount()
-	var d dropCounts
-	var records []conversionRecord
+	var cv conversion
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
 		md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(time.Duration(i)*time.Second)), i)
 		b.StartTimer()
-		records, _ = conv.convert(md, now, &d, records[:0])
+		cv.reset()
+		conv.convert(ctx, md, now, &cv)
 	}
 	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
 }

@@ -83,12 +83,17 @@ type MetricRule struct {
 	ExcludeDimensions []string `mapstructure:"exclude_dimensions"`
 }
 
-// CumulativeStateConfig bounds the per-series state kept for cumulative-to-delta conversion.
+// CumulativeStateConfig bounds the per-series state kept for cumulative-to-delta
+// conversion and says where it is saved.
 type CumulativeStateConfig struct {
 	// TTL forgets a series that has not been seen for this long.
 	TTL time.Duration `mapstructure:"ttl"`
 	// MaxSeries is the most series remembered; the least recently seen is forgotten first.
 	MaxSeries int `mapstructure:"max_series"`
+	// StorageID, when set, is a storage extension (e.g. file_storage) where
+	// the state is saved, so that after a collector restart each series
+	// continues from its last point instead of sending its total again.
+	StorageID *component.ID `mapstructure:"storage"`
 }
 
 var _ component.Config = (*Config)(nil)

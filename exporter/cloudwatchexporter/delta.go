@@ -1,12 +1,13 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
-	"hash/maphash"
+	"context"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -33,16 +34,20 @@ import (
 // told from a new one by its start time alone, so first points whose start
 // time is not after the newest forgotten point (the watermark) are baselines:
 // at worst one interval is not sent, never the whole total twice.
+//
+// With a storage client (cumulative_state.storage) the state also survives a
+// restart: see cumulativestate.go.
 type deltaConverter struct {
 	ttl       time.Duration
 	maxSeries int
-	seed      maphash.Seed
 
 	mu        sync.Mutex
 	series    map[uint64]*series
 	lru       seriesList
 	watermark pcommon.Timestamp
-	evictions int64
+
+	// store is nil when the state lives in memory only.
+	store *stateStore
 
 	// scratch space for the point being converted
 	scratchBounds             []float64
@@ -53,7 +58,6 @@ func newDeltaConverter(cfg CumulativeStateConfig) *deltaConverter {
 	return &deltaConverter{
 		ttl:       cfg.TTL,
 		maxSeries: cfg.MaxSeries,
-		seed:      maphash.MakeSeed(),
 		series:    make(map[uint64]*series),
 	}
 }
@@ -63,10 +67,16 @@ type series struct {
 	key          uint64
 	newer, older *series
 	seen         time.Time // when a point of it last arrived
+	kind         seriesKind
 
 	cur, prev snapshot
 	hasPrev   bool
 	curSent   bool // cur was sent as a first point (delta since its start)
+	// unknown: the series was saved but its state could not be read, so
+	// its next point is a baseline (it may have been sent before).
+	unknown bool
+	// storeKey is its key in the storage once saved or restored, else "".
+	storeKey string
 }
 
 // snapshot is one cumulative point.
@@ -119,11 +129,28 @@ func (k seriesKind) layoutChanged(p, prev *snapshot) bool {
 	return k == histogramSeries && explicitLayoutChanged(p, prev)
 }
 
-// conversionRecord identifies a point that was converted and sent on, so
-// that the conversion can be undone if the queue refuses the data.
+// conversionRecord identifies a point that moved its series on: if it was
+// sent on, the conversion can be undone when the queue refuses the data;
+// either way, the series' new state is saved once the data is accepted.
 type conversionRecord struct {
-	key uint64
-	ts  pcommon.Timestamp
+	key  uint64
+	ts   pcommon.Timestamp
+	sent bool
+}
+
+// conversion is what one convert call did besides rewriting the data.
+type conversion struct {
+	dropped   dropCounts
+	records   []conversionRecord
+	evictions int64 // series forgotten to stay within the bounds
+	// readErrors counts series whose saved state could not be read: their
+	// point was taken as a baseline.
+	readErrors int64
+}
+
+// reset empties cv, keeping its buffers.
+func (cv *conversion) reset() {
+	*cv = conversion{records: cv.records[:0]}
 }
 
 // outcome of converting one point.
@@ -136,55 +163,66 @@ const (
 )
 
 // convert rewrites every cumulative point in md into a delta, removes the
-// points that cannot be converted and counts them in dropped. It appends to
-// records the points sent on, for undo, and returns how many series it
-// forgot to stay within its bounds.
-func (c *deltaConverter) convert(md pmetric.Metrics, now time.Time, dropped *dropCounts, records []conversionRecord) ([]conversionRecord, int64) {
+// points that cannot be converted and counts them in cv.dropped. It appends
+// to cv.records the points that moved their series on, for undo and save.
+// ctx bounds the reads of saved state.
+func (c *deltaConverter) convert(ctx context.Context, md pmetric.Metrics, now time.Time, cv *conversion) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	evictionsBefore := c.evictions
-	c.expire(now)
+	c.expire(now, cv)
 	rms := md.ResourceMetrics()
 	for ri := 0; ri < rms.Len(); ri++ {
 		rm := rms.At(ri)
-		resHash := c.hashMap(rm.Resource().Attributes())
+		resHash := hashMap(rm.Resource().Attributes())
 		sms := rm.ScopeMetrics()
 		for si := 0; si < sms.Len(); si++ {
 			sm := sms.At(si)
-			scopeHash := c.hashStrings(sm.Scope().Name(), sm.Scope().Version())
+			scopeHash := hashStrings(sm.Scope().Name(), sm.Scope().Version())
 			ms := sm.Metrics()
 			for mi := 0; mi < ms.Len(); mi++ {
 				m := ms.At(mi)
-				base := mix(resHash, scopeHash, c.hashStrings(m.Name(), ""), uint64(m.Type()))
-				records = c.convertMetric(m, base, now, dropped, records)
+				c.convertMetric(ctx, m, metricHash(resHash, scopeHash, m), now, cv)
 			}
 		}
 	}
-	return records, c.evictions - evictionsBefore
 }
 
-func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.Time, dropped *dropCounts, records []conversionRecord) []conversionRecord {
+// metricHash identifies a metric: resource, scope, name and type. A series'
+// key is mix(metricHash, hashMap(point attributes)).
+func metricHash(resHash, scopeHash uint64, m pmetric.Metric) uint64 {
+	return mix(resHash, scopeHash, hashStrings(m.Name(), ""), uint64(m.Type()))
+}
+
+// record notes that the point at ts moved series key on.
+func (cv *conversion) record(key uint64, ts pcommon.Timestamp, out outcome, moved bool) {
+	if moved {
+		cv.records = append(cv.records, conversionRecord{key: key, ts: ts, sent: out != drop})
+	}
+}
+
+func (c *deltaConverter) convertMetric(ctx context.Context, m pmetric.Metric, base uint64, now time.Time, cv *conversion) {
 	switch m.Type() {
 	case pmetric.MetricTypeSum:
 		sum := m.Sum()
 		if !sum.IsMonotonic() || sum.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
-			return records
+			return
 		}
 		sum.DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool {
 			if dp.Flags().NoRecordedValue() {
 				return true
 			}
-			key := mix(base, c.hashMap(dp.Attributes()))
+			key := mix(base, hashMap(dp.Attributes()))
 			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp()}
 			if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 				p.isInt, p.intValue = true, dp.IntValue()
 			} else {
 				p.value = dp.DoubleValue()
 			}
-			s, out, reason := c.step(key, &p, now, sumSeries)
+			s, out, reason, moved := c.step(ctx, key, &p, now, sumSeries, cv)
+			cv.record(key, p.ts, out, moved)
 			switch out {
 			case drop:
-				dropped[reason]++
+				cv.dropped[reason]++
 				return true
 			case emitDelta:
 				dp.SetStartTimestamp(s.prev.ts)
@@ -194,7 +232,6 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 					dp.SetDoubleValue(p.value - s.prev.value)
 				}
 			}
-			records = append(records, conversionRecord{key, p.ts})
 			return false
 		})
 		sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
@@ -202,13 +239,13 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
 		if h.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
-			return records
+			return
 		}
 		h.DataPoints().RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
 			if dp.Flags().NoRecordedValue() {
 				return true
 			}
-			key := mix(base, c.hashMap(dp.Attributes()))
+			key := mix(base, hashMap(dp.Attributes()))
 			p := snapshot{
 				start: dp.StartTimestamp(), ts: dp.Timestamp(),
 				count: dp.Count(), sum: dp.Sum(),
@@ -217,10 +254,11 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 				counts: appendCounts(c.scratchCounts[:0], dp.BucketCounts()),
 			}
 			c.scratchBounds, c.scratchCounts = p.bounds, p.counts
-			s, out, reason := c.step(key, &p, now, histogramSeries)
+			s, out, reason, moved := c.step(ctx, key, &p, now, histogramSeries, cv)
+			cv.record(key, p.ts, out, moved)
 			switch out {
 			case drop:
-				dropped[reason]++
+				cv.dropped[reason]++
 				return true
 			case emitDelta:
 				prev := &s.prev
@@ -235,7 +273,6 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 				}
 				setDeltaMinMax(&p, prev, dp.SetMin, dp.RemoveMin, dp.SetMax, dp.RemoveMax)
 			}
-			records = append(records, conversionRecord{key, p.ts})
 			return false
 		})
 		h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
@@ -243,13 +280,13 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
 		if h.AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
-			return records
+			return
 		}
 		h.DataPoints().RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
 			if dp.Flags().NoRecordedValue() {
 				return true
 			}
-			key := mix(base, c.hashMap(dp.Attributes()))
+			key := mix(base, hashMap(dp.Attributes()))
 			p := snapshot{
 				start: dp.StartTimestamp(), ts: dp.Timestamp(),
 				count: dp.Count(), sum: dp.Sum(),
@@ -259,10 +296,11 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 				negOffset: dp.Negative().Offset(), neg: appendCounts(c.scratchNeg[:0], dp.Negative().BucketCounts()),
 			}
 			c.scratchCounts, c.scratchNeg = p.counts, p.neg
-			s, out, reason := c.step(key, &p, now, exponentialSeries)
+			s, out, reason, moved := c.step(ctx, key, &p, now, exponentialSeries, cv)
+			cv.record(key, p.ts, out, moved)
 			switch out {
 			case drop:
-				dropped[reason]++
+				cv.dropped[reason]++
 				return true
 			case emitDelta:
 				prev := &s.prev
@@ -280,21 +318,19 @@ func (c *deltaConverter) convertMetric(m pmetric.Metric, base uint64, now time.T
 				dp.Negative().BucketCounts().FromRaw(d.neg)
 				setDeltaMinMax(&p, prev, dp.SetMin, dp.RemoveMin, dp.SetMax, dp.RemoveMax)
 			}
-			records = append(records, conversionRecord{key, p.ts})
 			return false
 		})
 		h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 
 	case pmetric.MetricTypeSummary:
-		records = c.convertSummary(m, base, now, dropped, records)
+		c.convertSummary(ctx, m, base, now, cv)
 	}
-	return records
 }
 
 // convertSummary replaces a summary (always cumulative) by a delta histogram
 // without buckets, which is sent as a CloudWatch StatisticSet. The 0 and 1
 // quantiles, when present, become min and max.
-func (c *deltaConverter) convertSummary(m pmetric.Metric, base uint64, now time.Time, dropped *dropCounts, records []conversionRecord) []conversionRecord {
+func (c *deltaConverter) convertSummary(ctx context.Context, m pmetric.Metric, base uint64, now time.Time, cv *conversion) {
 	src := pmetric.NewSummaryDataPointSlice()
 	m.Summary().DataPoints().MoveAndAppendTo(src)
 	dst := m.SetEmptyHistogram()
@@ -304,11 +340,12 @@ func (c *deltaConverter) convertSummary(m pmetric.Metric, base uint64, now time.
 		if sp.Flags().NoRecordedValue() {
 			continue
 		}
-		key := mix(base, c.hashMap(sp.Attributes()))
+		key := mix(base, hashMap(sp.Attributes()))
 		p := snapshot{start: sp.StartTimestamp(), ts: sp.Timestamp(), count: sp.Count(), sum: sp.Sum()}
-		s, out, reason := c.step(key, &p, now, summarySeries)
+		s, out, reason, moved := c.step(ctx, key, &p, now, summarySeries, cv)
+		cv.record(key, p.ts, out, moved)
 		if out == drop {
-			dropped[reason]++
+			cv.dropped[reason]++
 			continue
 		}
 		hp := dst.DataPoints().AppendEmpty()
@@ -334,9 +371,7 @@ func (c *deltaConverter) convertSummary(m pmetric.Metric, base uint64, now time.
 				}
 			}
 		}
-		records = append(records, conversionRecord{key, p.ts})
 	}
-	return records
 }
 
 // setDeltaMinMax sets the min and max of a delta converted from cumulative
@@ -356,35 +391,45 @@ func setDeltaMinMax(p, prev *snapshot, setMin func(float64), removeMin func(), s
 	}
 }
 
-// step moves the series to point p and says how p is to be sent. p's
-// slices may be scratch space: the series keeps copies.
-func (c *deltaConverter) step(key uint64, p *snapshot, now time.Time, kind seriesKind) (*series, outcome, dropReason) {
+// step moves the series to point p and says how p is to be sent, and
+// whether the series moved on (its state changed). p's slices may be scratch
+// space: the series keeps copies.
+func (c *deltaConverter) step(ctx context.Context, key uint64, p *snapshot, now time.Time, kind seriesKind, cv *conversion) (*series, outcome, dropReason, bool) {
 	s := c.series[key]
+	if s == nil && c.store != nil {
+		s = c.restore(ctx, key, now, kind, cv)
+	}
 	if s == nil {
-		s = c.insert(key, now)
+		s = c.insert(key, now, kind, cv)
 		s.cur.copyFrom(p)
 		s.curSent = p.start != 0 && p.start <= p.ts && p.start > c.watermark
 		if s.curSent {
-			return s, emitAsIs, 0
+			return s, emitAsIs, 0, true
 		}
-		return s, drop, reasonCumulativeBaseline
+		return s, drop, reasonCumulativeBaseline, true
 	}
 	s.seen = now
 	c.lru.moveToFront(s)
 
 	switch {
+	case s.unknown:
+		// Saved but unreadable: it may have been sent before, so p is a
+		// baseline, as for a forgotten series.
+		s.cur.copyFrom(p)
+		s.kind, s.unknown, s.hasPrev, s.curSent = kind, false, false, false
+		return s, drop, reasonCumulativeBaseline, true
 	case p.ts == s.cur.ts && p.start == s.cur.start:
 		// The same point again (a client re-sent it): the same answer again.
 		if s.hasPrev {
 			out, reason := c.compare(p, &s.prev, kind)
-			return s, out, reason
+			return s, out, reason, false
 		}
 		if s.curSent {
-			return s, emitAsIs, 0
+			return s, emitAsIs, 0, false
 		}
-		return s, drop, reasonDuplicate
+		return s, drop, reasonDuplicate, false
 	case p.ts <= s.cur.ts:
-		return s, drop, reasonOutOfOrder
+		return s, drop, reasonOutOfOrder, false
 	}
 
 	// p is newer: it becomes cur (in prev's old buffers), cur becomes prev.
@@ -395,7 +440,7 @@ func (c *deltaConverter) step(key uint64, p *snapshot, now time.Time, kind serie
 	if out == drop {
 		s.hasPrev = false // p is the new baseline
 	}
-	return s, out, reason
+	return s, out, reason, true
 }
 
 func (c *deltaConverter) compare(p, prev *snapshot, kind seriesKind) (outcome, dropReason) {
@@ -412,13 +457,13 @@ func (c *deltaConverter) compare(p, prev *snapshot, kind seriesKind) (outcome, d
 
 // undo takes back the conversion of points the queue refused, so that the
 // next point's delta covers them again. A series that moved on since is left
-// alone.
+// alone, and so are baselines: they were not sent.
 func (c *deltaConverter) undo(records []conversionRecord) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range records {
 		s := c.series[r.key]
-		if s == nil || s.cur.ts != r.ts {
+		if !r.sent || s == nil || s.cur.ts != r.ts {
 			continue
 		}
 		if !s.hasPrev {
@@ -437,17 +482,17 @@ func (c *deltaConverter) undoPoints(md pmetric.Metrics) {
 	rms := md.ResourceMetrics()
 	for ri := 0; ri < rms.Len(); ri++ {
 		rm := rms.At(ri)
-		resHash := c.hashMap(rm.Resource().Attributes())
+		resHash := hashMap(rm.Resource().Attributes())
 		sms := rm.ScopeMetrics()
 		for si := 0; si < sms.Len(); si++ {
 			sm := sms.At(si)
-			scopeHash := c.hashStrings(sm.Scope().Name(), sm.Scope().Version())
+			scopeHash := hashStrings(sm.Scope().Name(), sm.Scope().Version())
 			ms := sm.Metrics()
 			for mi := 0; mi < ms.Len(); mi++ {
 				m := ms.At(mi)
-				base := mix(resHash, scopeHash, c.hashStrings(m.Name(), ""), uint64(m.Type()))
+				base := metricHash(resHash, scopeHash, m)
 				add := func(attrs pcommon.Map, ts pcommon.Timestamp) {
-					records = append(records, conversionRecord{mix(base, c.hashMap(attrs)), ts})
+					records = append(records, conversionRecord{key: mix(base, hashMap(attrs)), ts: ts, sent: true})
 				}
 				switch m.Type() {
 				case pmetric.MetricTypeSum:
@@ -455,8 +500,12 @@ func (c *deltaConverter) undoPoints(md pmetric.Metrics) {
 						add(dp.Attributes(), dp.Timestamp())
 					}
 				case pmetric.MetricTypeHistogram:
+					// A delta histogram here was a histogram or a summary
+					// (convertSummary): its series is under either key.
+					summaryBase := mix(resHash, scopeHash, hashStrings(m.Name(), ""), uint64(pmetric.MetricTypeSummary))
 					for _, dp := range m.Histogram().DataPoints().All() {
 						add(dp.Attributes(), dp.Timestamp())
+						records = append(records, conversionRecord{key: mix(summaryBase, hashMap(dp.Attributes())), ts: dp.Timestamp(), sent: true})
 					}
 				case pmetric.MetricTypeExponentialHistogram:
 					for _, dp := range m.ExponentialHistogram().DataPoints().All() {
@@ -476,28 +525,44 @@ func (c *deltaConverter) seriesCount() int {
 	return len(c.series)
 }
 
-func (c *deltaConverter) insert(key uint64, now time.Time) *series {
+// insert adds a series seen at seen, as the most recently seen one.
+func (c *deltaConverter) insert(key uint64, seen time.Time, kind seriesKind, cv *conversion) *series {
 	for len(c.series) >= c.maxSeries {
-		c.evict(c.lru.oldest)
+		c.evict(c.lru.oldest, cv)
 	}
-	s := &series{key: key, seen: now}
+	s := &series{key: key, seen: seen, kind: kind}
 	c.series[key] = s
 	c.lru.pushFront(s)
 	return s
 }
 
 // expire forgets the series not seen for longer than the TTL.
-func (c *deltaConverter) expire(now time.Time) {
+func (c *deltaConverter) expire(now time.Time, cv *conversion) {
 	limit := now.Add(-c.ttl)
 	for s := c.lru.oldest; s != nil && s.seen.Before(limit); s = c.lru.oldest {
-		c.evict(s)
+		c.evict(s, cv)
 	}
 }
 
-func (c *deltaConverter) evict(s *series) {
-	c.watermark = max(c.watermark, s.cur.ts)
-	c.evictions++
+// evict forgets s to stay within the bounds. Its newest point raises the
+// watermark: a point of it cannot be told from a new series' any more.
+func (c *deltaConverter) evict(s *series, cv *conversion) {
+	c.forgetUpTo(s.cur.ts)
+	cv.evictions++
 	c.remove(s)
+	if c.store != nil && s.storeKey != "" {
+		c.store.deletes = append(c.store.deletes, s.storeKey)
+	}
+}
+
+// forgetUpTo raises the watermark to ts.
+func (c *deltaConverter) forgetUpTo(ts pcommon.Timestamp) {
+	if ts > c.watermark {
+		c.watermark = ts
+		if c.store != nil {
+			c.store.watermarkChanged = true
+		}
+	}
 }
 
 func (c *deltaConverter) remove(s *series) {
@@ -615,18 +680,22 @@ func downscale(offset int32, counts []uint64, by int32) (int32, []uint64) {
 }
 
 // hashMap hashes attributes independently of their order.
-func (c *deltaConverter) hashMap(m pcommon.Map) uint64 {
+//
+// Series keys are saved with cumulative_state.storage, so these hashes must
+// not change between versions (or processes): xxhash64 of the strings, no
+// random seed.
+func hashMap(m pcommon.Map) uint64 {
 	var sum uint64
 	for k, v := range m.All() {
-		sum += mix(maphash.String(c.seed, k), c.hashValue(v))
+		sum += mix(xxhash.Sum64String(k), hashValue(v))
 	}
 	return sum
 }
 
-func (c *deltaConverter) hashValue(v pcommon.Value) uint64 {
+func hashValue(v pcommon.Value) uint64 {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
-		return maphash.String(c.seed, v.Str())
+		return xxhash.Sum64String(v.Str())
 	case pcommon.ValueTypeInt:
 		return mix(uint64(v.Int()), 1)
 	case pcommon.ValueTypeDouble:
@@ -637,12 +706,12 @@ func (c *deltaConverter) hashValue(v pcommon.Value) uint64 {
 		}
 		return mix(0, 3)
 	default:
-		return maphash.String(c.seed, v.AsString())
+		return xxhash.Sum64String(v.AsString())
 	}
 }
 
-func (c *deltaConverter) hashStrings(a, b string) uint64 {
-	return mix(maphash.String(c.seed, a), maphash.String(c.seed, b))
+func hashStrings(a, b string) uint64 {
+	return mix(xxhash.Sum64String(a), xxhash.Sum64String(b))
 }
 
 // mix combines hashes, order-dependently (splitmix64 finalizer per step).

@@ -1,6 +1,7 @@
 package cloudwatchexporter
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -12,6 +13,14 @@ import (
 
 func newTestConverter() *deltaConverter {
 	return newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 100})
+}
+
+// convertInto converts md at now and adds its dropped points to d.
+func convertInto(c *deltaConverter, md pmetric.Metrics, now time.Time, d *dropCounts) conversion {
+	var cv conversion
+	c.convert(context.Background(), md, now, &cv)
+	d.add(&cv.dropped)
+	return cv
 }
 
 // sumStep is one cumulative point fed to the converter and what should come out.
@@ -33,7 +42,7 @@ func runSumSteps(t *testing.T, c *deltaConverter, steps []sumStep) {
 		}
 		md := cumulativeSum(start, at(s.ts), s.value, map[string]string{"stage": "upload"})
 		var dropped dropCounts
-		c.convert(md, testNow, &dropped, nil)
+		convertInto(c, md, testNow, &dropped)
 		sum := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum()
 		assert.Equal(t, pmetric.AggregationTemporalityDelta, sum.AggregationTemporality(), "step %d", i)
 		if s.dropped {
@@ -93,7 +102,7 @@ func TestDeltaSeriesIdentity(t *testing.T) {
 	c := newTestConverter()
 	convert := func(md pmetric.Metrics) int64 {
 		var d dropCounts
-		c.convert(md, testNow, &d, nil)
+		convertInto(c, md, testNow, &d)
 		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
 		require.Equal(t, 1, dps.Len())
 		return dps.At(0).IntValue()
@@ -127,7 +136,7 @@ func TestDeltaDoubleSum(t *testing.T) {
 		dp.SetDoubleValue(v)
 	}
 	var d dropCounts
-	c.convert(md, testNow, &d, nil)
+	convertInto(c, md, testNow, &d)
 	require.Equal(t, 2, sum.DataPoints().Len())
 	assert.Equal(t, 1.5, sum.DataPoints().At(0).DoubleValue())
 	assert.Equal(t, 2.5, sum.DataPoints().At(1).DoubleValue())
@@ -143,9 +152,9 @@ func TestDeltaLeavesOtherDataAlone(t *testing.T) {
 	md.CopyTo(before)
 
 	var d dropCounts
-	records, _ := newTestConverter().convert(md, testNow, &d, nil)
+	cv := convertInto(newTestConverter(), md, testNow, &d)
 	assert.Equal(t, before, md)
-	assert.Empty(t, records)
+	assert.Empty(t, cv.records)
 }
 
 func cumulativeHistogram(start, t pcommon.Timestamp, bounds []float64, counts []uint64, sum, minV, maxV float64) pmetric.Metrics {
@@ -171,7 +180,7 @@ func TestDeltaHistogram(t *testing.T) {
 	bounds := []float64{1, 10}
 
 	first := cumulativeHistogram(at(-time.Minute), at(0), bounds, []uint64{1, 2, 0}, 9, 0.5, 5)
-	c.convert(first, testNow, &d, nil)
+	convertInto(c, first, testNow, &d)
 	dp := histogramPoints(first).At(0)
 	assert.Equal(t, []uint64{1, 2, 0}, dp.BucketCounts().AsRaw(), "first point: the delta since start")
 	assert.Equal(t, 0.5, dp.Min())
@@ -179,7 +188,7 @@ func TestDeltaHistogram(t *testing.T) {
 
 	// Two more observations: 20 (a new max) and 3.
 	second := cumulativeHistogram(at(-time.Minute), at(time.Minute), bounds, []uint64{1, 3, 1}, 32, 0.5, 20)
-	c.convert(second, testNow, &d, nil)
+	convertInto(c, second, testNow, &d)
 	dp = histogramPoints(second).At(0)
 	assert.Equal(t, pmetric.AggregationTemporalityDelta, second.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().AggregationTemporality())
 	assert.Equal(t, []uint64{0, 1, 1}, dp.BucketCounts().AsRaw())
@@ -191,17 +200,17 @@ func TestDeltaHistogram(t *testing.T) {
 
 	// A bucket fell: reset, the point counts since the reset.
 	third := cumulativeHistogram(at(-time.Minute), at(2*time.Minute), bounds, []uint64{0, 1, 0}, 4, 4, 4)
-	c.convert(third, testNow, &d, nil)
+	convertInto(c, third, testNow, &d)
 	assert.Equal(t, []uint64{0, 1, 0}, histogramPoints(third).At(0).BucketCounts().AsRaw())
 
 	// New bounds with the same start time cannot be subtracted.
 	fourth := cumulativeHistogram(at(-time.Minute), at(3*time.Minute), []float64{1, 5, 10}, []uint64{0, 1, 1, 0}, 10, 4, 6)
-	c.convert(fourth, testNow, &d, nil)
+	convertInto(c, fourth, testNow, &d)
 	assert.Equal(t, 0, histogramPoints(fourth).Len())
 	assert.Equal(t, 1, d[reasonBucketLayoutChanged])
 	// ... and it is the baseline for the next one.
 	fifth := cumulativeHistogram(at(-time.Minute), at(4*time.Minute), []float64{1, 5, 10}, []uint64{0, 1, 2, 0}, 17, 4, 7)
-	c.convert(fifth, testNow, &d, nil)
+	convertInto(c, fifth, testNow, &d)
 	assert.Equal(t, []uint64{0, 0, 1, 0}, histogramPoints(fifth).At(0).BucketCounts().AsRaw())
 	assert.Equal(t, 7.0, histogramPoints(fifth).At(0).Sum())
 }
@@ -231,12 +240,12 @@ func TestDeltaExponentialHistogramAcrossScales(t *testing.T) {
 	var d dropCounts
 	// Scale 1: index 2 is (2,2.83], 3 is (2.83,4], 4 is (4,5.66], 5 is (5.66,8].
 	first := cumulativeExponential(at(-time.Minute), at(0), 1, 2, []uint64{1, 1, 1, 1}, 1, 20)
-	c.convert(first, testNow, &d, nil)
+	convertInto(c, first, testNow, &d)
 
 	// The SDK lowered the scale to 0: index 1 is (2,4], 2 is (4,8], 3 is (8,16].
 	// Observed meanwhile: one in (4,8], two in (8,16], one zero.
 	second := cumulativeExponential(at(-time.Minute), at(time.Minute), 0, 1, []uint64{2, 3, 2}, 2, 60)
-	c.convert(second, testNow, &d, nil)
+	convertInto(c, second, testNow, &d)
 	dp := second.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).ExponentialHistogram().DataPoints().At(0)
 	// prev at scale 0: index 1 holds 2 (indexes 2,3 at scale 1), index 2 holds 2 (indexes 4,5).
 	assert.Equal(t, int32(0), dp.Scale())
@@ -267,9 +276,9 @@ func TestDeltaSummaryBecomesStatistics(t *testing.T) {
 		}
 		return md
 	}
-	c.convert(summary(at(0), 4, 10, 1, 4), testNow, &d, nil)
+	convertInto(c, summary(at(0), 4, 10, 1, 4), testNow, &d)
 	md := summary(at(time.Minute), 6, 20, 1, 6)
-	c.convert(md, testNow, &d, nil)
+	convertInto(c, md, testNow, &d)
 
 	m := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0)
 	require.Equal(t, pmetric.MetricTypeHistogram, m.Type())
@@ -292,7 +301,7 @@ func TestDeltaStateIsBounded(t *testing.T) {
 	convertAt := func(now time.Time, series string, start, ts pcommon.Timestamp, v int64) (int64, dropCounts, int64) {
 		var d dropCounts
 		md := cumulativeSum(start, ts, v, map[string]string{"series": series})
-		_, evicted := c.convert(md, now, &d, nil)
+		evicted := convertInto(c, md, now, &d).evictions
 		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
 		if dps.Len() == 0 {
 			return -1, d, evicted
@@ -328,8 +337,7 @@ func TestDeltaUndo(t *testing.T) {
 	var d dropCounts
 	convert := func(ts time.Duration, v int64) (pmetric.Metrics, []conversionRecord) {
 		md := cumulativeSum(at(-time.Minute), at(ts), v, nil)
-		records, _ := c.convert(md, testNow, &d, nil)
-		return md, records
+		return md, convertInto(c, md, testNow, &d).records
 	}
 	value := func(md pmetric.Metrics) int64 {
 		return md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).IntValue()
@@ -345,8 +353,7 @@ func TestDeltaUndo(t *testing.T) {
 	// A refused first point is forgotten, so it is a first point again.
 	c2 := newTestConverter()
 	md = cumulativeSum(at(-time.Minute), at(0), 10, map[string]string{"x": "y"})
-	records, _ = c2.convert(md, testNow, &d, nil)
+	convertInto(c2, md, testNow, &d)
 	c2.undoPoints(md)
 	assert.Equal(t, 0, c2.seriesCount())
-	_ = records
 }

@@ -7,12 +7,14 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -34,6 +36,7 @@ const (
 // cloudWatchExporter translates, packs and sends metrics; exporterhelper
 // calls pushMetrics from the sending queue and retries what it hands back.
 type cloudWatchExporter struct {
+	id         component.ID
 	cfg        *Config
 	logger     *zap.Logger
 	telemetry  *metadata.TelemetryBuilder
@@ -44,6 +47,9 @@ type cloudWatchExporter struct {
 	now        func() time.Time
 	// throttleDelay is the least wait before a throttled request is retried.
 	throttleDelay time.Duration
+
+	// saveFailing: the last save of the cumulative state failed.
+	saveFailing atomic.Bool
 
 	// set by start
 	putter putter
@@ -66,6 +72,7 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		return nil, err
 	}
 	e := &cloudWatchExporter{
+		id:         set.ID,
 		cfg:        cfg,
 		logger:     set.Logger,
 		telemetry:  tb,
@@ -87,7 +94,12 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 	return e, err
 }
 
-func (e *cloudWatchExporter) start(ctx context.Context, _ component.Host) error {
+func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) error {
+	if id := e.cfg.CumulativeState.StorageID; id != nil {
+		if err := e.attachStorage(ctx, host, *id); err != nil {
+			return err
+		}
+	}
 	switch e.cfg.OutputDestination {
 	case destinationStdout:
 		e.setDryRun(os.Stdout)
@@ -119,17 +131,81 @@ func (e *cloudWatchExporter) start(ctx context.Context, _ component.Host) error 
 	return nil
 }
 
+// cumulativeStateStorageName names the exporter's client of the storage
+// extension (the sending queue's is named after the signal, "metrics").
+const cumulativeStateStorageName = "cumulative_state"
+
+// attachStorage gets a client of the storage extension id and restores the
+// cumulative state a previous process saved there.
+func (e *cloudWatchExporter) attachStorage(ctx context.Context, host component.Host, id component.ID) error {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return fmt.Errorf("cumulative_state.storage: no extension %q is configured", id)
+	}
+	se, ok := ext.(storage.Extension)
+	if !ok {
+		return fmt.Errorf("cumulative_state.storage: extension %q is not a storage extension", id)
+	}
+	client, err := se.GetClient(ctx, component.KindExporter, e.id, cumulativeStateStorageName)
+	if err != nil {
+		return fmt.Errorf("cumulative_state.storage: %w", err)
+	}
+	load := e.deltas.attachStorage(ctx, client, e.now())
+	e.recordStorageErrors(ctx, storageRead, load.readErrors)
+	if load.expired > 0 {
+		e.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, int64(load.expired))
+	}
+	fields := []zap.Field{zap.Int("series", load.restored), zap.Int("expired", load.expired), zap.String("storage", id.String())}
+	switch {
+	case load.readErrors > 0:
+		e.logger.Warn("Some cumulative state could not be read: the next point of those series is a baseline (not sent)",
+			append(fields, zap.Int64("read_errors", load.readErrors))...)
+	case load.listed:
+		e.logger.Info("Restored the cumulative state", fields...)
+	}
+	return nil
+}
+
+// storageOperation is the `operation` attribute of cumulative_storage_errors.
+type storageOperation string
+
+const (
+	storageRead  storageOperation = "read"
+	storageWrite storageOperation = "write"
+)
+
+func (e *cloudWatchExporter) recordStorageErrors(ctx context.Context, op storageOperation, n int64) {
+	if n > 0 {
+		e.telemetry.ExporterCloudwatchCumulativeStorageErrors.Add(ctx, n,
+			metric.WithAttributes(attribute.String("operation", string(op))))
+	}
+}
+
+// saveState saves the cumulative state moved by records (see deltaConverter.save).
+func (e *cloudWatchExporter) saveState(ctx context.Context, records []conversionRecord) {
+	err := e.deltas.save(ctx, records)
+	if err == nil {
+		e.saveFailing.Store(false)
+		return
+	}
+	e.recordStorageErrors(ctx, storageWrite, 1)
+	if !e.saveFailing.Swap(true) { // log when it starts failing, not every time
+		e.logger.Warn("Could not save the cumulative state; a restart now may count some deltas twice", zap.Error(err))
+	}
+}
+
 func (e *cloudWatchExporter) setDryRun(w *os.File) {
 	e.putter = &dryRunPutter{w: w}
 	e.dryRun = true
 }
 
-func (e *cloudWatchExporter) shutdown(context.Context) error {
+func (e *cloudWatchExporter) shutdown(ctx context.Context) error {
+	err := e.deltas.closeStorage(ctx)
 	e.telemetry.Shutdown()
 	if e.file != nil {
-		return e.file.Close()
+		err = errors.Join(err, e.file.Close())
 	}
-	return nil
+	return err
 }
 
 // pushMetrics sends md, which holds only deltas and gauges (see

@@ -87,22 +87,27 @@ type metricsExporter struct {
 }
 
 func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	var dropped dropCounts
-	records, evicted := m.exp.deltas.convert(md, m.exp.now(), &dropped, nil)
-	m.exp.recordDropped(ctx, &dropped)
-	if evicted > 0 {
-		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, evicted)
+	var cv conversion
+	m.exp.deltas.convert(ctx, md, m.exp.now(), &cv)
+	m.exp.recordDropped(ctx, &cv.dropped)
+	if cv.evictions > 0 {
+		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
 	}
+	m.exp.recordStorageErrors(ctx, storageRead, cv.readErrors)
 	err := m.Metrics.ConsumeMetrics(ctx, md)
-	if err == nil {
-		return nil
+	if err != nil {
+		// The data did not get through: take the conversion back so that the
+		// next cumulative point's delta covers it again.
+		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
+			m.exp.deltas.undoPoints(failed.Data())
+		} else if errors.Is(err, exporterhelper.ErrQueueIsFull) {
+			m.exp.deltas.undo(cv.records)
+		}
 	}
-	// The data did not get through: take the conversion back so that the
-	// next cumulative point's delta covers it again.
-	if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
-		m.exp.deltas.undoPoints(failed.Data())
-	} else if errors.Is(err, exporterhelper.ErrQueueIsFull) {
-		m.exp.deltas.undo(records)
+	// Only now, with the data queued (or the conversion undone), is the
+	// state worth saving: what is saved never runs ahead of the queue.
+	if m.exp.deltas.store != nil && len(cv.records) > 0 {
+		m.exp.saveState(ctx, cv.records)
 	}
 	return err
 }

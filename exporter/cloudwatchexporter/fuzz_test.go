@@ -187,7 +187,7 @@ func FuzzTranslate(f *testing.F) {
 		for step := 0; step < 3; step++ {
 			md := p.build(now, step)
 			var dropped dropCounts
-			conv.convert(md, now, &dropped, nil)
+			convertInto(conv, md, now, &dropped)
 			var tr translation
 			tl.translate(md, now, &tr)
 			packed, reqs := pack(tr.datums, cfg.Namespace, nil, nil)

@@ -2,6 +2,9 @@ package cloudwatchexporter
 
 import (
 	"context"
+	"errors"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,18 +24,43 @@ import (
 type disk struct {
 	mu   sync.Mutex
 	data map[string][]byte
+	// Injected failures, and how many batches were written.
+	getErr, batchErr error
+	batches          int
+}
+
+func newDisk() *disk { return &disk{data: map[string][]byte{}} }
+
+// keys lists the stored keys that contain part, sorted.
+func (d *disk) keys(part string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var keys []string
+	for k := range d.data {
+		if strings.Contains(k, part) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // diskStorage is a storage extension over a disk; a new one over the same
-// disk is what a collector restart sees.
+// disk is what a collector restart sees. walk: its clients can list their
+// entries (storage.Walker), as file_storage's can.
 type diskStorage struct {
 	component.StartFunc
 	component.ShutdownFunc
 	disk *disk
+	walk bool
 }
 
 func (s *diskStorage) GetClient(_ context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
-	return &diskClient{disk: s.disk, prefix: kind.String() + "/" + id.String() + "/" + name + "/"}, nil
+	c := &diskClient{disk: s.disk, prefix: kind.String() + "/" + id.String() + "/" + name + "/"}
+	if s.walk {
+		return walkingClient{c}, nil
+	}
+	return c, nil
 }
 
 type diskClient struct {
@@ -43,42 +71,66 @@ type diskClient struct {
 func (c *diskClient) Get(_ context.Context, key string) ([]byte, error) {
 	c.disk.mu.Lock()
 	defer c.disk.mu.Unlock()
+	if c.disk.getErr != nil {
+		return nil, c.disk.getErr
+	}
 	return c.disk.data[c.prefix+key], nil
 }
 
-func (c *diskClient) Set(_ context.Context, key string, value []byte) error {
-	c.disk.mu.Lock()
-	defer c.disk.mu.Unlock()
-	c.disk.data[c.prefix+key] = append([]byte(nil), value...)
-	return nil
+func (c *diskClient) Set(ctx context.Context, key string, value []byte) error {
+	return c.Batch(ctx, storage.SetOperation(key, value))
 }
 
-func (c *diskClient) Delete(_ context.Context, key string) error {
-	c.disk.mu.Lock()
-	defer c.disk.mu.Unlock()
-	delete(c.disk.data, c.prefix+key)
-	return nil
+func (c *diskClient) Delete(ctx context.Context, key string) error {
+	return c.Batch(ctx, storage.DeleteOperation(key))
 }
 
-func (c *diskClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+// Batch applies all of ops or, on an injected failure, none.
+func (c *diskClient) Batch(_ context.Context, ops ...*storage.Operation) error {
+	c.disk.mu.Lock()
+	defer c.disk.mu.Unlock()
+	if c.disk.batchErr != nil {
+		return c.disk.batchErr
+	}
+	c.disk.batches++
 	for _, op := range ops {
-		var err error
 		switch op.Type {
 		case storage.Get:
-			op.Value, err = c.Get(ctx, op.Key)
+			op.Value = c.disk.data[c.prefix+op.Key]
 		case storage.Set:
-			err = c.Set(ctx, op.Key, op.Value)
+			c.disk.data[c.prefix+op.Key] = append([]byte(nil), op.Value...)
 		case storage.Delete:
-			err = c.Delete(ctx, op.Key)
-		}
-		if err != nil {
-			return err
+			delete(c.disk.data, c.prefix+op.Key)
 		}
 	}
 	return nil
 }
 
 func (c *diskClient) Close(context.Context) error { return nil }
+
+// walkingClient is a diskClient that can list its entries.
+type walkingClient struct{ *diskClient }
+
+func (c walkingClient) Walk(ctx context.Context, fn storage.WalkFunc) error {
+	var ops []*storage.Operation
+	for _, k := range c.disk.keys(c.prefix) {
+		c.disk.mu.Lock()
+		v := c.disk.data[k]
+		c.disk.mu.Unlock()
+		more, err := fn(strings.TrimPrefix(k, c.prefix), v)
+		ops = append(ops, more...)
+		if errors.Is(err, storage.SkipAll) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return c.Batch(ctx, ops...)
+}
 
 type storageHost struct {
 	component.Host
@@ -93,7 +145,7 @@ func TestPersistentQueueSurvivesARestart(t *testing.T) {
 	require.NoError(t, err)
 	defer server.Close()
 	storageID := component.MustNewID("file_storage")
-	d := &disk{data: map[string][]byte{}}
+	d := newDisk()
 
 	cfg := testConfig()
 	cfg.Region = "eu-west-1"

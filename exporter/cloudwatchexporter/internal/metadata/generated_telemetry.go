@@ -25,15 +25,16 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                 metric.Meter
-	mu                                    sync.Mutex
-	registrations                         []metric.Registration
-	ExporterCloudwatchCumulativeEvictions metric.Int64Counter
-	ExporterCloudwatchCumulativeSeries    metric.Int64ObservableUpDownCounter
-	ExporterCloudwatchDatumsSent          metric.Int64Counter
-	ExporterCloudwatchPointsDropped       metric.Int64Counter
-	ExporterCloudwatchPointsRetried       metric.Int64Counter
-	ExporterCloudwatchRequests            metric.Int64Counter
+	meter                                     metric.Meter
+	mu                                        sync.Mutex
+	registrations                             []metric.Registration
+	ExporterCloudwatchCumulativeEvictions     metric.Int64Counter
+	ExporterCloudwatchCumulativeSeries        metric.Int64ObservableUpDownCounter
+	ExporterCloudwatchCumulativeStorageErrors metric.Int64Counter
+	ExporterCloudwatchDatumsSent              metric.Int64Counter
+	ExporterCloudwatchPointsDropped           metric.Int64Counter
+	ExporterCloudwatchPointsRetried           metric.Int64Counter
+	ExporterCloudwatchRequests                metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -92,7 +93,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ExporterCloudwatchCumulativeEvictions, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_cumulative_evictions",
-		metric.WithDescription("Cumulative series forgotten because they were idle longer than cumulative_state.ttl or cumulative_state.max_series was reached. [Development]"),
+		metric.WithDescription("Cumulative series forgotten because they were idle longer than cumulative_state.ttl (also when found so in cumulative_state.storage at start) or cumulative_state.max_series was reached. [Development]"),
 		metric.WithUnit("{series}"),
 	)
 	errs = errors.Join(errs, err)
@@ -100,6 +101,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_cloudwatch_cumulative_series",
 		metric.WithDescription("Cumulative series whose last point is kept to compute deltas. [Development]"),
 		metric.WithUnit("{series}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterCloudwatchCumulativeStorageErrors, err = builder.meter.Int64Counter(
+		"otelcol_exporter_cloudwatch_cumulative_storage_errors",
+		metric.WithDescription("Failed reads and writes of the cumulative state in cumulative_state.storage, by `operation` (read, write). A series whose state cannot be read has its next point taken as a baseline; a failed write is retried with the series' next point. [Development]"),
+		metric.WithUnit("{error}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchDatumsSent, err = builder.meter.Int64Counter(

@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) exporter.Settings {
 func AssertEqualExporterCloudwatchCumulativeEvictions(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_cumulative_evictions",
-		Description: "Cumulative series forgotten because they were idle longer than cumulative_state.ttl or cumulative_state.max_series was reached. [Development]",
+		Description: "Cumulative series forgotten because they were idle longer than cumulative_state.ttl (also when found so in cumulative_state.storage at start) or cumulative_state.max_series was reached. [Development]",
 		Unit:        "{series}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -49,6 +49,22 @@ func AssertEqualExporterCloudwatchCumulativeSeries(t *testing.T, tt *componentte
 		},
 	}
 	got, err := tt.GetMetric("otelcol_exporter_cloudwatch_cumulative_series")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterCloudwatchCumulativeStorageErrors(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_cloudwatch_cumulative_storage_errors",
+		Description: "Failed reads and writes of the cumulative state in cumulative_state.storage, by `operation` (read, write). A series whose state cannot be read has its next point taken as a baseline; a failed write is retried with the series' next point. [Development]",
+		Unit:        "{error}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_cloudwatch_cumulative_storage_errors")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

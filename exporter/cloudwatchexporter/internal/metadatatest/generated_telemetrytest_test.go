@@ -25,6 +25,7 @@ func TestSetupTelemetry(t *testing.T) {
 		return nil
 	}))
 	tb.ExporterCloudwatchCumulativeEvictions.Add(context.Background(), 1)
+	tb.ExporterCloudwatchCumulativeStorageErrors.Add(context.Background(), 1)
 	tb.ExporterCloudwatchDatumsSent.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsDropped.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsRetried.Add(context.Background(), 1)
@@ -33,6 +34,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchCumulativeSeries(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchCumulativeStorageErrors(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchDatumsSent(t, testTel,

@@ -1,0 +1,567 @@
+package cloudwatchexporter
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+var stateStorageID = component.MustNewID("file_storage")
+
+// startStoredExporter starts an exporter (no sending queue, no retry: an
+// export is done when ConsumeMetrics returns) whose cumulative state is in
+// ext, sending to server. It is never shut down: dropping it is a kill -9.
+func startStoredExporter(t *testing.T, server *cloudwatchtest.Server, ext *diskStorage) *testExporter {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Region = "eu-west-1"
+	cfg.Endpoint = server.Endpoint()
+	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	cfg.BackOffConfig.Enabled = false
+	cfg.CumulativeState.StorageID = &stateStorageID
+	require.NoError(t, cfg.Validate())
+
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	exp, err := NewFactory().CreateMetrics(context.Background(), metadatatest.NewSettings(tt), cfg)
+	require.NoError(t, err)
+	host := storageHost{Host: componenttest.NewNopHost(), extensions: map[component.ID]component.Component{stateStorageID: ext}}
+	require.NoError(t, exp.Start(context.Background(), host))
+	return &testExporter{metricsExporter: exp.(*metricsExporter), server: server, telemetry: tt}
+}
+
+// sentValues lists the values CloudWatch accepted for a metric, in order.
+func sentValues(server *cloudwatchtest.Server, name string) []float64 {
+	var values []float64
+	for _, d := range server.Datums() {
+		if d.MetricName == name && d.Value != nil {
+			values = append(values, *d.Value)
+		}
+	}
+	return values
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	for _, walk := range []bool{true, false} {
+		t.Run(map[bool]string{true: "listed at start", false: "read per series"}[walk], func(t *testing.T) {
+			isolateAWS(t)
+			server, err := cloudwatchtest.Start("127.0.0.1:0")
+			require.NoError(t, err)
+			defer server.Close()
+			d := newDisk()
+			begin := time.Now().Add(-10 * time.Minute)
+			start := pcommon.NewTimestampFromTime(begin)
+			point := func(i int, v int64) pmetric.Metrics {
+				return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
+			}
+
+			first := startStoredExporter(t, server, &diskStorage{disk: d, walk: walk})
+			for i, v := range []int64{10, 25, 40} {
+				require.NoError(t, first.ConsumeMetrics(context.Background(), point(i+1, v)))
+			}
+			// The process dies (no Shutdown); the service keeps counting.
+			second := startStoredExporter(t, server, &diskStorage{disk: d, walk: walk})
+			for i, v := range []int64{52, 70} {
+				require.NoError(t, second.ConsumeMetrics(context.Background(), point(i+4, v)))
+			}
+
+			// 10 since start, 25-10, 40-25; after the restart 52-40 (not 52), 70-52.
+			assert.Equal(t, []float64{10, 15, 15, 12, 18}, sentValues(server, "requests"))
+			assert.Equal(t, 70.0, sum(sentValues(server, "requests")), "CloudWatch's total is the counter's")
+			assert.Empty(t, second.counter(t, "points_dropped", "reason"))
+			assert.Empty(t, second.counter(t, "cumulative_storage_errors", "operation"))
+		})
+	}
+}
+
+func sum(vs []float64) float64 {
+	var s float64
+	for _, v := range vs {
+		s += v
+	}
+	return s
+}
+
+func TestStateUndoneExportIsNotSaved(t *testing.T) {
+	isolateAWS(t)
+	server, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	defer server.Close()
+	d := newDisk()
+	begin := time.Now().Add(-10 * time.Minute)
+	start := pcommon.NewTimestampFromTime(begin)
+	point := func(i int, v int64) pmetric.Metrics {
+		return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
+	}
+
+	first := startStoredExporter(t, server, &diskStorage{disk: d, walk: true})
+	require.NoError(t, first.ConsumeMetrics(context.Background(), point(1, 10)))
+	// CloudWatch is unreachable and retries are off: the export of 30 fails
+	// and its conversion is undone; the saved state must stay at 10.
+	require.NoError(t, server.SetDown(true))
+	require.Error(t, first.ConsumeMetrics(context.Background(), point(2, 30)))
+	require.NoError(t, server.SetDown(false))
+
+	second := startStoredExporter(t, server, &diskStorage{disk: d, walk: true})
+	require.NoError(t, second.ConsumeMetrics(context.Background(), point(3, 45)))
+	// 10 since start; after the restart 45-10: the failed interval is covered.
+	assert.Equal(t, []float64{10, 35}, sentValues(server, "requests"))
+}
+
+func TestStateReadErrorIsABaseline(t *testing.T) {
+	isolateAWS(t)
+	server, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	defer server.Close()
+	d := newDisk()
+	begin := time.Now().Add(-10 * time.Minute)
+	start := pcommon.NewTimestampFromTime(begin)
+	point := func(i int, v int64) pmetric.Metrics {
+		return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
+	}
+	first := startStoredExporter(t, server, &diskStorage{disk: d})
+	require.NoError(t, first.ConsumeMetrics(context.Background(), point(1, 10)))
+
+	// After the restart the storage cannot be read: 25 may not be sent
+	// whole (it may count 10 twice), nor as 15 (unknown): it is a baseline.
+	second := startStoredExporter(t, server, &diskStorage{disk: d})
+	d.mu.Lock()
+	d.getErr = errors.New("disk on fire")
+	d.mu.Unlock()
+	require.NoError(t, second.ConsumeMetrics(context.Background(), point(2, 25)))
+	d.mu.Lock()
+	d.getErr = nil
+	d.mu.Unlock()
+	require.NoError(t, second.ConsumeMetrics(context.Background(), point(3, 31)))
+
+	// 10, then nothing for 25, then 31-25.
+	assert.Equal(t, []float64{10, 6}, sentValues(server, "requests"))
+	assert.Equal(t, map[string]int64{"read": 1}, second.counter(t, "cumulative_storage_errors", "operation"))
+	assert.Equal(t, map[string]int64{"cumulative_baseline": 1}, second.counter(t, "points_dropped", "reason"))
+}
+
+func TestStateWriteErrorIsCountedAndRetried(t *testing.T) {
+	isolateAWS(t)
+	server, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	defer server.Close()
+	d := newDisk()
+	begin := time.Now().Add(-10 * time.Minute)
+	start := pcommon.NewTimestampFromTime(begin)
+	point := func(i int, v int64) pmetric.Metrics {
+		return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
+	}
+	te := startStoredExporter(t, server, &diskStorage{disk: d, walk: true})
+	d.mu.Lock()
+	d.batchErr = errors.New("no space left on device")
+	d.mu.Unlock()
+	// The data is sent: a storage failure loses nothing now.
+	require.NoError(t, te.ConsumeMetrics(context.Background(), point(1, 10)))
+	assert.Equal(t, map[string]int64{"write": 1}, te.counter(t, "cumulative_storage_errors", "operation"))
+	assert.Empty(t, d.keys(""))
+
+	d.mu.Lock()
+	d.batchErr = nil
+	d.mu.Unlock()
+	require.NoError(t, te.ConsumeMetrics(context.Background(), point(2, 16)))
+	assert.Equal(t, []float64{10, 6}, sentValues(server, "requests"))
+	assert.Len(t, d.keys(""), 2, "the series and the watermark are written with the next point")
+}
+
+// notStorage is an extension that is not a storage.
+type notStorage struct {
+	component.StartFunc
+	component.ShutdownFunc
+}
+
+func TestStateStorageMustBeAStorageExtension(t *testing.T) {
+	cfg := testConfig()
+	cfg.OutputDestination = destinationFile
+	cfg.OutputPath = t.TempDir() + "/out.jsonl"
+	cfg.CumulativeState.StorageID = &stateStorageID
+	for name, host := range map[string]component.Host{
+		`cumulative_state.storage: no extension "file_storage" is configured`: componenttest.NewNopHost(),
+		`cumulative_state.storage: extension "file_storage" is not a storage extension`: storageHost{
+			Host: componenttest.NewNopHost(), extensions: map[component.ID]component.Component{stateStorageID: notStorage{}},
+		},
+	} {
+		exp, err := NewFactory().CreateMetrics(context.Background(), exporterSettings(), cfg)
+		require.NoError(t, err)
+		assert.EqualError(t, exp.Start(context.Background(), host), name)
+		require.NoError(t, exp.Shutdown(context.Background()))
+	}
+}
+
+// storedConverter is a converter over a disk, as one collector process sees it.
+func storedConverter(t *testing.T, d *disk, walk bool, cfg CumulativeStateConfig, now time.Time) (*deltaConverter, stateLoad) {
+	t.Helper()
+	ext := &diskStorage{disk: d, walk: walk}
+	client, err := ext.GetClient(context.Background(), component.KindExporter, component.MustNewID("cloudwatch"), cumulativeStateStorageName)
+	require.NoError(t, err)
+	c := newDeltaConverter(cfg)
+	return c, c.attachStorage(context.Background(), client, now)
+}
+
+// convertAndSave converts md and saves the state, as ConsumeMetrics does
+// when the queue accepts the data.
+func convertAndSave(t *testing.T, c *deltaConverter, md pmetric.Metrics, now time.Time) conversion {
+	t.Helper()
+	var cv conversion
+	c.convert(context.Background(), md, now, &cv)
+	require.NoError(t, c.save(context.Background(), cv.records))
+	return cv
+}
+
+func sumPoint(t *testing.T, md pmetric.Metrics) (int64, bool) {
+	t.Helper()
+	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+	if dps.Len() == 0 {
+		return 0, false
+	}
+	require.Equal(t, 1, dps.Len())
+	return dps.At(0).IntValue(), true
+}
+
+var stateTestConfig = CumulativeStateConfig{TTL: 30 * time.Minute, MaxSeries: 100}
+
+func TestStateResetAfterRestart(t *testing.T) {
+	for _, walk := range []bool{true, false} {
+		d := newDisk()
+		c, _ := storedConverter(t, d, walk, stateTestConfig, testNow)
+		convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 100, nil), testNow)
+		convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(time.Minute), 130, nil), testNow)
+
+		// Collector and service both restarted: a new start time, 3 since.
+		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
+		md := cumulativeSum(at(90*time.Second), at(2*time.Minute), 3, nil)
+		cv := convertAndSave(t, c, md, testNow)
+		v, ok := sumPoint(t, md)
+		require.True(t, ok)
+		assert.Equal(t, int64(3), v, "walk=%v: the delta since the new start", walk)
+		md = cumulativeSum(at(90*time.Second), at(3*time.Minute), 8, nil)
+		convertAndSave(t, c, md, testNow)
+		v, _ = sumPoint(t, md)
+		assert.Equal(t, int64(5), v, "walk=%v", walk)
+		assert.Zero(t, cv.dropped.total())
+	}
+}
+
+func TestStateExpiredEntryIsAbsent(t *testing.T) {
+	for _, walk := range []bool{true, false} {
+		d := newDisk()
+		c, _ := storedConverter(t, d, walk, stateTestConfig, testNow)
+		convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 100, map[string]string{"s": "old"}), testNow)
+		require.Len(t, d.keys(""), 2, "the series and the watermark")
+
+		// The collector comes back after more than the TTL (30m).
+		later := testNow.Add(45 * time.Minute)
+		c, load := storedConverter(t, d, walk, stateTestConfig, later)
+		if walk {
+			assert.Equal(t, stateLoad{expired: 1, listed: true}, load)
+		}
+		// The old series is forgotten as an eviction would: its next point
+		// (same start, so it may already be counted) is a baseline ...
+		md := cumulativeSum(at(-time.Hour), at(45*time.Minute), 160, map[string]string{"s": "old"})
+		cv := convertAndSave(t, c, md, later)
+		_, sent := sumPoint(t, md)
+		assert.False(t, sent, "walk=%v", walk)
+		assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+		// ... and the one after is its delta: 175-160.
+		md = cumulativeSum(at(-time.Hour), at(46*time.Minute), 175, map[string]string{"s": "old"})
+		convertAndSave(t, c, md, later)
+		v, _ := sumPoint(t, md)
+		assert.Equal(t, int64(15), v, "walk=%v", walk)
+
+		// A series that started after the forgotten point is new for sure:
+		// its first point is its delta since start.
+		md = cumulativeSum(at(40*time.Minute), at(46*time.Minute), 7, map[string]string{"s": "new"})
+		convertAndSave(t, c, md, later)
+		v, _ = sumPoint(t, md)
+		assert.Equal(t, int64(7), v, "walk=%v", walk)
+	}
+}
+
+func TestStateEvictionDeletesAndKeepsTheWatermark(t *testing.T) {
+	d := newDisk()
+	cfg := CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1}
+	c, _ := storedConverter(t, d, true, cfg, testNow)
+	convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, map[string]string{"s": "a"}), testNow)
+	aKeys := d.keys("")
+	// A second series pushes "a" out (max_series 1): its entry goes.
+	convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(time.Minute), 20, map[string]string{"s": "b"}), testNow)
+	bKeys := d.keys("")
+	assert.Len(t, bKeys, 2)
+	assert.NotEqual(t, aKeys, bKeys)
+
+	// After a restart "a" comes back: it was forgotten at 0, its start is
+	// before, so it is a baseline, not its total of 12 counted again.
+	c, _ = storedConverter(t, d, true, cfg, testNow)
+	md := cumulativeSum(at(-time.Hour), at(2*time.Minute), 12, map[string]string{"s": "a"})
+	cv := convertAndSave(t, c, md, testNow)
+	_, sent := sumPoint(t, md)
+	assert.False(t, sent)
+	assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+}
+
+func TestStateQueueRefusalIsNotSaved(t *testing.T) {
+	d := newDisk()
+	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
+	convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, nil), testNow)
+	saved := d.keys("")
+	before := map[string][]byte{}
+	for _, k := range saved {
+		before[k] = d.data[k]
+	}
+
+	// The queue is full: the conversion of 25 is undone, then saved as
+	// ConsumeMetrics does. Nothing changes on disk.
+	var cv conversion
+	c.convert(context.Background(), cumulativeSum(at(-time.Hour), at(time.Minute), 25, nil), testNow, &cv)
+	c.undo(cv.records)
+	require.NoError(t, c.save(context.Background(), cv.records))
+	for _, k := range saved {
+		assert.Equal(t, before[k], d.data[k])
+	}
+
+	// Restarted: 31-10, covering the refused interval.
+	c, _ = storedConverter(t, d, true, stateTestConfig, testNow)
+	md := cumulativeSum(at(-time.Hour), at(2*time.Minute), 31, nil)
+	convertAndSave(t, c, md, testNow)
+	v, _ := sumPoint(t, md)
+	assert.Equal(t, int64(21), v)
+}
+
+func TestStateOneBatchPerExport(t *testing.T) {
+	d := newDisk()
+	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
+	now := time.Now()
+	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
+	md := mixedBatch(4, start, pcommon.NewTimestampFromTime(now), 0)
+	convertAndSave(t, c, md, now)
+	// 4 GPUs, each 4 counters with 4 attribute sets and 4 histogram series
+	// (the exponential histograms are delta: no state), and the watermark.
+	assert.Len(t, d.keys(seriesKeyPrefix), 80)
+	assert.Len(t, d.keys(watermarkKey), 1)
+	assert.Equal(t, 1, d.batches)
+
+	// A batch without cumulative data writes nothing.
+	convertAndSave(t, c, gaugeMetrics("g", "", 1), now)
+	assert.Equal(t, 1, d.batches)
+}
+
+func TestStateHistogramsSurviveARestart(t *testing.T) {
+	for _, walk := range []bool{true, false} {
+		d := newDisk()
+		c, _ := storedConverter(t, d, walk, stateTestConfig, testNow)
+		bounds := []float64{1, 10}
+		convertAndSave(t, c, cumulativeHistogram(at(-time.Hour), at(0), bounds, []uint64{1, 2, 0}, 9, 0.5, 5), testNow)
+		convertAndSave(t, c, cumulativeHistogram(at(-time.Hour), at(time.Minute), bounds, []uint64{1, 3, 1}, 32, 0.5, 20), testNow)
+
+		// Restarted. Observed meanwhile: 0.3 (a new min) and 1.2.
+		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
+		md := cumulativeHistogram(at(-time.Hour), at(2*time.Minute), bounds, []uint64{2, 4, 1}, 33.5, 0.3, 20)
+		cv := convertAndSave(t, c, md, testNow)
+		require.Zero(t, cv.dropped.total())
+		dp := histogramPoints(md).At(0)
+		assert.Equal(t, []uint64{1, 1, 0}, dp.BucketCounts().AsRaw(), "walk=%v", walk)
+		assert.Equal(t, uint64(2), dp.Count())
+		assert.Equal(t, 1.5, dp.Sum())
+		assert.True(t, dp.HasMin())
+		assert.Equal(t, 0.3, dp.Min())
+		assert.False(t, dp.HasMax(), "the lifetime max did not move")
+		assert.Equal(t, at(time.Minute), dp.StartTimestamp(), "the delta starts at the last point before the restart")
+	}
+}
+
+func TestStateExponentialHistogramsSurviveARestart(t *testing.T) {
+	exponential := func(ts time.Duration, counts, neg []uint64, zero uint64, sum float64) pmetric.Metrics {
+		md := cumulativeExponential(at(-time.Hour), at(ts), 0, 1, counts, zero, sum)
+		dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).ExponentialHistogram().DataPoints().At(0)
+		dp.Negative().SetOffset(-1)
+		dp.Negative().BucketCounts().FromRaw(neg)
+		for _, n := range neg {
+			dp.SetCount(dp.Count() + n)
+		}
+		return md
+	}
+	for _, walk := range []bool{true, false} {
+		d := newDisk()
+		c, _ := storedConverter(t, d, walk, stateTestConfig, testNow)
+		// Scale 0, positive offset 1: (2,4], (4,8]; negative offset -1: [-1,-0.5).
+		// 3 and 6, one zero, -0.7: count 4, sum 8.3.
+		convertAndSave(t, c, exponential(0, []uint64{1, 1}, []uint64{1}, 1, 8.3), testNow)
+
+		// Restarted. Observed meanwhile: 3, 10 (a new bucket (8,16]), a zero, -0.6.
+		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
+		md := exponential(time.Minute, []uint64{2, 1, 1}, []uint64{2}, 2, 8.3+3+10-0.6)
+		cv := convertAndSave(t, c, md, testNow)
+		require.Zero(t, cv.dropped.total())
+		dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).ExponentialHistogram().DataPoints().At(0)
+		assert.Equal(t, int32(1), dp.Positive().Offset())
+		assert.Equal(t, []uint64{1, 0, 1}, dp.Positive().BucketCounts().AsRaw(), "walk=%v", walk)
+		assert.Equal(t, int32(-1), dp.Negative().Offset())
+		assert.Equal(t, []uint64{1}, dp.Negative().BucketCounts().AsRaw())
+		assert.Equal(t, uint64(1), dp.ZeroCount())
+		assert.Equal(t, uint64(4), dp.Count())
+		assert.InDelta(t, 12.4, dp.Sum(), 1e-9)
+	}
+}
+
+func TestStateSummariesSurviveARestart(t *testing.T) {
+	summary := func(ts time.Duration, count uint64, sum float64) pmetric.Metrics {
+		md := pmetric.NewMetrics()
+		dp := newMetric(md, "rpc.duration", "s").SetEmptySummary().DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(at(-time.Hour))
+		dp.SetTimestamp(at(ts))
+		dp.SetCount(count)
+		dp.SetSum(sum)
+		return md
+	}
+	for _, walk := range []bool{true, false} {
+		d := newDisk()
+		c, _ := storedConverter(t, d, walk, stateTestConfig, testNow)
+		convertAndSave(t, c, summary(0, 4, 10), testNow)
+		convertAndSave(t, c, summary(time.Minute, 6, 20), testNow)
+
+		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
+		md := summary(2*time.Minute, 9, 35)
+		convertAndSave(t, c, md, testNow)
+		dp := histogramPoints(md).At(0)
+		assert.Equal(t, uint64(3), dp.Count(), "walk=%v", walk)
+		assert.Equal(t, 15.0, dp.Sum())
+	}
+}
+
+func TestStateDoubleSumsSurviveARestart(t *testing.T) {
+	double := func(ts time.Duration, v float64) pmetric.Metrics {
+		md := pmetric.NewMetrics()
+		s := newMetric(md, "energy", "J").SetEmptySum()
+		s.SetIsMonotonic(true)
+		s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		dp := s.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(at(-time.Hour))
+		dp.SetTimestamp(at(ts))
+		dp.SetDoubleValue(v)
+		return md
+	}
+	d := newDisk()
+	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
+	convertAndSave(t, c, double(0, 1.25), testNow)
+	c, _ = storedConverter(t, d, true, stateTestConfig, testNow)
+	md := double(time.Minute, 4.0)
+	convertAndSave(t, c, md, testNow)
+	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	assert.Equal(t, 2.75, dp.DoubleValue())
+}
+
+func TestStateCorruptEntryIsABaseline(t *testing.T) {
+	for _, walk := range []bool{true, false} {
+		d := newDisk()
+		c, _ := storedConverter(t, d, walk, stateTestConfig, testNow)
+		convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, nil), testNow)
+		keys := d.keys(seriesKeyPrefix)
+		require.Len(t, keys, 1)
+		d.data[keys[0]] = d.data[keys[0]][:4]
+		c, load := storedConverter(t, d, walk, stateTestConfig, testNow)
+		md := cumulativeSum(at(-time.Hour), at(time.Minute), 25, nil)
+		cv := convertAndSave(t, c, md, testNow)
+		_, sent := sumPoint(t, md)
+		assert.False(t, sent, "walk=%v", walk)
+		assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+		assert.Equal(t, int64(1), load.readErrors+cv.readErrors)
+		md = cumulativeSum(at(-time.Hour), at(2*time.Minute), 32, nil)
+		convertAndSave(t, c, md, testNow)
+		v, _ := sumPoint(t, md)
+		assert.Equal(t, int64(7), v)
+	}
+}
+
+func TestStateUnreadableWatermarkIsNow(t *testing.T) {
+	d := newDisk()
+	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
+	convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, map[string]string{"s": "other"}), testNow)
+	keys := d.keys(watermarkKey)
+	require.Len(t, keys, 1)
+	d.data[keys[0]] = []byte{99} // a format this version does not know
+
+	c, load := storedConverter(t, d, true, stateTestConfig, testNow)
+	assert.Equal(t, int64(1), load.readErrors)
+	// Not restored and started before the restart: maybe counted already.
+	md := cumulativeSum(at(-time.Hour), at(time.Minute), 25, nil)
+	convertAndSave(t, c, md, testNow)
+	_, sent := sumPoint(t, md)
+	assert.False(t, sent)
+	// Started after it: new for sure.
+	md = cumulativeSum(at(time.Second), at(time.Minute), 4, map[string]string{"s": "new"})
+	convertAndSave(t, c, md, testNow)
+	v, _ := sumPoint(t, md)
+	assert.Equal(t, int64(4), v)
+}
+
+func TestStateEncodingRoundTrip(t *testing.T) {
+	seen := time.Unix(1_750_000_000, 123)
+	for _, s := range []*series{
+		{kind: sumSeries, seen: seen, cur: snapshot{start: 1, ts: 2, isInt: true, intValue: -5}},
+		{kind: sumSeries, seen: seen, hasPrev: true, cur: snapshot{start: 1, ts: 3, value: 2.5}, prev: snapshot{start: 1, ts: 2, value: 0.1}},
+		{kind: histogramSeries, seen: seen, curSent: true, cur: snapshot{
+			start: 1, ts: 2, count: 3, sum: 9, min: -1, hasMin: true, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0},
+		}},
+		{kind: exponentialSeries, seen: seen, hasPrev: true,
+			cur:  snapshot{start: 1, ts: 3, count: 9, sum: 1, max: 8, hasMax: true, scale: -2, zeroCount: 1, posOffset: -3, counts: []uint64{1, 1 << 40}, negOffset: 7, neg: []uint64{5}},
+			prev: snapshot{start: 1, ts: 2, count: 2, sum: 0.5, scale: 20, posOffset: math32Max},
+		},
+		{kind: summarySeries, seen: seen, cur: snapshot{start: 1, ts: 2, count: 4, sum: 10}},
+	} {
+		b := appendSeriesState(nil, s)
+		var got series
+		require.NoError(t, decodeSeriesState(b, &got))
+		assert.Equal(t, s.kind, got.kind)
+		assert.True(t, s.seen.Equal(got.seen))
+		assert.Equal(t, s.cur, got.cur)
+		assert.Equal(t, s.prev, got.prev)
+		assert.Equal(t, s.hasPrev, got.hasPrev)
+		assert.Equal(t, s.curSent, got.curSent)
+
+		// Every truncation and a trailing byte are errors, never a panic.
+		for n := range len(b) {
+			assert.Error(t, decodeSeriesState(b[:n], &series{}), "kind %d truncated to %d", s.kind, n)
+		}
+		assert.Error(t, decodeSeriesState(append(b, 0), &series{}))
+	}
+}
+
+const math32Max = 1<<31 - 1
+
+func TestSeriesStorageKey(t *testing.T) {
+	assert.Equal(t, "series/0123456789abcdef", seriesStorageKey(0x0123456789abcdef))
+	k, ok := parseSeriesKey("series/0123456789abcdef")
+	assert.True(t, ok)
+	assert.Equal(t, uint64(0x0123456789abcdef), k)
+	for _, bad := range []string{"series/0123", "series/0123456789abcdeg", "queue/0123456789abcdef"} {
+		_, ok := parseSeriesKey(bad)
+		assert.False(t, ok, bad)
+	}
+}
+
+// The series key is saved: it must not depend on the process. It is built
+// from xxhash64 (seed 0) of the strings; the published test vectors of
+// xxhash64 are "" -> 0xef46db3751d8e999 and "a" -> 0xd24ec4f1a98c6e5b.
+func TestSeriesKeyIsStable(t *testing.T) {
+	attrs := pcommon.NewMap()
+	attrs.PutStr("a", "")
+	assert.Equal(t, mix(0xd24ec4f1a98c6e5b, 0xef46db3751d8e999), hashMap(attrs))
+	assert.Equal(t, mix(0xef46db3751d8e999, 0xd24ec4f1a98c6e5b), hashStrings("", "a"))
+}
