@@ -117,7 +117,8 @@ type Config struct {
 	ExportTimeout   time.Duration
 	RetryInitial    time.Duration
 	RetryMaxElapsed time.Duration
-	// MaxBatch caps the spans or log records in one export request.
+	// MaxBatch caps the spans, log records or metric data points in one
+	// export request.
 	MaxBatch int
 	// StopOnExportError ends the run at the first export that fails for
 	// good (after retries) instead of carrying on and counting it.

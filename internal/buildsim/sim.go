@@ -247,7 +247,10 @@ func (r *runner) startIncarnation(ctx context.Context) (*incarnation, error) {
 	if r.cfg.Metrics {
 		inc.metricExp = &countingMetricExporter{Exporter: ex.Metric, r: r}
 		reader := sdkmetric.NewPeriodicReader(inc.metricExp,
-			sdkmetric.WithInterval(r.cfg.MetricInterval), sdkmetric.WithTimeout(r.cfg.ExportTimeout+r.cfg.RetryMaxElapsed))
+			sdkmetric.WithInterval(r.cfg.MetricInterval), sdkmetric.WithTimeout(r.cfg.ExportTimeout+r.cfg.RetryMaxElapsed),
+			// Large collections go out in several requests, as they must
+			// to stay under the receiver's 4 MiB message limit.
+			sdkmetric.WithMaxExportBatchSize(r.cfg.MaxBatch))
 		inc.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader), sdkmetric.WithCardinalityLimit(0))
 		m := inc.mp.Meter(scopeName)
 		if inc.counter, err = m.Int64Counter(CounterName, metric.WithUnit(CounterUnit), metric.WithDescription("Vectors indexed by successful builds.")); err != nil {
@@ -614,24 +617,59 @@ func (b *logBuffer) take() []sdklog.Record {
 }
 
 // countingMetricExporter counts the data points of each metric export and
-// remembers how the last one went: the points are cumulative, so only the
-// last export of an incarnation must succeed for nothing to be lost.
+// remembers whether every export of the latest collection succeeded: the
+// points are cumulative, so only the last collection of an incarnation must
+// arrive for nothing to be lost. A collection may take several exports
+// (MaxBatch); its points all carry the collection's time.
 type countingMetricExporter struct {
 	sdkmetric.Exporter
-	r       *runner
-	lastErr error // guarded by r.mu
+	r *runner
+	// guarded by r.mu
+	latest       time.Time
+	latestFailed bool
 }
 
 func (e *countingMetricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
 	err := e.Exporter.Export(ctx, rm)
 	e.r.mu.Lock()
 	defer e.r.mu.Unlock()
-	e.lastErr = err
+	if at, ok := collectionTime(rm); ok {
+		switch {
+		case at.After(e.latest):
+			e.latest, e.latestFailed = at, err != nil
+		case at.Equal(e.latest) && err != nil:
+			e.latestFailed = true
+		}
+	}
 	e.r.exports.MetricPoints.record(countPoints(rm), err)
 	if err != nil {
 		e.r.opts.logf("buildsim: exporting metrics: %v", err)
 	}
 	return err
+}
+
+// collectionTime is the time of the first data point: the SDK gives every
+// point of one collection the same time.
+func collectionTime(rm *metricdata.ResourceMetrics) (time.Time, bool) {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if len(d.DataPoints) > 0 {
+					return d.DataPoints[0].Time, true
+				}
+			case metricdata.Gauge[float64]:
+				if len(d.DataPoints) > 0 {
+					return d.DataPoints[0].Time, true
+				}
+			case metricdata.Histogram[float64]:
+				if len(d.DataPoints) > 0 {
+					return d.DataPoints[0].Time, true
+				}
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 func countPoints(rm *metricdata.ResourceMetrics) int {
@@ -665,7 +703,7 @@ func (inc *incarnation) shutdown(ctx context.Context) error {
 	if inc.mp != nil {
 		errs = append(errs, inc.mp.Shutdown(ctx))
 		inc.r.mu.Lock()
-		if inc.metricExp.lastErr != nil {
+		if inc.metricExp.latestFailed {
 			inc.r.exports.MetricFinalExportsFailed++
 		}
 		inc.r.mu.Unlock()

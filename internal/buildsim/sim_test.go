@@ -36,6 +36,8 @@ type recorder struct {
 	// logCall is the export call that carried each job's status record,
 	// keyed "id/status".
 	logCall map[string]int
+	// maxPoints is the most data points one metric export carried.
+	maxPoints int
 }
 
 // point is a copy of one exported metric data point.
@@ -107,6 +109,13 @@ type metricRec struct {
 	incarnation int
 }
 
+// maxPointsPerExport is the most points one metric export carried.
+func (r *recorder) maxPointsPerExport() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.maxPoints
+}
+
 func (m *metricRec) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
 	return sdkmetric.DefaultTemporalitySelector(k)
 }
@@ -121,6 +130,7 @@ func (m *metricRec) Export(_ context.Context, rm *metricdata.ResourceMetrics) er
 	if m.r.failMetrics {
 		return errors.New("refused")
 	}
+	m.r.maxPoints = max(m.r.maxPoints, countPoints(rm))
 	attrs := func(s attribute.Set) map[string]string {
 		out := map[string]string{}
 		for _, kv := range s.ToSlice() {
@@ -551,4 +561,24 @@ func TestRunStartLead(t *testing.T) {
 			assert.False(t, sp.Parent().IsValid(), "API span %s has a parent", sp.Name())
 		}
 	}
+}
+
+func TestRunSplitsLargeMetricCollections(t *testing.T) {
+	rec := &recorder{}
+	cfg := testConfig()
+	cfg.Jobs = 20
+	cfg.MetricSeries = 1500 // 4500 points and more per collection
+	cfg.MaxBatch = 1000
+	s, err := Run(context.Background(), cfg, WithExporterFactory(rec.factory))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, rec.maxPointsPerExport(), 1000)
+	assert.GreaterOrEqual(t, s.Exports.MetricPoints.Requests, 5, "one collection of 4500+ points in requests of 1000")
+	var counter float64
+	for _, p := range rec.points {
+		if p.name == CounterName {
+			counter += p.value
+		}
+	}
+	assert.EqualValues(t, s.SDKMetrics.Counter.Total, counter)
+	assert.True(t, s.Exports.Complete())
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -293,4 +294,101 @@ func hasPort(addrs []*net.TCPAddr, port int) bool {
 		}
 	}
 	return false
+}
+
+// hardenedConfigFromDocs extracts the first YAML block of
+// docs/hardened-sidecar.md, so that the documented configuration is the one
+// tested.
+func hardenedConfigFromDocs(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "hardened-sidecar.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	start := strings.Index(doc, "```yaml\n")
+	require.GreaterOrEqual(t, start, 0, "no yaml block in docs/hardened-sidecar.md")
+	rest := doc[start+len("```yaml\n"):]
+	end := strings.Index(rest, "```")
+	require.Positive(t, end)
+	path := filepath.Join(t.TempDir(), "hardened.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(rest[:end]), 0o600))
+	return path
+}
+
+// The configuration docs/hardened-sidecar.md documents, as written: it
+// starts, refuses a client without the token, and carries a TLS client's
+// telemetry with the token to CloudWatch exactly.
+func TestHardenedConfigFromDocs(t *testing.T) {
+	cw := startCloudWatch(t)
+	creds := newAWSCreds(t)
+	pki := newTestPKI(t)
+	token := "hardened-" + hex.EncodeToString([]byte("docs token"))
+	tokenFile := filepath.Join(t.TempDir(), "otlp-token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	p := newPorts(t)
+	outputs := &allOutput{}
+	env := cleanEnv(creds,
+		"AWS_REGION=us-east-1",
+		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
+		"GPUBUILD_QUEUE_DIR="+t.TempDir(),
+		"GPUBUILD_TLS_CERT_FILE="+pki.CertFile,
+		"GPUBUILD_TLS_KEY_FILE="+pki.KeyFile,
+		"GPUBUILD_OTLP_TOKEN_FILE="+tokenFile,
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(p.GRPC),
+		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(p.HTTP),
+		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(p.Health),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(p.Telemetry),
+		"GPUBUILD_FLUSH_INTERVAL=1s",
+	)
+	col := startCollector(t, hardenedConfigFromDocs(t), p, env, outputs)
+
+	noToken := simConfig(p, buildsim.ProtocolGRPC, "build-docs-refused", 97)
+	noToken.CAFile = pki.CAFile
+	refusedRun(t, noToken)
+
+	var sums []*buildsim.Summary
+	for i, proto := range []string{buildsim.ProtocolGRPC, buildsim.ProtocolHTTP} {
+		cfg := simConfig(p, proto, "build-docs-"+proto, int64(98+i))
+		cfg.Jobs = 50
+		cfg.CAFile = pki.CAFile
+		cfg.BearerToken = token
+		sums = append(sums, runSim(t, cfg))
+	}
+	var want float64
+	for _, s := range sums {
+		want += totalJobs(s.Generated)
+	}
+	ok := eventually(30*time.Second, func() bool { return jobsLanded(cw, nil) >= want })
+	require.True(t, ok, "%v of %v jobs landed:\n%s", jobsLanded(cw, nil), want, describeDatums(cw.Datums()))
+	time.Sleep(2 * time.Second)
+	col.stop(30 * time.Second)
+
+	// The documented config has no service.name dimension: the two services'
+	// derived metrics add up.
+	datums := cw.Datums()
+	checkCounter(t, datums, mJobs, nil, want, "Count")
+	checkSDKMetrics(t, datums, mergeSDKTruth(sums[0].SDKMetrics, sums[1].SDKMetrics), nil)
+	out := outputs.String()
+	assert.NotContains(t, out, token, "the bearer token appeared in the collector's output")
+	assert.NotContains(t, out, creds.SecretAccessKey)
+}
+
+// mergeSDKTruth is the truth of two services' SDK metrics when nothing in
+// the datums tells them apart.
+func mergeSDKTruth(a, b buildsim.SDKMetrics) buildsim.SDKMetrics {
+	hist := func(x, y buildsim.HistogramTruth) buildsim.HistogramTruth {
+		out := x
+		out.Count += y.Count
+		out.Sum += y.Sum
+		out.Min = math.Min(x.Min, y.Min)
+		out.Max = math.Max(x.Max, y.Max)
+		out.Series += y.Series
+		return out
+	}
+	m := a
+	m.Counter.Total += b.Counter.Total
+	m.Counter.Series += b.Counter.Series
+	m.Histogram = hist(a.Histogram, b.Histogram)
+	m.HTTPServerDuration = hist(a.HTTPServerDuration, b.HTTPServerDuration)
+	m.Gauge.Series += b.Gauge.Series
+	return m
 }
