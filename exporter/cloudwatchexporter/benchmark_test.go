@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -183,6 +185,48 @@ func BenchmarkConvert(b *testing.B) {
 		conv.convert(ctx, md, now, &cv)
 	}
 	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
+}
+
+// BenchmarkConvertSaved is BenchmarkConvert with cumulative_state.storage:
+// each batch's 1,280 cumulative series are also written, in one Batch, to
+// an in-memory storage (the cost of encoding) or to a real file_storage
+// (bbolt, no fsync: its default).
+func BenchmarkConvertSaved(b *testing.B) {
+	const gpus = 64
+	for _, name := range []string{"memory", "file_storage"} {
+		b.Run("storage="+name, func(b *testing.B) {
+			ctx := context.Background()
+			var ext storage.Extension = &diskStorage{disk: newDisk(), walk: true}
+			if name == "file_storage" {
+				ext = newFileStorage(b, b.TempDir()).(storage.Extension)
+			}
+			client, err := ext.GetClient(ctx, component.KindExporter, component.MustNewID("cloudwatch"), cumulativeStateStorageName)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer client.Close(ctx)
+			now := time.Now()
+			start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
+			conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
+			conv.attachStorage(ctx, client, now)
+			points := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 0).DataPointCount()
+			var cv conversion
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(time.Duration(i)*time.Second)), i)
+				b.StartTimer()
+				cv.reset()
+				conv.convert(ctx, md, now, &cv)
+				if err := conv.save(ctx, cv.records); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
+			b.ReportMetric(float64(conv.store.valueBytes), "saved_bytes/batch")
+		})
+	}
 }
 
 // BenchmarkPack packs a flush and reports the requests it needs against the

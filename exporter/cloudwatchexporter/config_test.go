@@ -37,6 +37,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Zero(t, cfg.MaxRequestsPerSecond)
 	assert.Equal(t, 15*time.Second, cfg.Timeout)
 	assert.Equal(t, CumulativeStateConfig{TTL: 30 * time.Minute, MaxSeries: 50_000}, cfg.CumulativeState)
+	assert.Nil(t, cfg.CumulativeState.StorageID, "the state is in memory unless a storage is named")
 	assert.Contains(t, cfg.ResourceToDimensions, "service.name")
 	assert.Contains(t, cfg.ResourceToDimensions, "gpu.uuid")
 	assert.NotContains(t, cfg.ResourceToDimensions, "service.instance.id")
@@ -56,7 +57,8 @@ func TestLoadConfigFull(t *testing.T) {
 	assert.Equal(t, 50.0, cfg.MaxRequestsPerSecond)
 	assert.Equal(t, 8, cfg.MaxConcurrentRequests)
 	assert.Equal(t, 20*time.Second, cfg.Timeout)
-	assert.Equal(t, CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1000}, cfg.CumulativeState)
+	stateStorage := component.MustNewIDWithName("file_storage", "state")
+	assert.Equal(t, CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1000, StorageID: &stateStorage}, cfg.CumulativeState)
 	assert.Equal(t, time.Second, cfg.BackOffConfig.InitialInterval)
 	assert.Equal(t, 10*time.Minute, cfg.BackOffConfig.MaxElapsedTime)
 

@@ -67,12 +67,19 @@ type stateStore struct {
 	watermarkChanged bool
 
 	// saveMu orders saves, so that a save never overwrites a newer state
-	// with an older one; ops and ptrs are reused under it.
+	// with an older one; sets, ops and ptrs are reused under it.
 	saveMu sync.Mutex
+	sets   []pendingSet
 	ops    []storage.Operation
 	ptrs   []*storage.Operation
 	// valueBytes sizes the next save's buffer.
 	valueBytes int
+}
+
+// pendingSet is a value to set, in a save's buffer.
+type pendingSet struct {
+	key        string
+	start, end int
 }
 
 // stateLoad is what attachStorage found.
@@ -213,11 +220,7 @@ func (c *deltaConverter) save(ctx context.Context, records []conversionRecord) e
 
 	// A fresh buffer each time: a storage may keep the values it is given.
 	buf := make([]byte, 0, st.valueBytes)
-	type set struct {
-		key        string
-		start, end int
-	}
-	var sets []set
+	sets := st.sets[:0]
 	c.mu.Lock()
 	deletes := st.deletes
 	st.deletes = nil
@@ -231,17 +234,18 @@ func (c *deltaConverter) save(ctx context.Context, records []conversionRecord) e
 		}
 		start := len(buf)
 		buf = appendSeriesState(buf, s)
-		sets = append(sets, set{s.storeKey, start, len(buf)})
+		sets = append(sets, pendingSet{s.storeKey, start, len(buf)})
 	}
 	watermark := st.watermarkChanged
 	if watermark {
 		start := len(buf)
 		buf = appendWatermark(buf, c.watermark)
-		sets = append(sets, set{watermarkKey, start, len(buf)})
+		sets = append(sets, pendingSet{watermarkKey, start, len(buf)})
 		st.watermarkChanged = false
 	}
 	c.mu.Unlock()
 
+	st.sets = sets
 	st.ops = st.ops[:0]
 	for _, k := range deletes {
 		st.ops = append(st.ops, storage.Operation{Type: storage.Delete, Key: k})

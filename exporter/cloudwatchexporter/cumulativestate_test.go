@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -24,7 +26,7 @@ var stateStorageID = component.MustNewID("file_storage")
 // startStoredExporter starts an exporter (no sending queue, no retry: an
 // export is done when ConsumeMetrics returns) whose cumulative state is in
 // ext, sending to server. It is never shut down: dropping it is a kill -9.
-func startStoredExporter(t *testing.T, server *cloudwatchtest.Server, ext *diskStorage) *testExporter {
+func startStoredExporter(t *testing.T, server *cloudwatchtest.Server, ext component.Component) *testExporter {
 	t.Helper()
 	cfg := testConfig()
 	cfg.Region = "eu-west-1"
@@ -85,6 +87,64 @@ func TestStateSurvivesARestart(t *testing.T) {
 			assert.Empty(t, second.counter(t, "cumulative_storage_errors", "operation"))
 		})
 	}
+}
+
+// newFileStorage starts a contrib file_storage extension over dir.
+func newFileStorage(tb testing.TB, dir string) extension.Extension {
+	tb.Helper()
+	f := filestorage.NewFactory()
+	cfg := f.CreateDefaultConfig().(*filestorage.Config)
+	cfg.Directory = dir
+	cfg.Compaction.Directory = dir
+	set := extension.Settings{
+		ID:                component.NewID(f.Type()),
+		TelemetrySettings: componenttest.NewNopTelemetrySettings(),
+		BuildInfo:         component.NewDefaultBuildInfo(),
+	}
+	ext, err := f.Create(context.Background(), set, cfg)
+	require.NoError(tb, err)
+	require.NoError(tb, ext.Start(context.Background(), componenttest.NewNopHost()))
+	return ext
+}
+
+// The same restart on the real file_storage: the first process's database
+// is closed under the exporter, without its Shutdown (as a kill releases
+// the file), and the second process opens the same file.
+func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
+	isolateAWS(t)
+	server, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	defer server.Close()
+	dir := t.TempDir()
+	begin := time.Now().Add(-10 * time.Minute)
+	start := pcommon.NewTimestampFromTime(begin)
+	md := func(i int, counter int64, buckets []uint64, total, maxV float64) pmetric.Metrics {
+		ts := pcommon.NewTimestampFromTime(begin.Add(time.Duration(i) * time.Minute))
+		md := cumulativeSum(start, ts, counter, nil)
+		h := cumulativeHistogram(start, ts, []float64{1, 10}, buckets, total, 0.5, maxV)
+		h.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+		return md
+	}
+
+	ext := newFileStorage(t, dir)
+	first := startStoredExporter(t, server, ext)
+	// Latencies 0.5 and 2.5, then 2 and 20.
+	require.NoError(t, first.ConsumeMetrics(context.Background(), md(1, 10, []uint64{1, 1, 0}, 3, 2.5)))
+	require.NoError(t, first.ConsumeMetrics(context.Background(), md(2, 25, []uint64{1, 2, 1}, 25, 20)))
+	require.NoError(t, first.exp.deltas.store.client.Close(context.Background()))
+
+	second := startStoredExporter(t, server, newFileStorage(t, dir))
+	// Meanwhile: 12 more requests; two latencies, 0.7 and 4.3.
+	require.NoError(t, second.ConsumeMetrics(context.Background(), md(3, 37, []uint64{2, 3, 1}, 30, 20)))
+	require.NoError(t, second.Shutdown(context.Background()))
+
+	assert.Equal(t, []float64{10, 15, 12}, sentValues(server, "requests"))
+	st, n := statistics(server.Datums(), "latency")
+	assert.Equal(t, 3, n)
+	// CloudWatch's totals are the histogram's: 6 observations summing to 30.
+	assert.Equal(t, 6.0, st.sampleCount)
+	assert.InDelta(t, 30.0, st.sum, 1e-9)
+	assert.Empty(t, second.counter(t, "points_dropped", "reason"))
 }
 
 func sum(vs []float64) float64 {
