@@ -29,9 +29,10 @@ import (
 //	"watermark"               the newest point of any forgotten series
 //
 // A series entry is stateFormat, the series kind, flags (bit 0: the previous
-// point is kept, bit 1: the last point was sent as a first point), when it
-// was last seen (varint Unix nanoseconds), then its last point and, if kept,
-// the point before (appendSnapshot). Integers are varints, floats their
+// point is kept, bit 1: the last point was sent as a first point, bit 2: the
+// previous point has the last one's histogram bounds), when it was last seen
+// (varint Unix nanoseconds), then its last point and, if kept, the point
+// before (appendSnapshot). Integers are varints, floats their
 // 8 IEEE-754 bytes, little-endian: the state read back is the exact state
 // written.
 //
@@ -303,6 +304,9 @@ func parseSeriesKey(key string) (uint64, bool) {
 const (
 	flagHasPrev = 1 << iota
 	flagCurSent
+	// flagSameBounds: the previous point's histogram bounds are the last
+	// point's, and not written twice.
+	flagSameBounds
 )
 
 const (
@@ -318,17 +322,22 @@ func appendSeriesState(b []byte, s *series) []byte {
 	if s.curSent {
 		flags |= flagCurSent
 	}
+	sameBounds := s.hasPrev && s.kind == histogramSeries && slices.Equal(s.prev.bounds, s.cur.bounds)
+	if sameBounds {
+		flags |= flagSameBounds
+	}
 	b = append(b, stateFormat, byte(s.kind), flags)
 	b = binary.AppendVarint(b, s.seen.UnixNano())
-	b = appendSnapshot(b, &s.cur, s.kind)
+	b = appendSnapshot(b, &s.cur, s.kind, true)
 	if s.hasPrev {
-		b = appendSnapshot(b, &s.prev, s.kind)
+		b = appendSnapshot(b, &s.prev, s.kind, !sameBounds)
 	}
 	return b
 }
 
-// appendSnapshot writes the fields of p that a series of this kind uses.
-func appendSnapshot(b []byte, p *snapshot, kind seriesKind) []byte {
+// appendSnapshot writes the fields of p that a series of this kind uses
+// (a histogram's bounds only if withBounds).
+func appendSnapshot(b []byte, p *snapshot, kind seriesKind, withBounds bool) []byte {
 	b = binary.AppendUvarint(b, uint64(p.start))
 	b = binary.AppendUvarint(b, uint64(p.ts))
 	if kind == sumSeries {
@@ -357,9 +366,11 @@ func appendSnapshot(b []byte, p *snapshot, kind seriesKind) []byte {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p.max))
 	}
 	if kind == histogramSeries {
-		b = binary.AppendUvarint(b, uint64(len(p.bounds)))
-		for _, v := range p.bounds {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		if withBounds {
+			b = binary.AppendUvarint(b, uint64(len(p.bounds)))
+			for _, v := range p.bounds {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+			}
 		}
 		return appendUvarints(b, p.counts)
 	}
@@ -389,13 +400,21 @@ func decodeSeriesState(b []byte, s *series) error {
 		return errCorruptState
 	}
 	flags := r.byte()
+	sameBounds := flags&flagSameBounds != 0
+	if flags&^(flagHasPrev|flagCurSent|flagSameBounds) != 0 ||
+		sameBounds && (kind != histogramSeries || flags&flagHasPrev == 0) {
+		return errCorruptState
+	}
 	s.kind = kind
 	s.hasPrev = flags&flagHasPrev != 0
 	s.curSent = flags&flagCurSent != 0
 	s.seen = time.Unix(0, r.varint())
-	r.snapshot(&s.cur, kind)
+	r.snapshot(&s.cur, kind, true)
 	if s.hasPrev {
-		r.snapshot(&s.prev, kind)
+		r.snapshot(&s.prev, kind, !sameBounds)
+		if sameBounds {
+			s.prev.bounds = slices.Clone(s.cur.bounds)
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		return errCorruptState
@@ -493,6 +512,18 @@ func (r *stateReader) length(size int) int {
 	return int(n)
 }
 
+func (r *stateReader) floats() []float64 {
+	n := r.length(8)
+	if n == 0 {
+		return nil
+	}
+	vs := make([]float64, n)
+	for i := range vs {
+		vs[i] = r.float()
+	}
+	return vs
+}
+
 func (r *stateReader) uvarints() []uint64 {
 	n := r.length(1)
 	if n == 0 {
@@ -505,7 +536,7 @@ func (r *stateReader) uvarints() []uint64 {
 	return vs
 }
 
-func (r *stateReader) snapshot(p *snapshot, kind seriesKind) {
+func (r *stateReader) snapshot(p *snapshot, kind seriesKind, withBounds bool) {
 	p.start = pcommon.Timestamp(r.uvarint())
 	p.ts = pcommon.Timestamp(r.uvarint())
 	if kind == sumSeries {
@@ -536,11 +567,8 @@ func (r *stateReader) snapshot(p *snapshot, kind seriesKind) {
 		p.max = r.float()
 	}
 	if kind == histogramSeries {
-		if n := r.length(8); n > 0 {
-			p.bounds = make([]float64, n)
-			for i := range p.bounds {
-				p.bounds[i] = r.float()
-			}
+		if withBounds {
+			p.bounds = r.floats()
 		}
 		p.counts = r.uvarints()
 		return
