@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -240,22 +241,33 @@ func TestServiceRestartMidRun(t *testing.T) {
 }
 
 // Scenario 2b: an outage long enough to fill the queue. The queue stays at
-// its configured size; what does not fit is refused back to the sender
-// (retryable), and after recovery nothing is lost.
+// its configured size, and after recovery nothing is lost, whether a full
+// queue blocks the pipeline (block_on_overflow: the senders wait) or refuses
+// (the default: the OTLP receiver answers UNAVAILABLE and the SDK retries;
+// the buildjob connector must keep what it could not hand over).
 func TestCloudWatchOutageQueueFull(t *testing.T) {
+	for _, block := range []bool{true, false} {
+		t.Run(fmt.Sprintf("block_on_overflow=%v", block), func(t *testing.T) {
+			outageQueueFull(t, block)
+		})
+	}
+}
+
+func outageQueueFull(t *testing.T, block bool) {
 	const queueSize = 4
-	e := newEnv(t, func(c *sidecarConfig) { c.QueueSize, c.BlockOnOverflow = queueSize, true })
+	e := newEnv(t, func(c *sidecarConfig) { c.QueueSize, c.BlockOnOverflow = queueSize, block })
 	require.NoError(t, e.cw.SetDown(true))
 
 	cfg := simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-queue-full", 22)
 	cfg.Rate = 50 // 4 s of jobs: more flushes and SDK exports than the queue holds
-	done := make(chan *buildsim.Summary)
+	type result struct {
+		s   *buildsim.Summary
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
 		s, err := buildsim.Run(context.Background(), cfg)
-		if err != nil {
-			t.Errorf("buildsim: %v", err)
-		}
-		done <- s
+		done <- result{s, err}
 	}()
 	var maxQueued float64
 	deadline := time.Now().Add(8 * time.Second)
@@ -272,10 +284,11 @@ func TestCloudWatchOutageQueueFull(t *testing.T) {
 	t.Logf("queue full: enqueue_failed_metric_points=%v receiver_refused_metric_points=%v", failed, refused)
 
 	require.NoError(t, e.cw.SetDown(false))
-	s := <-done
-	require.NotNil(t, s)
+	r := <-done
+	require.NoError(t, r.err)
+	s := r.s
 	requireAllAcknowledged(t, s)
-	e.waitJobs(60*time.Second, serviceDims(s), totalJobs(s.Generated))
+	e.waitJobs(20*time.Second, serviceDims(s), totalJobs(s.Generated))
 	time.Sleep(2 * e.cfg.FlushInterval)
 	e.col.stop(30 * time.Second)
 	datums := e.cw.Datums()
