@@ -117,10 +117,10 @@ func parseFlags(args []string, stderr io.Writer) (buildsim.Config, string, error
 	fs.DurationVar(&cfg.MetricInterval, "metric-interval", cfg.MetricInterval, "SDK metric export interval")
 	fs.IntVar(&cfg.GPUs, "gpus", cfg.GPUs, "GPUs the utilization gauge reports")
 	fs.IntVar(&cfg.MetricSeries, "metric-series", 0, "extra series per SDK instrument, updated every tick (metric load)")
-	fs.DurationVar(&cfg.ExportTimeout, "export-timeout", cfg.ExportTimeout, "timeout of one OTLP export")
+	fs.DurationVar(&cfg.ExportTimeout, "export-timeout", cfg.ExportTimeout, "timeout of one OTLP export attempt")
 	fs.DurationVar(&cfg.RetryInitial, "retry-initial", cfg.RetryInitial, "first retry delay of a retryable refusal")
 	fs.DurationVar(&cfg.RetryMaxElapsed, "retry-max-elapsed", cfg.RetryMaxElapsed, "give a refused export up after this long (0: no retries)")
-	fs.IntVar(&cfg.MaxBatch, "max-batch", cfg.MaxBatch, "spans or log records per export request at most")
+	fs.IntVar(&cfg.MaxBatch, "max-batch", cfg.MaxBatch, "spans, log records or metric points per export request at most")
 	fs.BoolVar(&cfg.StopOnExportError, "stop-on-error", false, "stop at the first export refused for good")
 	out := fs.String("summary", "", "write the JSON summary to this file instead of stdout")
 	if err := fs.Parse(args); err != nil {
