@@ -70,6 +70,7 @@ type stateStore struct {
 	// saveMu orders saves, so that a save never overwrites a newer state
 	// with an older one; sets, ops and ptrs are reused under it.
 	saveMu sync.Mutex
+	closed bool
 	sets   []pendingSet
 	ops    []storage.Operation
 	ptrs   []*storage.Operation
@@ -218,6 +219,9 @@ func (c *deltaConverter) save(ctx context.Context, records []conversionRecord) e
 	}
 	st.saveMu.Lock()
 	defer st.saveMu.Unlock()
+	if st.closed {
+		return nil
+	}
 
 	// A fresh buffer each time: a storage may keep the values it is given.
 	buf := make([]byte, 0, st.valueBytes)
@@ -275,12 +279,21 @@ func (c *deltaConverter) save(ctx context.Context, records []conversionRecord) e
 	return err
 }
 
-// closeStorage writes what is left to write and closes the client.
+// closeStorage writes what is left to write (forgotten series, the
+// watermark) and closes the client; saves after it do nothing.
 func (c *deltaConverter) closeStorage(ctx context.Context) error {
-	if c.store == nil {
+	st := c.store
+	if st == nil {
 		return nil
 	}
-	return errors.Join(c.save(ctx, nil), c.store.client.Close(ctx))
+	err := c.save(ctx, nil)
+	st.saveMu.Lock()
+	defer st.saveMu.Unlock()
+	if st.closed {
+		return nil
+	}
+	st.closed = true
+	return errors.Join(err, st.client.Close(ctx))
 }
 
 func seriesStorageKey(key uint64) string {

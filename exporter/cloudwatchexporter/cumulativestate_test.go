@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -646,4 +647,55 @@ func TestSeriesKeyIsStable(t *testing.T) {
 	attrs.PutStr("a", "")
 	assert.Equal(t, mix(0xd24ec4f1a98c6e5b, 0xef46db3751d8e999), hashMap(attrs))
 	assert.Equal(t, mix(0xef46db3751d8e999, 0xd24ec4f1a98c6e5b), hashStrings("", "a"))
+}
+
+// Exports converted and saved concurrently (several receivers or pipelines)
+// leave every series saved at its newest point.
+func TestStateConcurrentSaves(t *testing.T) {
+	d := newDisk()
+	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
+	const writers, points = 4, 25
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := map[string]string{"writer": string(rune('a' + w))}
+			for i := 1; i <= points; i++ {
+				md := cumulativeSum(at(-time.Hour), at(time.Duration(i)*time.Second), int64(10*i), name)
+				var cv conversion
+				c.convert(context.Background(), md, testNow, &cv)
+				assert.NoError(t, c.save(context.Background(), cv.records))
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Restarted: each series' next point (10 more) is a delta of 10.
+	c, load := storedConverter(t, d, true, stateTestConfig, testNow)
+	assert.Equal(t, writers, load.restored)
+	for w := range writers {
+		md := cumulativeSum(at(-time.Hour), at(time.Minute), 10*(points+1), map[string]string{"writer": string(rune('a' + w))})
+		convertAndSave(t, c, md, testNow)
+		v, ok := sumPoint(t, md)
+		assert.True(t, ok)
+		assert.Equal(t, int64(10), v, "writer %d", w)
+	}
+}
+
+func TestStateCloseWritesWhatIsLeft(t *testing.T) {
+	d := newDisk()
+	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
+	convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, nil), testNow)
+	require.Len(t, d.keys(seriesKeyPrefix), 1)
+
+	// An hour later a batch without cumulative data expires the series:
+	// nothing to save with it, so its deletion waits for Shutdown.
+	var cv conversion
+	c.convert(context.Background(), gaugeMetrics("g", "", 1), testNow.Add(time.Hour), &cv)
+	assert.Equal(t, int64(1), cv.evictions)
+	require.Len(t, d.keys(seriesKeyPrefix), 1)
+	require.NoError(t, c.closeStorage(context.Background()))
+	assert.Empty(t, d.keys(seriesKeyPrefix))
+	require.NoError(t, c.closeStorage(context.Background()), "a second Shutdown is harmless")
 }

@@ -106,7 +106,7 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 	}
 	// Only now, with the data queued (or the conversion undone), is the
 	// state worth saving: what is saved never runs ahead of the queue.
-	if m.exp.deltas.store != nil && len(cv.records) > 0 {
+	if m.exp.deltas.store != nil && (len(cv.records) > 0 || cv.evictions > 0) {
 		m.exp.saveState(ctx, cv.records)
 	}
 	return err
