@@ -12,7 +12,6 @@
 //
 //	go run ./test/load                    # what `make bench` runs
 //	go run ./test/load -duration 30s -max-rate=false
-//	go run ./test/load -demo              # what `make demo` runs
 package main
 
 import (
@@ -46,7 +45,6 @@ type options struct {
 	maxRate      bool
 	stepDuration time.Duration
 	out          string
-	demo         bool
 }
 
 func main() {
@@ -59,7 +57,6 @@ func main() {
 	flag.BoolVar(&o.maxRate, "max-rate", true, "also search the highest load sustained on one core")
 	flag.DurationVar(&o.stepDuration, "step", 20*time.Second, "duration of each step of the max-rate search")
 	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
-	flag.BoolVar(&o.demo, "demo", false, "run the demo instead: buildsim -> collector -> CloudWatch test endpoint, print what landed")
 	flag.Parse()
 
 	root, err := repoRoot()
@@ -70,14 +67,7 @@ func main() {
 	if _, err := os.Stat(filepath.Join(root, "bin", "otelcol-gpubuild")); err != nil {
 		fatal(errors.New("bin/otelcol-gpubuild not found: run `make build` first"))
 	}
-	ctx := context.Background()
-	if o.demo {
-		if err := demo(ctx, o); err != nil {
-			fatal(err)
-		}
-		return
-	}
-	report, err := bench(ctx, o)
+	report, err := bench(context.Background(), o)
 	if err != nil {
 		fatal(err)
 	}

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"maps"
 	"os"
-	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 )
 
 func cpuModel() string {
@@ -117,81 +112,4 @@ func report(o options, ours, base *result, steps []*result, stopReason string) s
 		fmt.Fprintf(&b, "Stopped: %s.\n", stopReason)
 	}
 	return b.String()
-}
-
-// demo: buildsim -> the sidecar on its default config -> the CloudWatch test
-// endpoint; prints the ground truth next to what landed.
-func demo(ctx context.Context, o options) error {
-	cw, err := cloudwatchtest.Start("127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer cw.Close()
-	tmp, err := os.MkdirTemp("", "otelcol-gpubuild-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	st, err := sidecarTarget(o.root, cw, filepath.Join(tmp, "queue"), "GPUBUILD_FLUSH_INTERVAL=2s")
-	if err != nil {
-		return err
-	}
-	p, err := startProcess(st.argv, st.env, "")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		select {
-		case <-p.done:
-		default:
-			p.kill()
-		}
-	}()
-	if err := p.waitListening(st.grpcAddr, 60*time.Second); err != nil {
-		return err
-	}
-	cfg := buildsim.DefaultConfig()
-	cfg.Endpoint = st.grpcAddr
-	cfg.Jobs, cfg.Rate = 200, 100
-	logf("buildsim: %d jobs at %g/s over OTLP/gRPC to %s", cfg.Jobs, cfg.Rate, st.grpcAddr)
-	s, err := buildsim.Run(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	var want int64
-	for _, n := range s.Generated.JobsByResult {
-		want += n
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && landed(cw.Datums(), "build.jobs") < float64(want) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := p.stop(30 * time.Second); err != nil {
-		return err
-	}
-	datums := cw.Datums()
-	fmt.Printf("CloudWatch test endpoint: %+v\n\n", cw.Stats())
-	fmt.Printf("%-28s %-10s %-16s %-16s\n", "metric", "datums", "landed (sum)", "buildsim truth")
-	truth := map[string]float64{"build.jobs": float64(want), buildsim.CounterName: float64(s.SDKMetrics.Counter.Total)}
-	for _, series := range [][]buildsim.Series{s.Generated.StageRuns} {
-		for _, x := range series {
-			truth["build.stage.runs"] += float64(x.Count)
-		}
-	}
-	for _, x := range s.Generated.APIRequests {
-		truth["api.requests"] += float64(x.Count)
-	}
-	byName := map[string]int{}
-	for _, d := range datums {
-		byName[d.MetricName]++
-	}
-	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		t := "–"
-		if v, ok := truth[name]; ok {
-			t = fmt.Sprintf("%.0f", v)
-		}
-		fmt.Printf("%-28s %-10d %-16.6g %-16s\n", name, byName[name], landed(datums, name), t)
-	}
-	fmt.Printf("\njobs by result (truth): %v\n", s.Generated.JobsByResult)
-	return nil
 }
