@@ -120,7 +120,8 @@ func parseFlags(args []string, stderr io.Writer) (buildsim.Config, string, error
 	fs.DurationVar(&cfg.ExportTimeout, "export-timeout", cfg.ExportTimeout, "timeout of one OTLP export attempt")
 	fs.DurationVar(&cfg.RetryInitial, "retry-initial", cfg.RetryInitial, "first retry delay of a retryable refusal")
 	fs.DurationVar(&cfg.RetryMaxElapsed, "retry-max-elapsed", cfg.RetryMaxElapsed, "give a refused export up after this long (0: no retries)")
-	fs.IntVar(&cfg.MaxBatch, "max-batch", cfg.MaxBatch, "spans, log records or metric points per export request at most")
+	fs.IntVar(&cfg.MaxBatch, "max-batch", cfg.MaxBatch, "spans or log records per export request at most")
+	fs.IntVar(&cfg.MetricMaxBatch, "metric-max-batch", 0, "metric points per export request at most (0: each collection in one request, the SDK default)")
 	fs.BoolVar(&cfg.StopOnExportError, "stop-on-error", false, "stop at the first export refused for good")
 	out := fs.String("summary", "", "write the JSON summary to this file instead of stdout")
 	if err := fs.Parse(args); err != nil {

@@ -117,9 +117,12 @@ type Config struct {
 	ExportTimeout   time.Duration
 	RetryInitial    time.Duration
 	RetryMaxElapsed time.Duration
-	// MaxBatch caps the spans, log records or metric data points in one
-	// export request.
+	// MaxBatch caps the spans or log records in one export request.
 	MaxBatch int
+	// MetricMaxBatch caps the data points of one metric export request; 0
+	// sends each collection whole, as the SDKs do by default. Large loads
+	// need it to stay under the receiver's 4 MiB message limit.
+	MetricMaxBatch int
 	// StopOnExportError ends the run at the first export that fails for
 	// good (after retries) instead of carrying on and counting it.
 	StopOnExportError bool
@@ -255,6 +258,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBatch <= 0 {
 		errs = append(errs, errors.New("max_batch: must be positive"))
+	}
+	if c.MetricMaxBatch < 0 {
+		errs = append(errs, errors.New("metric_max_batch: must not be negative"))
 	}
 	if c.ServiceName == "" {
 		errs = append(errs, errors.New("service_name: must not be empty"))

@@ -248,9 +248,7 @@ func (r *runner) startIncarnation(ctx context.Context) (*incarnation, error) {
 		inc.metricExp = &countingMetricExporter{Exporter: ex.Metric, r: r}
 		reader := sdkmetric.NewPeriodicReader(inc.metricExp,
 			sdkmetric.WithInterval(r.cfg.MetricInterval), sdkmetric.WithTimeout(r.cfg.ExportTimeout+r.cfg.RetryMaxElapsed),
-			// Large collections go out in several requests, as they must
-			// to stay under the receiver's 4 MiB message limit.
-			sdkmetric.WithMaxExportBatchSize(r.cfg.MaxBatch))
+			sdkmetric.WithMaxExportBatchSize(r.cfg.MetricMaxBatch))
 		inc.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader), sdkmetric.WithCardinalityLimit(0))
 		m := inc.mp.Meter(scopeName)
 		if inc.counter, err = m.Int64Counter(CounterName, metric.WithUnit(CounterUnit), metric.WithDescription("Vectors indexed by successful builds.")); err != nil {
@@ -620,7 +618,7 @@ func (b *logBuffer) take() []sdklog.Record {
 // remembers whether every export of the latest collection succeeded: the
 // points are cumulative, so only the last collection of an incarnation must
 // arrive for nothing to be lost. A collection may take several exports
-// (MaxBatch); its points all carry the collection's time.
+// (MetricMaxBatch); its points all carry the collection's time.
 type countingMetricExporter struct {
 	sdkmetric.Exporter
 	r *runner

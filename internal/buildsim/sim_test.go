@@ -568,7 +568,7 @@ func TestRunSplitsLargeMetricCollections(t *testing.T) {
 	cfg := testConfig()
 	cfg.Jobs = 20
 	cfg.MetricSeries = 1500 // 4500 points and more per collection
-	cfg.MaxBatch = 1000
+	cfg.MetricMaxBatch = 1000
 	s, err := Run(context.Background(), cfg, WithExporterFactory(rec.factory))
 	require.NoError(t, err)
 	assert.LessOrEqual(t, rec.maxPointsPerExport(), 1000)

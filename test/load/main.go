@@ -131,6 +131,10 @@ func simConfig(l load, endpoint string) buildsim.Config {
 	cfg.MetricSeries = max(0, (l.points-jobSeries)/3)
 	cfg.RetryMaxElapsed = 30 * time.Second
 	cfg.ExportTimeout = 10 * time.Second
+	// Collections above 5000 points go in several requests (a whole 30k
+	// point collection would pass the receiver's 4 MiB limit); a multiple of
+	// 1000 keeps the per-flush PutMetricData bound reachable.
+	cfg.MetricMaxBatch = 5000
 	return cfg
 }
 
