@@ -55,7 +55,7 @@ otelcol_process_uptime 12.5
 }
 
 func TestSimConfigMatchesTheLoad(t *testing.T) {
-	cfg := simConfig(load{points: 10000, jobs: 100, duration: time.Minute}, "127.0.0.1:4317")
+	cfg := simConfig(load{points: 10000, jobs: 100, interval: time.Second, duration: time.Minute}, "127.0.0.1:4317")
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, 6000, cfg.Jobs)
 	assert.Equal(t, 100.0, cfg.Rate)
@@ -63,4 +63,10 @@ func TestSimConfigMatchesTheLoad(t *testing.T) {
 	// up the points of one export per second.
 	jobSeries := len(cfg.Engines)*cfg.Tenants + len(cfg.Engines)*len(cfg.DataTypes) + cfg.GPUs
 	assert.InDelta(t, 10000, 3*cfg.MetricSeries+jobSeries, 3)
+
+	// Four times the rate: as many series, exported four times as often.
+	fast := simConfig(load{points: 40000, jobs: 400, interval: time.Second / 4, duration: time.Minute}, "127.0.0.1:4317")
+	assert.Equal(t, cfg.MetricSeries, fast.MetricSeries)
+	assert.Equal(t, 250*time.Millisecond, fast.MetricInterval)
+	assert.Equal(t, 24000, fast.Jobs)
 }

@@ -41,6 +41,7 @@ type options struct {
 	warmup       time.Duration
 	points       int
 	jobs         float64
+	fixed        bool
 	baseline     bool
 	maxRate      bool
 	stepDuration time.Duration
@@ -53,7 +54,8 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", 10*time.Second, "start of the measured window after the load starts")
 	flag.IntVar(&o.points, "points", 10000, "SDK metric data points per second")
 	flag.Float64Var(&o.jobs, "jobs", 100, "job runs per second (each with 4 stage spans, 4-6 API spans, 2 status records)")
-	flag.BoolVar(&o.baseline, "baseline", true, "also measure the stock ocb otlp -> debug baseline")
+	flag.BoolVar(&o.fixed, "fixed", true, "measure the sidecar at the fixed rate")
+	flag.BoolVar(&o.baseline, "baseline", true, "also measure the stock ocb otlp -> debug baseline at the fixed rate")
 	flag.BoolVar(&o.maxRate, "max-rate", true, "also search the highest load sustained on one core")
 	flag.DurationVar(&o.stepDuration, "step", 20*time.Second, "duration of each step of the max-rate search")
 	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
@@ -110,6 +112,7 @@ func repoRoot() (string, error) {
 type load struct {
 	points   int     // SDK data points per second
 	jobs     float64 // job runs per second
+	interval time.Duration
 	duration time.Duration
 }
 
@@ -117,8 +120,8 @@ func (l load) String() string {
 	return fmt.Sprintf("%d points/s + %g jobs/s", l.points, l.jobs)
 }
 
-// simConfig makes buildsim produce the load: one SDK export per second
-// with about l.points points (three instruments with MetricSeries extra
+// simConfig makes buildsim produce the load: one SDK export per interval
+// with l.points*interval points (three instruments with MetricSeries extra
 // series each, plus the series the jobs themselves create).
 func simConfig(l load, endpoint string) buildsim.Config {
 	cfg := buildsim.DefaultConfig()
@@ -126,9 +129,10 @@ func simConfig(l load, endpoint string) buildsim.Config {
 	cfg.ServiceName = "build-load"
 	cfg.Rate = l.jobs
 	cfg.Jobs = int(math.Round(l.jobs * l.duration.Seconds()))
-	cfg.MetricInterval = time.Second
+	cfg.MetricInterval = l.interval
+	perExport := int(math.Round(float64(l.points) * l.interval.Seconds()))
 	jobSeries := len(cfg.Engines)*cfg.Tenants + len(cfg.Engines)*len(cfg.DataTypes) + cfg.GPUs
-	cfg.MetricSeries = max(0, (l.points-jobSeries)/3)
+	cfg.MetricSeries = max(0, (perExport-jobSeries)/3)
 	cfg.RetryMaxElapsed = 30 * time.Second
 	cfg.ExportTimeout = 10 * time.Second
 	// Collections above 5000 points go in several requests (a whole 30k
@@ -483,19 +487,19 @@ func bench(ctx context.Context, o options) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 
-	fixed := load{points: o.points, jobs: o.jobs, duration: o.duration}
-	logf("sidecar at %v for %v", fixed, o.duration)
-	st, err := sidecarTarget(o.root, cw, filepath.Join(tmp, "queue"))
-	if err != nil {
-		return "", err
+	fixed := load{points: o.points, jobs: o.jobs, interval: time.Second, duration: o.duration}
+	var ours, base *result
+	if o.fixed {
+		logf("sidecar at %v for %v", fixed, o.duration)
+		st, err := sidecarTarget(o.root, cw, filepath.Join(tmp, "queue"))
+		if err != nil {
+			return "", err
+		}
+		if ours, err = run(ctx, st, fixed, o.warmup, cw, ""); err != nil {
+			return "", err
+		}
 	}
-	ours, err := run(ctx, st, fixed, o.warmup, cw, "")
-	if err != nil {
-		return "", err
-	}
-
-	var base *result
-	if o.baseline {
+	if o.fixed && o.baseline {
 		bin, err := buildBaseline(o.root)
 		if err != nil {
 			return "", err
@@ -519,11 +523,14 @@ func bench(ctx context.Context, o options) (string, error) {
 }
 
 // maxRate raises the load in steps with the sidecar pinned to CPU 0 until
-// a step loses or refuses data, cannot keep up, or saturates the core.
+// a step loses or refuses data, cannot keep up, or saturates the core. The
+// number of series stays that of the fixed-rate run; the SDK exports more
+// often (1 s / factor): the search is for a rate, and more series would
+// hit cumulative_state.max_series first.
 func maxRate(ctx context.Context, o options, cw *cloudwatchtest.Server, tmp string) ([]*result, string) {
 	var steps []*result
 	for i, factor := range []float64{1, 2, 3, 4, 6, 8, 12, 16} {
-		l := load{points: int(float64(o.points) * factor), jobs: o.jobs * factor, duration: o.stepDuration}
+		l := load{points: int(float64(o.points) * factor), jobs: o.jobs * factor, interval: time.Duration(float64(time.Second) / factor), duration: o.stepDuration}
 		logf("one core: %v for %v", l, o.stepDuration)
 		// No request cap here: the search is for the collector's limit, not
 		// the configured CloudWatch request budget.
