@@ -182,6 +182,12 @@ func (r *result) jobsTruth() float64 {
 	return float64(n)
 }
 
+// loadSent says whether the generator sent at least 85 % of the points the
+// load asked for (on a small machine it competes with the collector).
+func (r *result) loadSent() bool {
+	return rate(r.sim.Exports.MetricPoints.Items, r) >= 0.85*float64(r.load.points)
+}
+
 func (r *result) exact() bool {
 	return r.cw && r.jobsLanded == r.jobsTruth() && r.counterLanded == float64(r.sim.SDKMetrics.Counter.Total)
 }
@@ -554,6 +560,9 @@ func maxRate(ctx context.Context, o options, cw *cloudwatchtest.Server, tmp stri
 			return steps, fmt.Sprintf("at %v the load could not be sent on time (%.0f s for %v): the collector (or the load generator sharing the machine) could not keep up", l, r.sim.Elapsed, o.stepDuration)
 		case r.cpuCores > 0.95:
 			return steps, fmt.Sprintf("at %v the core was saturated (%.2f)", l, r.cpuCores)
+		case !r.loadSent():
+			return steps, fmt.Sprintf("at %v the load generator, on the same machine, sent only %.0f points/s while the collector used %.2f of its core: the collector's limit is above what this machine can generate",
+				l, rate(r.sim.Exports.MetricPoints.Items, r), r.cpuCores)
 		}
 	}
 	return steps, "the highest step passed"

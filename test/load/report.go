@@ -105,7 +105,7 @@ func report(o options, ours, base *result, steps []*result, stopReason string) s
 				r.cpuCores, r.peakMiB, r.refused, yesNo(r.exact()), r.requests, r.lowerBound)
 		}
 		for _, r := range steps {
-			if r.exact() && r.refused == 0 && r.cpuCores <= 0.95 && r.sim.Elapsed <= o.stepDuration.Seconds()*1.1+5 {
+			if r.exact() && r.refused == 0 && r.cpuCores <= 0.95 && r.sim.Elapsed <= o.stepDuration.Seconds()*1.1+5 && r.loadSent() {
 				best = r
 			}
 		}
