@@ -29,6 +29,11 @@ type Config struct {
 	QueueConfig                  configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	BackOffConfig                configretry.BackOffConfig                                `mapstructure:"retry_on_failure"`
 
+	// ShutdownDrainTimeout is how long Shutdown keeps sending what is queued
+	// (with retries) before stopping the queue: with a persistent queue what
+	// is left stays on disk for the next start. 0 stops at once.
+	ShutdownDrainTimeout time.Duration `mapstructure:"shutdown_drain_timeout"`
+
 	// Namespace is the CloudWatch namespace of every metric. Required.
 	Namespace string `mapstructure:"namespace"`
 	// Region is the AWS region; empty means the standard chain (AWS_REGION, profile).
@@ -152,6 +157,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
+	}
+	if cfg.ShutdownDrainTimeout < 0 {
+		errs = append(errs, errors.New("shutdown_drain_timeout: must not be negative (0 means do not wait)"))
 	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, 4, cfg.MaxConcurrentRequests)
 	assert.Zero(t, cfg.MaxRequestsPerSecond)
 	assert.Equal(t, 15*time.Second, cfg.Timeout)
+	assert.Equal(t, 20*time.Second, cfg.ShutdownDrainTimeout, "Shutdown sends what is queued for up to 20 s")
 	assert.Equal(t, CumulativeStateConfig{TTL: 30 * time.Minute, MaxSeries: 50_000}, cfg.CumulativeState)
 	assert.Nil(t, cfg.CumulativeState.StorageID, "the state is in memory unless a storage is named")
 	assert.Contains(t, cfg.ResourceToDimensions, "service.name")
@@ -57,6 +58,7 @@ func TestLoadConfigFull(t *testing.T) {
 	assert.Equal(t, 50.0, cfg.MaxRequestsPerSecond)
 	assert.Equal(t, 8, cfg.MaxConcurrentRequests)
 	assert.Equal(t, 20*time.Second, cfg.Timeout)
+	assert.Equal(t, 25*time.Second, cfg.ShutdownDrainTimeout)
 	stateStorage := component.MustNewIDWithName("file_storage", "state")
 	assert.Equal(t, CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1000, StorageID: &stateStorage}, cfg.CumulativeState)
 	assert.Equal(t, time.Second, cfg.BackOffConfig.InitialInterval)
@@ -108,6 +110,7 @@ func TestValidateNamesTheField(t *testing.T) {
 			"max_concurrent_requests: must be at least 1",
 			"cumulative_state.ttl: must be positive",
 			"cumulative_state.max_series: must be at least 1",
+			"shutdown_drain_timeout: must not be negative",
 		}},
 	}
 	for _, tt := range tests {

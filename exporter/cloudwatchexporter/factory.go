@@ -24,6 +24,9 @@ const (
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute
 	defaultCumulativeMaxSeries   = 50_000
+	// defaultShutdownDrainTimeout stays under Kubernetes' default 30 s
+	// grace period (an export in flight when it expires still finishes).
+	defaultShutdownDrainTimeout = 20 * time.Second
 )
 
 // defaultResourceToDimensions keeps series apart per service and per GPU,
@@ -47,6 +50,7 @@ func createDefaultConfig() component.Config {
 		TimeoutConfig:         exporterhelper.TimeoutConfig{Timeout: defaultTimeout},
 		QueueConfig:           configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
 		BackOffConfig:         configretry.NewDefaultBackOffConfig(),
+		ShutdownDrainTimeout:  defaultShutdownDrainTimeout,
 		OutputDestination:     destinationCloudWatch,
 		ResourceToDimensions:  defaultResourceToDimensions(),
 		StorageResolution:     defaultStorageResolution,
@@ -64,7 +68,12 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	helper, err := exporterhelper.NewMetrics(ctx, set, cfg, exp.pushMetrics,
+	// exporterhelper's telemetry goes through the probe, which is how the
+	// drain at Shutdown learns the queue's size (see queuesize.go).
+	queue := &queueSizeProbe{}
+	helperSet := set
+	helperSet.MeterProvider = queue.meterProvider(set.MeterProvider)
+	helper, err := exporterhelper.NewMetrics(ctx, helperSet, cfg, exp.pushMetrics,
 		exporterhelper.WithStart(exp.start),
 		exporterhelper.WithShutdown(exp.shutdown),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
@@ -76,14 +85,18 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return &metricsExporter{Metrics: helper, exp: exp}, nil
+	if _, ok := queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
+		set.Logger.Warn("The sending queue's size cannot be read: shutdown_drain_timeout has no effect, Shutdown does not wait for the queue")
+	}
+	return &metricsExporter{Metrics: helper, exp: exp, queue: queue}, nil
 }
 
 // metricsExporter turns cumulative data into deltas before it is queued, so
 // that what the queue holds, retries and replays after a restart is exact.
 type metricsExporter struct {
 	exporter.Metrics
-	exp *cloudWatchExporter
+	exp   *cloudWatchExporter
+	queue *queueSizeProbe
 }
 
 func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {

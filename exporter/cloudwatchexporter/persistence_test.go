@@ -153,6 +153,9 @@ func TestPersistentQueueSurvivesARestart(t *testing.T) {
 	cfg.BackOffConfig.InitialInterval = 5 * time.Millisecond
 	cfg.BackOffConfig.MaxInterval = 20 * time.Millisecond
 	cfg.QueueConfig.Get().StorageID = &storageID
+	// Shutdown leaves the queue on disk at once, as at a kill or when the
+	// drain gives up (TestShutdownDrainGivesUpAtTheTimeout).
+	cfg.ShutdownDrainTimeout = 0
 	require.NoError(t, cfg.Validate())
 
 	start := func() *metricsExporter {

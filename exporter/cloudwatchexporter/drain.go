@@ -1,0 +1,71 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// drainPollInterval is how often Shutdown looks at the queue's size.
+const drainPollInterval = 50 * time.Millisecond
+
+// Shutdown sends what is queued, for at most shutdown_drain_timeout, and
+// only then stops exporterhelper. Upstream components are stopped before
+// an exporter is, so nothing new arrives meanwhile.
+//
+// exporterhelper's own Shutdown stops a persistent queue's consumers at
+// once, leaving what is queued on disk for the next start
+// (open-telemetry/opentelemetry-collector#5902); a sidecar whose pod is
+// deleted loses its disk with it. The in-memory queue does drain, but with
+// retries off: waiting here gives its requests their retries too.
+func (m *metricsExporter) Shutdown(ctx context.Context) error {
+	m.drainQueue(ctx)
+	return m.Metrics.Shutdown(ctx)
+}
+
+// drainQueue returns when the sending queue is empty (every request
+// exported or given up after its retries), when shutdown_drain_timeout has
+// passed or when ctx is done.
+func (m *metricsExporter) drainQueue(ctx context.Context) {
+	timeout := m.exp.cfg.ShutdownDrainTimeout
+	if timeout <= 0 {
+		return
+	}
+	queued, ok := m.queue.size(ctx)
+	if !ok || queued == 0 {
+		return
+	}
+	m.exp.logger.Info("Sending what is queued before shutting down",
+		zap.Int64("queued", queued), zap.String("unit", m.exp.cfg.QueueConfig.Get().Sizer.String()),
+		zap.Duration("shutdown_drain_timeout", timeout))
+
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(drainPollInterval)
+	defer poll.Stop()
+	for queued > 0 {
+		select {
+		case <-poll.C:
+		case <-deadline.C:
+			m.logLeftQueued(queued, timeout)
+			return
+		case <-ctx.Done():
+			m.logLeftQueued(queued, timeout)
+			return
+		}
+		if queued, ok = m.queue.size(ctx); !ok {
+			return
+		}
+	}
+}
+
+func (m *metricsExporter) logLeftQueued(queued int64, timeout time.Duration) {
+	queueCfg := m.exp.cfg.QueueConfig.Get()
+	fields := []zap.Field{zap.Int64("left", queued), zap.String("unit", queueCfg.Sizer.String()), zap.Duration("shutdown_drain_timeout", timeout)}
+	if queueCfg.StorageID != nil {
+		m.exp.logger.Warn("The sending queue did not empty before shutdown_drain_timeout; what is left stays in the persistent queue and is sent after the next start", fields...)
+		return
+	}
+	m.exp.logger.Warn("The sending queue did not empty before shutdown_drain_timeout; what is left is tried once more, without retries, and lost if that fails", fields...)
+}
