@@ -67,6 +67,27 @@ func (h *histogram) observe(v float64) {
 	h.sum += v
 }
 
+// merge adds the observations of o, which has the same bounds.
+func (h *histogram) merge(o *histogram) {
+	if o.n == 0 {
+		return
+	}
+	if h.counts == nil {
+		h.counts = make([]uint64, len(h.bounds)+1)
+	}
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	if h.n == 0 || o.min < h.min {
+		h.min = o.min
+	}
+	if h.n == 0 || o.max > h.max {
+		h.max = o.max
+	}
+	h.n += o.n
+	h.sum += o.sum
+}
+
 // seriesTable finds the series for a set of labels by a hash of the labels,
 // so a lookup on the hot path builds no string key and allocates nothing.
 type seriesTable struct {
@@ -84,6 +105,31 @@ func newSeriesTable(seed maphash.Seed, bounds [numFamilies][]float64) *seriesTab
 
 // get returns the series for l, creating it when needed.
 func (t *seriesTable) get(l *seriesLabels) *series {
+	s, slot := t.lookup(l)
+	if s != nil {
+		return s
+	}
+	s = &series{labels: l.clone(), hist: histogram{bounds: t.bounds[l.fam]}}
+	t.insert(slot, s)
+	return s
+}
+
+// merge adds s, a series taken from the table by an earlier flush, back
+// into the table: into the series with the same labels, or as itself. Its
+// labels are owned already and its resource must be interned in the current
+// resource table.
+func (t *seriesTable) merge(s *series) {
+	cur, slot := t.lookup(&s.labels)
+	if cur == nil {
+		t.insert(slot, s)
+		return
+	}
+	cur.count += s.count
+	cur.hist.merge(&s.hist)
+}
+
+// lookup returns the series for l, or nil and the free slot where it goes.
+func (t *seriesTable) lookup(l *seriesLabels) (*series, uint64) {
 	t.hash.Reset()
 	h := &t.hash
 	var id [9]byte
@@ -103,24 +149,28 @@ func (t *seriesTable) get(l *seriesLabels) *series {
 	for {
 		s, ok := t.index[k]
 		if !ok {
-			break
+			return nil, k
 		}
 		if s.labels.equal(l) {
-			return s
+			return s, k
 		}
 		k++ // a 64-bit collision: probe the next slot
 	}
-	s := &series{labels: l.clone(), hist: histogram{bounds: t.bounds[l.fam]}}
-	t.index[k] = s
-	t.list = append(t.list, s)
-	return s
 }
 
-// reset forgets every series (delta temporality, after a flush).
-func (t *seriesTable) reset() {
+func (t *seriesTable) insert(slot uint64, s *series) {
+	t.index[slot] = s
+	t.list = append(t.list, s)
+}
+
+// take removes every series from the table and returns them (delta
+// temporality, at a flush). The table keeps no reference to them, so a
+// flush that is refused can merge them back.
+func (t *seriesTable) take() []*series {
+	taken := t.list
 	clear(t.index)
-	clear(t.list)
-	t.list = t.list[:0]
+	t.list = make([]*series, 0, len(taken))
+	return taken
 }
 
 func (l *seriesLabels) equal(o *seriesLabels) bool {

@@ -38,7 +38,7 @@ type deriver struct {
 	stats      derivationStats
 	startTime  pcommon.Timestamp // start of cumulative series
 	lastFlush  pcommon.Timestamp // start of the next delta points
-	prevActive []seriesLabels    // build.jobs.active groups non-zero at the last flush
+	prevActive []seriesLabels    // build.jobs.active groups non-zero at the last flush, or reported by a refused one
 
 	// Connector only.
 	jobs           *jobTracker
@@ -151,30 +151,51 @@ func (d *deriver) addRequests(res *resourceEntry, route, method, class string, d
 	d.series.get(&d.labels).count += int64(n)
 }
 
-// flush sweeps the job runs and returns the derived metrics; it is empty
-// when nothing was derived. final counts pending runs at once (shutdown).
-func (d *deriver) flush(now time.Time, final bool) pmetric.Metrics {
+// flushed is what one flush took from the deriver. It is kept until the
+// next consumer has accepted md, so that a refused flush can be carried over
+// into the next one.
+type flushed struct {
+	md pmetric.Metrics
+	// start is the start of md's delta points.
+	start pcommon.Timestamp
+	// taken holds the delta series md was built from; they are no longer in
+	// the table. Nil in cumulative mode, where the table keeps the totals.
+	taken []*series
+	// active holds the build.jobs.active groups md reports.
+	active *seriesTable
+	// series is how many series md reports (counted and gauge series).
+	series int
+}
+
+// takeFlush sweeps the job runs and returns the derived metrics; md is
+// empty when nothing was derived. final counts pending runs at once
+// (shutdown). In delta mode the series are taken out of the table: pass the
+// result to carryOver if the next consumer refuses it.
+func (d *deriver) takeFlush(now time.Time, final bool) *flushed {
 	if d.jobs != nil {
 		d.jobs.sweep(now, final)
 	}
 	nowTS := pcommon.NewTimestampFromTime(now)
-	startTS := d.lastFlush
+	f := &flushed{start: d.lastFlush}
 	if d.cumulative {
-		startTS = d.startTime
+		f.start = d.startTime
 	}
 
-	active := d.activeGauge()
-	out := newMetricsBuilder(d.dimensions, d.cumulative, startTS, nowTS)
+	f.active = d.activeGauge()
+	out := newMetricsBuilder(d.dimensions, d.cumulative, f.start, nowTS)
 	for _, s := range d.series.list {
-		out.add(s)
+		if out.add(s) {
+			f.series++
+		}
 	}
-	for _, g := range active.list {
+	for _, g := range f.active.list {
 		out.addActive(g)
 	}
-	md := out.build()
+	f.series += len(f.active.list)
+	f.md = out.build()
 
 	if !d.cumulative {
-		d.series.reset()
+		f.taken = d.series.take()
 	} else {
 		for _, s := range d.series.list {
 			s.labels.res = d.resources.reintern(s.labels.res)
@@ -185,7 +206,27 @@ func (d *deriver) flush(now time.Time, final bool) pmetric.Metrics {
 	if d.httpCounts != nil {
 		d.httpCounts.forgetIdle(now)
 	}
-	return md
+	return f
+}
+
+// carryOver puts back what a refused flush took, so that the next flush
+// reports it: the delta counts and histograms are added to what was derived
+// since (the next points start where the refused ones did); cumulative
+// series still hold their totals. The build.jobs.active groups it reported
+// are reported again, so a 0 that was refused is not lost either.
+// Flushes must not overlap: f must be the latest flush.
+func (d *deriver) carryOver(f *flushed) {
+	if !d.cumulative {
+		for _, s := range f.taken {
+			s.labels.res = d.resources.reintern(s.labels.res)
+			d.series.merge(s)
+		}
+		d.lastFlush = f.start
+	}
+	d.prevActive = d.prevActive[:0]
+	for _, g := range f.active.list {
+		d.prevActive = append(d.prevActive, g.labels)
+	}
 }
 
 // activeGauge counts the active runs per resource and dimensions. A group
@@ -241,12 +282,14 @@ func (b *metricsBuilder) forResource(res *resourceEntry) *resourceSeries {
 	return rs
 }
 
-func (b *metricsBuilder) add(s *series) {
+// add reports s unless it is empty, and tells whether it did.
+func (b *metricsBuilder) add(s *series) bool {
 	if s.count == 0 {
-		return
+		return false
 	}
 	rs := b.forResource(s.labels.res)
 	rs.series[s.labels.fam] = append(rs.series[s.labels.fam], s)
+	return true
 }
 
 func (b *metricsBuilder) addActive(g *series) {

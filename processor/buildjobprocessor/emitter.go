@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -17,6 +18,11 @@ import (
 // emitter owns a deriver: it serializes access to it, reports its stats as
 // the component's own telemetry, and emits the derived metrics every
 // metrics_flush_interval and at shutdown.
+//
+// The derived points exist nowhere else, so a flush the next consumer
+// refuses with a retryable error (a full sending queue, memory_limiter) is
+// carried over into the next flush instead of being lost. Flushes never
+// overlap: the loop flushes, and shutdown flushes once the loop has ended.
 type emitter struct {
 	logger    *zap.Logger
 	telemetry *metadata.TelemetryBuilder
@@ -29,10 +35,18 @@ type emitter struct {
 
 	skippedAttrs [numSkipReasons]metric.AddOption
 	evictedAttrs [2]metric.AddOption
+	carriedAttrs metric.AddOption
+	droppedAttrs metric.AddOption
 
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 }
+
+// Retries of a refused final flush, within metrics_flush_interval.
+const (
+	finalRetryFirst = 50 * time.Millisecond
+	finalRetryMax   = time.Second
+)
 
 func newEmitter(set component.TelemetrySettings, d *deriver, interval time.Duration, next consumer.Metrics) (*emitter, error) {
 	tb, err := metadata.NewTelemetryBuilder(set)
@@ -45,6 +59,8 @@ func newEmitter(set component.TelemetrySettings, d *deriver, interval time.Durat
 	}
 	e.evictedAttrs[evictedActive] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "active")))
 	e.evictedAttrs[evictedEnded] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "ended")))
+	e.carriedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "carried_over")))
+	e.droppedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "dropped")))
 	return e, nil
 }
 
@@ -67,9 +83,10 @@ func (e *emitter) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			if err := e.flush(ctx, false); err != nil {
-				e.logger.Warn("Failed to emit derived metrics", zap.Error(err))
-			}
+			// A flush blocked on the next consumer (a sending queue that
+			// blocks on overflow) is cancelled by shutdown and carried
+			// over into the final flush.
+			_ = e.flush(ctx)
 		}
 	}
 }
@@ -82,7 +99,7 @@ func (e *emitter) shutdown(ctx context.Context) error {
 		<-e.loopDone
 		e.stopLoop = nil
 	}
-	err := e.flush(ctx, true)
+	err := e.finalFlush(ctx)
 	e.telemetry.Shutdown()
 	return err
 }
@@ -97,17 +114,93 @@ func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time))
 	e.report(ctx, &stats)
 }
 
-func (e *emitter) flush(ctx context.Context, final bool) error {
+// flush emits what was derived since the last accepted flush. A retryable
+// refusal carries it over into the next flush; a permanent one drops it.
+func (e *emitter) flush(ctx context.Context) error {
+	f := e.take(ctx, false)
+	if f == nil {
+		return nil
+	}
+	err := e.next.ConsumeMetrics(ctx, f.md)
+	switch {
+	case err == nil:
+	case consumererror.IsPermanent(err):
+		e.drop(ctx, f)
+		e.logger.Error("Dropped derived metrics: the next consumer refused them with a permanent error",
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()))
+	default:
+		e.carryOver(ctx, f)
+		e.logger.Warn("Failed to emit derived metrics; carrying them over to the next flush",
+			zap.Error(err), zap.Int("series", f.series), zap.Time("since", f.start.AsTime()))
+	}
+	return err
+}
+
+// finalFlush emits everything at shutdown. A retryable refusal is retried
+// for at most metrics_flush_interval (or until ctx ends), so that a sending
+// queue that stays full cannot block the shutdown; what is then still
+// refused is lost, logged and counted.
+func (e *emitter) finalFlush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.interval)
+	defer cancel()
+	wait := finalRetryFirst
+	for {
+		f := e.take(ctx, true)
+		if f == nil {
+			return nil
+		}
+		err := e.next.ConsumeMetrics(ctx, f.md)
+		if err == nil {
+			return nil
+		}
+		if !consumererror.IsPermanent(err) && sleep(ctx, wait) {
+			e.carryOver(ctx, f)
+			wait = min(2*wait, finalRetryMax)
+			continue
+		}
+		e.drop(ctx, f)
+		e.logger.Error("Derived metrics lost: the final flush at shutdown was refused",
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()), zap.Time("since", f.start.AsTime()))
+		return err
+	}
+}
+
+// take takes a flush from the deriver; nil when there is nothing to emit.
+func (e *emitter) take(ctx context.Context, final bool) *flushed {
 	e.mu.Lock()
-	md := e.d.flush(e.now(), final)
+	f := e.d.takeFlush(e.now(), final)
 	stats := e.d.stats
 	e.d.stats = derivationStats{}
 	e.mu.Unlock()
 	e.report(ctx, &stats)
-	if md.DataPointCount() == 0 {
+	if f.md.DataPointCount() == 0 {
 		return nil
 	}
-	return e.next.ConsumeMetrics(ctx, md)
+	return f
+}
+
+func (e *emitter) carryOver(ctx context.Context, f *flushed) {
+	e.mu.Lock()
+	e.d.carryOver(f)
+	e.mu.Unlock()
+	e.telemetry.BuildjobFlushesFailed.Add(ctx, 1, e.carriedAttrs)
+}
+
+func (e *emitter) drop(ctx context.Context, f *flushed) {
+	e.telemetry.BuildjobFlushesFailed.Add(ctx, 1, e.droppedAttrs)
+	e.telemetry.BuildjobPointsDropped.Add(ctx, int64(f.md.DataPointCount()))
+}
+
+// sleep waits for d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func (e *emitter) report(ctx context.Context, s *derivationStats) {

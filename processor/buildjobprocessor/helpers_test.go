@@ -385,3 +385,8 @@ func testMap(kv ...string) pcommon.Map {
 	}
 	return m
 }
+
+// flush emits what was derived, as when the next consumer accepts it.
+func (d *deriver) flush(now time.Time, final bool) pmetric.Metrics {
+	return d.takeFlush(now, final).md
+}

@@ -26,6 +26,8 @@ type TelemetryBuilder struct {
 	meter                       metric.Meter
 	mu                          sync.Mutex
 	registrations               []metric.Registration
+	BuildjobFlushesFailed       metric.Int64Counter
+	BuildjobPointsDropped       metric.Int64Counter
 	BuildjobRecordsDeduplicated metric.Int64Counter
 	BuildjobRecordsSkipped      metric.Int64Counter
 	BuildjobRunsEvicted         metric.Int64Counter
@@ -60,6 +62,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.BuildjobFlushesFailed, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_flushes_failed",
+		metric.WithDescription("Emissions of derived metrics refused by the next consumer. carried_over - a retryable error (a full sending queue, memory_limiter), reported again by the next flush; dropped - a permanent error, or the final flush at shutdown. [Development]"),
+		metric.WithUnit("{flush}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.BuildjobPointsDropped, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_points_dropped",
+		metric.WithDescription("Derived data points of dropped flushes. [Development]"),
+		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.BuildjobRecordsDeduplicated, err = builder.meter.Int64Counter(
 		"otelcol_buildjob_records_deduplicated",
 		metric.WithDescription("Spans and log records recognized as belonging to a job run that was already counted (the other source, a redelivery, or a late end after a timeout). [Development]"),

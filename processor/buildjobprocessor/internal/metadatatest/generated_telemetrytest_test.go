@@ -19,9 +19,17 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.BuildjobFlushesFailed.Add(context.Background(), 1)
+	tb.BuildjobPointsDropped.Add(context.Background(), 1)
 	tb.BuildjobRecordsDeduplicated.Add(context.Background(), 1)
 	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
 	tb.BuildjobRunsEvicted.Add(context.Background(), 1)
+	AssertEqualBuildjobFlushesFailed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobPointsDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualBuildjobRecordsDeduplicated(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
