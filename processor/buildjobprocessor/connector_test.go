@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -27,7 +28,7 @@ type connectorPair struct {
 	tel    *componenttest.Telemetry
 }
 
-func newConnectorPair(t *testing.T, f connector.Factory, id component.ID, cfg *Config, next *consumertest.MetricsSink) connectorPair {
+func newConnectorPair(t *testing.T, f connector.Factory, id component.ID, cfg *Config, next consumer.Metrics) connectorPair {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	set := connectortest.NewNopSettings(metadata.Type)
