@@ -62,6 +62,22 @@ func knownEnv(defaults map[string]string, name string) bool {
 		"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}, name)
 }
 
+// requireMemoryHeadroom checks that the container's memory limit leaves the
+// 64 MiB above memory_limiter's heap limit that the binary and runtime need
+// (measured in BENCHMARKS.md): otherwise the kernel kills the sidecar before
+// memory_limiter ever refuses data.
+func requireMemoryHeadroom(t *testing.T, heapLimitMiB, containerLimit string) {
+	t.Helper()
+	heap, err := strconv.Atoi(heapLimitMiB)
+	require.NoError(t, err, "GPUBUILD_MEMORY_LIMIT_MIB")
+	unit := map[string]int{"Mi": 1, "M": 1, "Gi": 1024, "G": 1024}
+	re := regexp.MustCompile(`^(\d+)(Mi|M|Gi|G)$`)
+	m := re.FindStringSubmatch(containerLimit)
+	require.NotNil(t, m, "container memory limit %q", containerLimit)
+	n, _ := strconv.Atoi(m[1])
+	assert.GreaterOrEqual(t, n*unit[m[2]], heap+64, "container limit %s vs memory_limiter %d MiB", containerLimit, heap)
+}
+
 func defaultPort(t *testing.T, defaults map[string]string, name string) int {
 	p, err := strconv.Atoi(defaults[name])
 	require.NoError(t, err, "%s has no numeric default in otelcol-config.yaml", name)
@@ -124,6 +140,13 @@ func TestDockerCompose(t *testing.T) {
 			Healthcheck struct {
 				Test []string `yaml:"test"`
 			} `yaml:"healthcheck"`
+			Deploy struct {
+				Resources struct {
+					Limits struct {
+						Memory string `yaml:"memory"`
+					} `yaml:"limits"`
+				} `yaml:"resources"`
+			} `yaml:"deploy"`
 		} `yaml:"services"`
 	}
 	decodeYAML(t, "deploy/docker-compose.yaml", &compose)
@@ -139,6 +162,7 @@ func TestDockerCompose(t *testing.T) {
 	assert.Contains(t, sidecar.Environment, metricsswitch.EnvVar)
 	assert.Contains(t, sidecar.Volumes, "otelcol-queue:"+defaults["GPUBUILD_QUEUE_DIR"])
 	assert.Contains(t, sidecar.Healthcheck.Test, "/usr/local/bin/healthprobe")
+	requireMemoryHeadroom(t, sidecar.Environment["GPUBUILD_MEMORY_LIMIT_MIB"], sidecar.Deploy.Resources.Limits.Memory)
 
 	service, ok := compose.Services["index-builder"]
 	require.True(t, ok)
@@ -209,6 +233,13 @@ func TestKubernetesPod(t *testing.T) {
 		assert.True(t, knownEnv(defaults, e.Name), "pod sets %s, which the sidecar does not read", e.Name)
 	}
 	assert.True(t, envNames[metricsswitch.EnvVar])
+	heapLimit := defaults["GPUBUILD_MEMORY_LIMIT_MIB"]
+	for _, e := range sidecar.Env {
+		if e.Name == "GPUBUILD_MEMORY_LIMIT_MIB" {
+			heapLimit = e.Value
+		}
+	}
+	requireMemoryHeadroom(t, heapLimit, sidecar.Resources.Limits["memory"])
 	for name, probe := range map[string]*k8sProbe{"liveness": sidecar.LivenessProbe, "readiness": sidecar.ReadinessProbe, "startup": sidecar.StartupProbe} {
 		require.NotNil(t, probe, "%s probe", name)
 		assert.Equal(t, []string{"/usr/local/bin/healthprobe"}, probe.Exec.Command, "%s probe", name)
