@@ -1,6 +1,8 @@
 package distro
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,7 +23,7 @@ import (
 
 func readFile(t *testing.T, rel string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), rel))
+	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), rel))
 	require.NoError(t, err)
 	return string(b)
 }

@@ -1,6 +1,8 @@
 package distro
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -49,12 +51,12 @@ func TestComponentsListed(t *testing.T) {
 }
 
 func TestValidateDefaultConfig(t *testing.T) {
-	out, err := runBinary(t, cleanEnv(t), "validate", "--config", filepath.Join(repoRoot(t), "otelcol-config.yaml"))
+	out, err := runBinary(t, cleanEnv(t), "validate", "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
 	require.NoError(t, err, out)
 }
 
 func TestValidateRejectsBadConfig(t *testing.T) {
-	base, err := os.ReadFile(filepath.Join(repoRoot(t), "otelcol-config.yaml"))
+	base, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
 	require.NoError(t, err)
 
 	for name, tc := range map[string]struct {

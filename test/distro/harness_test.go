@@ -1,19 +1,17 @@
 package distro
 
 import (
-	"bytes"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,52 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// repoRoot is the checkout root; the tests run in test/distro.
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// binary returns the built distribution; the Makefile's test target builds it first.
-func binary(t *testing.T) string {
-	bin := filepath.Join(repoRoot(t), "bin", "otelcol-gpubuild")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s not found: run `make build` (make test does it for you)", bin)
-	}
-	return bin
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer collects a subprocess's output while tests read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // sidecar is the built collector running the default otelcol-config.yaml on
 // free ports, with no AWS credentials reachable (dry run).
 type sidecar struct {
 	cmd      *exec.Cmd
-	output   *syncBuffer // stdout and stderr
-	stdout   *syncBuffer // the dry-run destination writes here
+	output   *binarytest.Buffer // stdout and stderr
+	stdout   *binarytest.Buffer // the dry-run destination writes here
 	done     chan error
 	httpPort int
 	health   string
@@ -93,19 +51,19 @@ func cleanEnv(t *testing.T) []string {
 
 func startSidecar(t *testing.T, extraEnv ...string) *sidecar {
 	t.Helper()
-	s := &sidecar{output: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan error, 1), httpPort: freePort(t)}
-	healthPort := freePort(t)
+	s := &sidecar{output: &binarytest.Buffer{}, stdout: &binarytest.Buffer{}, done: make(chan error, 1), httpPort: binarytest.FreePort(t)}
+	healthPort := binarytest.FreePort(t)
 	s.health = fmt.Sprintf("http://127.0.0.1:%d/", healthPort)
 	env := append(cleanEnv(t),
-		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(freePort(t)),
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
 		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(s.httpPort),
 		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(healthPort),
-		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(freePort(t)),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
 		"GPUBUILD_QUEUE_DIR="+t.TempDir(),
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
 	)
-	s.cmd = exec.Command(binary(t), "--config", filepath.Join(repoRoot(t), "otelcol-config.yaml"))
+	s.cmd = exec.Command(binarytest.Binary(t), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
 	s.cmd.Env = append(env, extraEnv...)
 	s.cmd.Stdout, s.cmd.Stderr = io.MultiWriter(s.output, s.stdout), s.output
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -178,7 +136,7 @@ func runBinary(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, binarytest.Binary(t), args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -10,12 +12,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,54 +28,6 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 )
-
-// repoRoot is the checkout root; the tests run in test/e2e.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// binaryPath is the built distribution, bin/otelcol-gpubuild, or the one
-// $OTELCOL_GPUBUILD_BIN names. The tests drive the binary an operator runs,
-// so a missing binary is a failure, not a skip.
-func binaryPath(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(repoRoot(t), "bin", "otelcol-gpubuild")
-	if b := os.Getenv("OTELCOL_GPUBUILD_BIN"); b != "" {
-		bin = b
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s not found: run `make build` first (`make test` builds it)", bin)
-	}
-	return bin
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// syncBuffer collects a subprocess's output while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // awsCreds are fake AWS credentials given to the collector through its
 // environment; the CloudWatch test endpoint does not check signatures, and
@@ -123,7 +75,7 @@ type ports struct {
 }
 
 func newPorts(t testing.TB) ports {
-	return ports{GRPC: freePort(t), HTTP: freePort(t), Health: freePort(t), Telemetry: freePort(t)}
+	return ports{GRPC: binarytest.FreePort(t), HTTP: binarytest.FreePort(t), Health: binarytest.FreePort(t), Telemetry: binarytest.FreePort(t)}
 }
 
 // sidecarConfig fills testdata/sidecar.yaml.tmpl.
@@ -187,7 +139,7 @@ func renderConfig(t testing.TB, tmplName string, data any) string {
 type collector struct {
 	t      testing.TB
 	cmd    *exec.Cmd
-	output *syncBuffer
+	output *binarytest.Buffer
 	done   chan struct{}
 	err    error // the exit error, once done is closed
 	ports  ports
@@ -197,10 +149,10 @@ type collector struct {
 // check that no run printed a secret.
 type allOutput struct {
 	mu   sync.Mutex
-	runs []*syncBuffer
+	runs []*binarytest.Buffer
 }
 
-func (a *allOutput) add(b *syncBuffer) {
+func (a *allOutput) add(b *binarytest.Buffer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.runs = append(a.runs, b)
@@ -221,8 +173,8 @@ func (a *allOutput) String() string {
 // process is killed at the end of the test whatever happens.
 func startCollector(t testing.TB, configPath string, p ports, env []string, outputs *allOutput) *collector {
 	t.Helper()
-	c := &collector{t: t, output: &syncBuffer{}, done: make(chan struct{}), ports: p}
-	c.cmd = exec.Command(binaryPath(t), "--config", configPath)
+	c := &collector{t: t, output: &binarytest.Buffer{}, done: make(chan struct{}), ports: p}
+	c.cmd = exec.Command(binarytest.Binary(t), "--config", configPath)
 	c.cmd.Env = env
 	c.cmd.Stdout = c.output
 	c.cmd.Stderr = c.output

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -168,7 +170,7 @@ func TestDefaultConfig(t *testing.T) {
 		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(p.Telemetry),
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 	)
-	col := startCollector(t, filepath.Join(repoRoot(t), "otelcol-config.yaml"), p, env, outputs)
+	col := startCollector(t, filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"), p, env, outputs)
 	t.Cleanup(func() {
 		assert.NotContains(t, outputs.String(), creds.SecretAccessKey)
 		assert.NotContains(t, outputs.String(), creds.SessionToken)
@@ -231,7 +233,7 @@ func TestAWSSecretsNeverLogged(t *testing.T) {
 
 	// The subcommands an operator runs to debug a config.
 	for _, args := range [][]string{{"print-config", "--config", e.configPath}, {"validate", "--config", e.configPath}} {
-		cmd := exec.Command(binaryPath(t), args...)
+		cmd := exec.Command(binarytest.Binary(t), args...)
 		cmd.Env = cleanEnv(e.creds)
 		out, _ := cmd.CombinedOutput()
 		assert.NotContains(t, string(out), e.creds.SecretAccessKey, "%v", args)
@@ -301,7 +303,7 @@ func hasPort(addrs []*net.TCPAddr, port int) bool {
 // tested.
 func hardenedConfigFromDocs(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "hardened-sidecar.md"))
+	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), "docs", "hardened-sidecar.md"))
 	require.NoError(t, err)
 	doc := string(b)
 	start := strings.Index(doc, "```yaml\n")
