@@ -275,27 +275,7 @@ func (c *collector) killGroup() {
 
 // rssKiB reads VmRSS and VmHWM (peak) of the collector from /proc.
 func (c *collector) rssKiB() (rss, peak int64) {
-	return procRSS(c.cmd.Process.Pid)
-}
-
-func procRSS(pid int) (rss, peak int64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = v
-		case "VmHWM:":
-			peak = v
-		}
-	}
+	rss, peak, _ = binarytest.MemKiB(c.cmd.Process.Pid)
 	return rss, peak
 }
 

@@ -21,12 +21,6 @@ func TestParseStatCPU(t *testing.T) {
 	assert.Error(t, err)
 }
 
-func TestParseStatusMem(t *testing.T) {
-	rss, hwm := parseStatusMem("Name:\totelcol\nVmHWM:\t   61440 kB\nVmRSS:\t   51200 kB\nThreads:\t12\n")
-	assert.Equal(t, int64(51200), rss)
-	assert.Equal(t, int64(61440), hwm)
-}
-
 func TestLowerBound(t *testing.T) {
 	t1, t2 := time.Unix(100, 0), time.Unix(101, 0)
 	var datums []cloudwatchtest.Datum

@@ -15,6 +15,8 @@
 package main
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+
 	"context"
 	"errors"
 	"flag"
@@ -330,7 +332,7 @@ sampling:
 		case <-simDone:
 			break sampling
 		case <-tick.C:
-			if r, _, err := memKiB(p.pid()); err == nil {
+			if r, _, err := binarytest.MemKiB(p.pid()); err == nil {
 				rss = append(rss, float64(r)/1024)
 			}
 		}
@@ -341,7 +343,7 @@ sampling:
 		return nil, err
 	}
 	res.cpuCores = (cpu1 - cpu0) / time.Since(t0).Seconds()
-	_, hwm, _ := memKiB(p.pid())
+	_, hwm, _ := binarytest.MemKiB(p.pid())
 	res.peakMiB = float64(hwm) / 1024
 	res.rssMiB = median(rss)
 	if simErr != nil {

@@ -48,33 +48,6 @@ func parseStatCPU(stat string) (float64, error) {
 	return float64(u+s) / clockTicks, nil
 }
 
-// memKiB returns VmRSS and VmHWM (peak RSS) of a process.
-func memKiB(pid int) (rss, hwm int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	rss, hwm = parseStatusMem(string(b))
-	return rss, hwm, nil
-}
-
-func parseStatusMem(status string) (rss, hwm int64) {
-	for _, line := range strings.Split(status, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = v
-		case "VmHWM:":
-			hwm = v
-		}
-	}
-	return rss, hwm
-}
-
 // tailBuffer keeps the last n bytes a process wrote.
 type tailBuffer struct {
 	mu  sync.Mutex

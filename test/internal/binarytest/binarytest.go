@@ -5,10 +5,13 @@ package binarytest
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -61,4 +64,32 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// MemKiB returns a process's resident set (VmRSS) and its peak (VmHWM), in KiB.
+func MemKiB(pid int) (rss, peak int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	rss, peak = ParseStatusMem(string(b))
+	return rss, peak, nil
+}
+
+// ParseStatusMem reads VmRSS and VmHWM from the text of /proc/<pid>/status.
+func ParseStatusMem(status string) (rss, peak int64) {
+	for _, line := range strings.Split(status, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v
+		case "VmHWM:":
+			peak = v
+		}
+	}
+	return rss, peak
 }

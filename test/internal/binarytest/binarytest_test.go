@@ -1,0 +1,25 @@
+package binarytest
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseStatusMem(t *testing.T) {
+	rss, peak := ParseStatusMem("Name:\totelcol\nVmHWM:\t   61440 kB\nVmRSS:\t   51200 kB\nThreads:\t12\n")
+	assert.Equal(t, int64(51200), rss)
+	assert.Equal(t, int64(61440), peak)
+}
+
+func TestMemKiBOfThisProcess(t *testing.T) {
+	rss, peak, err := MemKiB(os.Getpid())
+	require.NoError(t, err)
+	assert.Positive(t, rss)
+	assert.GreaterOrEqual(t, peak, rss)
+
+	_, _, err = MemKiB(-1)
+	assert.Error(t, err)
+}
