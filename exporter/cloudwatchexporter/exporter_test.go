@@ -583,3 +583,37 @@ func TestCumulativeStateTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), m.Data.(metricdata.Sum[int64]).DataPoints[0].Value)
 }
+
+// The queue does not take an export (full, or with block_on_overflow the
+// caller stops waiting for room): its cumulative points are not converted,
+// so the next export's deltas cover them.
+func TestQueueRefusalUndoesTheConversion(t *testing.T) {
+	for name, block := range map[string]bool{"queue full": false, "caller gave up waiting for room": true} {
+		t.Run(name, func(t *testing.T) {
+			te := newTestExporter(t, true, func(cfg *Config) {
+				q := cfg.QueueConfig.Get()
+				q.QueueSize, q.NumConsumers, q.BlockOnOverflow = 1, 1, block
+			})
+			require.NoError(t, te.server.SetDown(true))
+			begin := time.Now().Add(-time.Minute)
+			start := pcommon.NewTimestampFromTime(begin)
+			point := func(i int, v int64) pmetric.Metrics {
+				return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Second)), v, nil)
+			}
+			// 10 fills the queue (its only consumer keeps retrying it).
+			require.NoError(t, te.ConsumeMetrics(context.Background(), point(1, 10)))
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			require.Error(t, te.ConsumeMetrics(ctx, point(2, 25)), "the queue refuses 25")
+
+			require.NoError(t, te.server.SetDown(false))
+			require.Eventually(t, func() bool { return len(te.server.Datums()) == 1 }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool {
+				return te.ConsumeMetrics(context.Background(), point(3, 40)) == nil
+			}, 10*time.Second, 10*time.Millisecond)
+			require.NoError(t, te.stop())
+			// 10 since start, then 40-10: the refused interval is covered.
+			assert.Equal(t, []float64{10, 30}, sentValues(te.server, "requests"))
+		})
+	}
+}

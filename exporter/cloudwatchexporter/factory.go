@@ -113,7 +113,7 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		// next cumulative point's delta covers it again.
 		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
 			m.exp.deltas.undoPoints(failed.Data())
-		} else if errors.Is(err, exporterhelper.ErrQueueIsFull) {
+		} else if m.refusedByQueue(err) {
 			m.exp.deltas.undo(cv.records)
 		}
 	}
@@ -123,4 +123,19 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		m.exp.saveState(ctx, cv.records)
 	}
 	return err
+}
+
+// refusedByQueue tells whether err means the sending queue did not take the
+// data: it was full or, with block_on_overflow, the caller gave up waiting
+// for room (its context ended). An in-memory queue with wait_for_result
+// also returns a context error for data it did take.
+func (m *metricsExporter) refusedByQueue(err error) bool {
+	if errors.Is(err, exporterhelper.ErrQueueIsFull) {
+		return true
+	}
+	q := m.exp.cfg.QueueConfig.Get()
+	if q == nil || !q.BlockOnOverflow || (q.WaitForResult && q.StorageID == nil) {
+		return false
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
