@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,6 +81,27 @@ func requireMemoryHeadroom(t *testing.T, heapLimitMiB, containerLimit string) {
 	assert.GreaterOrEqual(t, n*unit[m[2]], heap+64, "container limit %s vs memory_limiter %d MiB", containerLimit, heap)
 }
 
+// shutdownBudget is the longest a SIGTERM'd sidecar takes on the default
+// config: the buildjob connector's final flush (retried up to one flush
+// interval), the exporter's queue drain, and one request's timeout.
+func shutdownBudget(t *testing.T, defaults map[string]string) time.Duration {
+	var cfg struct {
+		Exporters struct {
+			CloudWatch struct {
+				Timeout string `yaml:"timeout"`
+			} `yaml:"cloudwatch"`
+		} `yaml:"exporters"`
+	}
+	decodeYAML(t, "otelcol-config.yaml", &cfg)
+	var total time.Duration
+	for _, v := range []string{defaults["GPUBUILD_FLUSH_INTERVAL"], defaults["GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT"], cfg.Exporters.CloudWatch.Timeout} {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "%q", v)
+		total += d
+	}
+	return total
+}
+
 func defaultPort(t *testing.T, defaults map[string]string, name string) int {
 	p, err := strconv.Atoi(defaults[name])
 	require.NoError(t, err, "%s has no numeric default in otelcol-config.yaml", name)
@@ -135,11 +157,12 @@ func TestDockerfile(t *testing.T) {
 func TestDockerCompose(t *testing.T) {
 	var compose struct {
 		Services map[string]struct {
-			Image       string            `yaml:"image"`
-			NetworkMode string            `yaml:"network_mode"`
-			Environment map[string]string `yaml:"environment"`
-			Volumes     []string          `yaml:"volumes"`
-			Healthcheck struct {
+			Image           string            `yaml:"image"`
+			StopGracePeriod string            `yaml:"stop_grace_period"`
+			NetworkMode     string            `yaml:"network_mode"`
+			Environment     map[string]string `yaml:"environment"`
+			Volumes         []string          `yaml:"volumes"`
+			Healthcheck     struct {
 				Test []string `yaml:"test"`
 			} `yaml:"healthcheck"`
 			Deploy struct {
@@ -165,6 +188,9 @@ func TestDockerCompose(t *testing.T) {
 	assert.Contains(t, sidecar.Volumes, "otelcol-queue:"+defaults["GPUBUILD_QUEUE_DIR"])
 	assert.Contains(t, sidecar.Healthcheck.Test, "/usr/local/bin/healthprobe")
 	requireMemoryHeadroom(t, sidecar.Environment["GPUBUILD_MEMORY_LIMIT_MIB"], sidecar.Deploy.Resources.Limits.Memory)
+	grace, err := time.ParseDuration(sidecar.StopGracePeriod)
+	require.NoError(t, err, "stop_grace_period")
+	assert.Greater(t, grace, shutdownBudget(t, defaults), "SIGTERM must have time to flush before SIGKILL")
 
 	service, ok := compose.Services["index-builder"]
 	require.True(t, ok)
@@ -207,13 +233,16 @@ func TestKubernetesPod(t *testing.T) {
 	var pod struct {
 		Kind string `yaml:"kind"`
 		Spec struct {
-			InitContainers []k8sContainer `yaml:"initContainers"`
-			Containers     []k8sContainer `yaml:"containers"`
+			TerminationGracePeriodSeconds int            `yaml:"terminationGracePeriodSeconds"`
+			InitContainers                []k8sContainer `yaml:"initContainers"`
+			Containers                    []k8sContainer `yaml:"containers"`
 		} `yaml:"spec"`
 	}
 	decodeYAML(t, "deploy/kubernetes/pod.yaml", &pod)
 	defaults := configDefaults(t)
 	require.Equal(t, "Pod", pod.Kind)
+	assert.Greater(t, time.Duration(pod.Spec.TerminationGracePeriodSeconds)*time.Second, shutdownBudget(t, defaults),
+		"SIGTERM must have time to flush before SIGKILL")
 	require.Len(t, pod.Spec.InitContainers, 1)
 
 	sidecar := pod.Spec.InitContainers[0]
