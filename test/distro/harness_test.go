@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -33,13 +32,7 @@ type sidecar struct {
 // cleanEnv is the environment of a machine with no AWS account: nothing from
 // the test runner's AWS settings leaks in, and no metadata service is asked.
 func cleanEnv(t *testing.T) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "GPUBUILD_") {
-			continue
-		}
-		env = append(env, kv)
-	}
+	env := binarytest.EnvWithout("AWS_", "GPUBUILD_")
 	home := t.TempDir()
 	return append(env,
 		"HOME="+home,

@@ -51,13 +51,7 @@ func newAWSCreds(t testing.TB) awsCreds {
 // cleanEnv is the collector's environment: nothing of the runner's AWS or
 // GPUBUILD settings, no instance metadata lookups, and the fake credentials.
 func cleanEnv(creds awsCreds, extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "GPUBUILD_") || strings.HasPrefix(kv, "OTEL_") {
-			continue
-		}
-		env = append(env, kv)
-	}
+	env := binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_")
 	env = append(env,
 		"AWS_EC2_METADATA_DISABLED=true",
 		"AWS_ACCESS_KEY_ID="+creds.AccessKeyID,

@@ -273,14 +273,7 @@ service:
 }
 
 func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "GPUBUILD_") || strings.HasPrefix(kv, "OTEL_") || strings.HasPrefix(kv, "GOMAXPROCS=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
+	return binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "GOMAXPROCS=")
 }
 
 // run starts the target, sends the load, and measures it. cw is the

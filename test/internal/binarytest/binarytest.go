@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,4 +93,17 @@ func ParseStatusMem(status string) (rss, peak int64) {
 		}
 	}
 	return rss, peak
+}
+
+// EnvWithout is this process's environment less the variables whose
+// "NAME=value" starts with one of prefixes, so that the runner's own AWS or
+// collector settings never leak into the process under test.
+func EnvWithout(prefixes ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

@@ -23,3 +23,13 @@ func TestMemKiBOfThisProcess(t *testing.T) {
 	_, _, err = MemKiB(-1)
 	assert.Error(t, err)
 }
+
+func TestEnvWithout(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("GPUBUILD_X", "1")
+	t.Setenv("KEEP_ME", "yes")
+	env := EnvWithout("AWS_", "GPUBUILD_")
+	assert.Contains(t, env, "KEEP_ME=yes")
+	assert.NotContains(t, env, "AWS_SECRET_ACCESS_KEY=secret")
+	assert.NotContains(t, env, "GPUBUILD_X=1")
+}
