@@ -16,7 +16,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench demo tools gpu-smoke clean deps
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod
 tools: $(OCB) $(MDATAGEN)
@@ -69,6 +69,10 @@ lint:
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./exporter/...
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
+
+## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 25 minutes)
+bench-peers: build tools
+	$(GO) run ./test/load -peers -rounds 3 -duration 30s -warmup 8s -splice BENCHMARKS.md
 
 ## demo: buildsim -> the collector -> a local CloudWatch endpoint; prints what landed
 demo: build

@@ -48,6 +48,9 @@ type options struct {
 	maxRate      bool
 	stepDuration time.Duration
 	out          string
+	peers        bool
+	rounds       int
+	splice       string
 }
 
 func main() {
@@ -61,6 +64,9 @@ func main() {
 	flag.BoolVar(&o.maxRate, "max-rate", true, "also search the highest load sustained on one core")
 	flag.DurationVar(&o.stepDuration, "step", 20*time.Second, "duration of each step of the max-rate search")
 	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	flag.BoolVar(&o.peers, "peers", false, "instead: compare with the contrib assembly and the stock build, side by side (make bench-peers)")
+	flag.IntVar(&o.rounds, "rounds", 3, "with -peers: rounds to take medians over")
+	flag.StringVar(&o.splice, "splice", "", "also put the report into this markdown file, between the lines <!-- NAME:begin --> and <!-- NAME:end --> (NAME = bench-peers or bench)")
 	flag.Parse()
 
 	root, err := repoRoot()
@@ -71,7 +77,11 @@ func main() {
 	if _, err := os.Stat(filepath.Join(root, "bin", "otelcol-gpubuild")); err != nil {
 		fatal(errors.New("bin/otelcol-gpubuild not found: run `make build` first"))
 	}
-	report, err := bench(context.Background(), o)
+	run := bench
+	if o.peers {
+		run = benchPeers
+	}
+	report, err := run(context.Background(), o)
 	if err != nil {
 		fatal(err)
 	}
@@ -81,6 +91,32 @@ func main() {
 			fatal(err)
 		}
 	}
+	if o.splice != "" {
+		name := "bench"
+		if o.peers {
+			name = "bench-peers"
+		}
+		if err := spliceReport(o.splice, name, report); err != nil {
+			fatal(err)
+		}
+	}
+}
+
+// spliceReport replaces what stands between the marker lines
+// <!-- name:begin --> and <!-- name:end --> in a markdown file.
+func spliceReport(path, name, report string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
+	text := string(b)
+	i, j := strings.Index(text, begin), strings.Index(text, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q section to replace", path, strings.TrimSpace(begin), end)
+	}
+	text = text[:i+len(begin)] + report + text[j:]
+	return os.WriteFile(path, []byte(text), 0o644)
 }
 
 func fatal(err error) {
@@ -451,11 +487,12 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// buildBaseline builds the stock collector with ocb into the gitignored
-// test/load/.build, unless the binary is newer than its manifest.
-func buildBaseline(root string) (string, error) {
-	manifest := filepath.Join(root, "test", "load", "baseline-builder-config.yaml")
-	bin := filepath.Join(root, "test", "load", ".build", "baseline", "otelcol-baseline")
+// buildWithOCB builds a collector from a manifest under test/load with ocb
+// into the gitignored test/load/.build, unless the binary is newer than its
+// manifest. bin is relative to test/load/.build.
+func buildWithOCB(root, manifest, bin string) (string, error) {
+	manifest = filepath.Join(root, "test", "load", manifest)
+	bin = filepath.Join(root, "test", "load", ".build", bin)
 	mi, err := os.Stat(manifest)
 	if err != nil {
 		return "", err
@@ -466,12 +503,12 @@ func buildBaseline(root string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
-	logf("building the baseline with ocb (once; about a minute)")
+	logf("building %s with ocb (once; a minute or more)", filepath.Base(manifest))
 	cmd := exec.Command(filepath.Join(root, ".tools", "bin", "builder"), "--config", manifest)
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building the baseline (is .tools/bin/builder built? `make tools`): %w", err)
+		return "", fmt.Errorf("building %s (is .tools/bin/builder built? `make tools`): %w", manifest, err)
 	}
 	return bin, nil
 }
@@ -501,7 +538,7 @@ func bench(ctx context.Context, o options) (string, error) {
 		}
 	}
 	if o.fixed && o.baseline {
-		bin, err := buildBaseline(o.root)
+		bin, err := buildWithOCB(o.root, "baseline-builder-config.yaml", filepath.Join("baseline", "otelcol-baseline"))
 		if err != nil {
 			return "", err
 		}
