@@ -171,8 +171,12 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle map[string][]fl
 	}, "%.1f")
 	row("idle RSS (MiB)", func(p peer) float64 { return median(idle[p.name]) }, "%.1f")
 	for _, pl := range loads {
-		row(pl.name+": CPU (cores)", func(p peer) float64 { return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.cores }) }, "%.3f")
-		row(pl.name+": RSS (MiB)", func(p peer) float64 { return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.rssMiB }) }, "%.1f")
+		row(pl.name+": CPU (cores)", func(p peer) float64 {
+			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.cores })
+		}, "%.3f")
+		row(pl.name+": RSS (MiB)", func(p peer) float64 {
+			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.rssMiB })
+		}, "%.1f")
 	}
 	// Per-signal costs from the single-signal loads: CPU seconds per million
 	// items sent, and items per second one core would carry at that cost.
