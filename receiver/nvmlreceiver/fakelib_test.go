@@ -70,8 +70,8 @@ func fleetScenario(n int) fakenvml.Scenario {
 	for i := range n {
 		u := uint32(i)
 		g := fakenvml.GPU{
-			UUID:  fmt.Sprintf("GPU-fa4e0000-0000-4000-8000-00000000000%d", i),
-			Name:  "NVIDIA H100 80GB HBM3", BusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+i),
+			UUID: fmt.Sprintf("GPU-fa4e0000-0000-4000-8000-00000000000%d", i),
+			Name: "NVIDIA H100 80GB HBM3", BusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+i),
 			MemTotal: 80 << 30, MemUsed: uint64(i+1) << 30, MemReserved: 512 << 20,
 			Temperature: 30 + u, PowerMW: 100_000 + 1_234*u, PowerLimitMW: 700_000, EnergyMJ: 1_000_000_000 + 12_345*uint64(i),
 			ClockSM: 1980 - u, ClockMem: 2619, ClockGraphics: 1755 + u,
