@@ -6,6 +6,8 @@
 package nvmlreceiver // import "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
 
 import (
+	"time"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
@@ -30,10 +32,12 @@ type gpuState struct {
 	throttleMask  uint64 // reasons the GPU can report
 	throttleKnown bool
 
-	lost       bool     // ERROR_GPU_IS_LOST seen in this scrape
-	migEnabled bool     // MIG mode on in this scrape
-	reported   uint64   // bit set of features already logged as unsupported
-	procUtil   procUtil // reused per-process utilization accumulator
+	lost       bool      // ERROR_GPU_IS_LOST seen in this scrape
+	gone       bool      // lost and not found again yet
+	retryAt    time.Time // next attempt to find a gone GPU
+	migEnabled bool      // MIG mode on in this scrape
+	reported   uint64    // bit set of features already logged as unsupported
+	procUtil   procUtil  // reused per-process utilization accumulator
 }
 
 // feature names one NVML query for "not supported" logging.
@@ -132,13 +136,17 @@ func (s *gpuScraper) recordUtilization(g *gpuState, ts pcommon.Timestamp, errs *
 	}
 	var gpuPct, memPct float64
 	var haveGPU, haveMem bool
-	if wantGPU {
+	if wantGPU && s.sym.samples {
 		gpuPct, haveGPU = s.averageSamples(g, nvml.GPU_UTILIZATION_SAMPLES, &g.utilTs, featUtilSamples, errs)
 	}
-	if wantMem && !g.lost {
+	if wantMem && s.sym.samples && !g.lost {
 		memPct, haveMem = s.averageSamples(g, nvml.MEMORY_UTILIZATION_SAMPLES, &g.memUtilTs, featMemUtilSamples, errs)
 	}
 	if ((wantGPU && !haveGPU) || (wantMem && !haveMem)) && !g.lost {
+		if !s.sym.utilRates {
+			s.reportUnsupported(g, featUtilization, nvml.ERROR_FUNCTION_NOT_FOUND)
+			return
+		}
 		rates, ret := g.dev.GetUtilizationRates()
 		if s.check(g, featUtilization, ret, errs) {
 			if !haveGPU {
@@ -194,6 +202,10 @@ func (s *gpuScraper) recordMemory(g *gpuState, ts pcommon.Timestamp, errs *scrap
 func (s *gpuScraper) recordMemoryOf(g *gpuState, d device, f feature, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	var total, used, free, reserved uint64
 	haveReserved := false
+	if !s.sym.memoryInfo {
+		s.reportUnsupported(g, f, nvml.ERROR_FUNCTION_NOT_FOUND)
+		return
+	}
 	if s.sym.memoryInfoV2 {
 		m, ret := d.GetMemoryInfo_v2()
 		if !s.check(g, f, ret, errs) {
@@ -223,6 +235,10 @@ func (s *gpuScraper) recordTemperature(g *gpuState, ts pcommon.Timestamp, errs *
 	if !s.cfg.Metrics.GpuTemperature.Enabled {
 		return
 	}
+	if !s.sym.temperature {
+		s.reportUnsupported(g, featTemperature, nvml.ERROR_FUNCTION_NOT_FOUND)
+		return
+	}
 	t, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
 	if s.check(g, featTemperature, ret, errs) {
 		s.mb.RecordGpuTemperatureDataPoint(ts, int64(t))
@@ -232,13 +248,17 @@ func (s *gpuScraper) recordTemperature(g *gpuState, ts pcommon.Timestamp, errs *
 // recordPower converts NVML's milliwatts and millijoules to W and J.
 func (s *gpuScraper) recordPower(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	m := &s.cfg.Metrics
-	if m.GpuPowerUsage.Enabled {
+	if m.GpuPowerUsage.Enabled && !s.sym.power {
+		s.reportUnsupported(g, featPower, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if m.GpuPowerUsage.Enabled {
 		mw, ret := g.dev.GetPowerUsage()
 		if s.check(g, featPower, ret, errs) {
 			s.mb.RecordGpuPowerUsageDataPoint(ts, float64(mw)/1000)
 		}
 	}
-	if m.GpuPowerLimit.Enabled && !g.lost {
+	if m.GpuPowerLimit.Enabled && !g.lost && !s.sym.powerLimit {
+		s.reportUnsupported(g, featPowerLimit, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if m.GpuPowerLimit.Enabled && !g.lost {
 		mw, ret := g.dev.GetEnforcedPowerLimit()
 		if s.check(g, featPowerLimit, ret, errs) {
 			s.mb.RecordGpuPowerLimitDataPoint(ts, float64(mw)/1000)
@@ -271,6 +291,10 @@ func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrap
 	if !s.cfg.Metrics.GpuClockFrequency.Enabled {
 		return
 	}
+	if !s.sym.clockInfo {
+		s.reportUnsupported(g, featClockSM, nvml.ERROR_FUNCTION_NOT_FOUND)
+		return
+	}
 	for _, c := range clockDomains {
 		mhz, ret := g.dev.GetClockInfo(c.clock)
 		if s.check(g, c.f, ret, errs) {
@@ -286,6 +310,10 @@ func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrap
 // a driver reload is a counter reset, as for any cumulative sum.
 func (s *gpuScraper) recordECC(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	if !s.cfg.Metrics.GpuEccErrors.Enabled {
+		return
+	}
+	if !s.sym.ecc {
+		s.reportUnsupported(g, featECCCorrected, nvml.ERROR_FUNCTION_NOT_FOUND)
 		return
 	}
 	n, ret := g.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
@@ -362,6 +390,10 @@ func (s *gpuScraper) recordThrottle(g *gpuState, ts pcommon.Timestamp, errs *scr
 // recordPCIe converts NVML's KiB/s to bytes/s. NVML's TX is GPU to host.
 func (s *gpuScraper) recordPCIe(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	if !s.cfg.Metrics.GpuPcieThroughput.Enabled {
+		return
+	}
+	if !s.sym.pcie {
+		s.reportUnsupported(g, featPCIeTX, nvml.ERROR_FUNCTION_NOT_FOUND)
 		return
 	}
 	kib, ret := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)
