@@ -32,7 +32,7 @@ type Config struct {
 const (
 	DefaultTTL             = 30 * time.Minute
 	DefaultMaxSeries       = 50_000
-	DefaultMaxAge          = time.Hour
+	DefaultMaxAge          = 24 * time.Hour
 	DefaultFutureTolerance = 5 * time.Minute
 )
 

@@ -49,8 +49,8 @@ import (
 // the first time one of its points arrives.
 const (
 	stateFormat     = 1
-	seriesKeyPrefix = "series/"
-	watermarkKey    = "watermark"
+	SeriesKeyPrefix = "series/"
+	WatermarkKey    = "watermark"
 )
 
 var errCorruptState = errors.New("corrupt cumulative state entry")
@@ -90,7 +90,8 @@ type Load struct {
 	Restored, Expired int
 	// ReadErrors counts entries (or a whole listing) that could not be read.
 	ReadErrors int64
-	listed     bool
+	// Listed: the whole saved state was read at once (storage.Walker).
+	Listed bool
 }
 
 // attachStorage makes c save its state through client and loads what a
@@ -123,7 +124,7 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 		var entries []*series
 		var watermark []byte
 		err := walker.Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
-			if key == watermarkKey {
+			if key == WatermarkKey {
 				watermark = slices.Clone(value)
 				return nil, nil
 			}
@@ -140,7 +141,7 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 			return nil, nil
 		})
 		if err == nil {
-			st.listed, load.listed = true, true
+			st.listed, load.Listed = true, true
 			readWatermark(watermark)
 			// Oldest first, so that the LRU list ends in the right order.
 			slices.SortFunc(entries, func(a, b *series) int { return a.seen.Compare(b.seen) })
@@ -156,7 +157,7 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 		}
 		load.ReadErrors++ // fall back to one Get per series
 	}
-	value, err := client.Get(ctx, watermarkKey)
+	value, err := client.Get(ctx, WatermarkKey)
 	if err != nil {
 		load.ReadErrors++
 		c.forgetUpTo(nowTS)
@@ -247,7 +248,7 @@ func (c *Tracker) Save(ctx context.Context, records []Record) error {
 	if watermark {
 		start := len(buf)
 		buf = appendWatermark(buf, c.watermark)
-		sets = append(sets, pendingSet{watermarkKey, start, len(buf)})
+		sets = append(sets, pendingSet{WatermarkKey, start, len(buf)})
 		st.watermarkChanged = false
 	}
 	c.mu.Unlock()
@@ -301,11 +302,11 @@ func (c *Tracker) Close(ctx context.Context) error {
 func seriesStorageKey(key uint64) string {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], key)
-	return seriesKeyPrefix + hex.EncodeToString(b[:])
+	return SeriesKeyPrefix + hex.EncodeToString(b[:])
 }
 
 func parseSeriesKey(key string) (uint64, bool) {
-	digits, ok := strings.CutPrefix(key, seriesKeyPrefix)
+	digits, ok := strings.CutPrefix(key, SeriesKeyPrefix)
 	if !ok || len(digits) != 16 {
 		return 0, false
 	}
@@ -594,4 +595,14 @@ func (r *stateReader) snapshot(p *snapshot, kind seriesKind, withBounds bool) {
 	p.counts = r.uvarints()
 	p.negOffset = r.int32()
 	p.neg = r.uvarints()
+}
+
+// LargestSaveBytes is the size of the largest Save so far, in value bytes.
+func (c *Tracker) LargestSaveBytes() int {
+	if c.store == nil {
+		return 0
+	}
+	c.store.saveMu.Lock()
+	defer c.store.saveMu.Unlock()
+	return c.store.valueBytes
 }

@@ -1,8 +1,8 @@
 package cumulative // import "github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 
 import (
-	"go.uber.org/zap"
 	"context"
+	"go.uber.org/zap"
 	"math"
 	"slices"
 	"sync"
