@@ -28,7 +28,8 @@ func (m MetricID) Series(attrs pcommon.Map) SeriesID {
 
 // Count returns the increment of a cumulative count (a histogram's count, a
 // monotonic counter) since the last point of series id, under the same
-// rules as Convert: the first point counts from its start when that is
+// rules as Convert, except that the same point twice adds nothing the
+// second time: the first point counts from its start when that is
 // known, recent (MaxAge) and not possibly counted before; a new start time
 // or a drop is a reset; duplicates, late points and points from the future
 // add nothing. ok is false when the point gives no increment, with the
@@ -44,6 +45,11 @@ func (c *Tracker) Count(ctx context.Context, id SeriesID, metric string, start, 
 	p := snapshot{start: start, ts: ts, count: count}
 	s, out, reason, moved := c.step(ctx, key, &p, now, summarySeries, r)
 	r.record(key, p.ts, out, moved)
+	if out != drop && !moved {
+		// The same point again: its increment was already given, and an
+		// increment given twice is a double count.
+		out, reason = drop, ReasonDuplicate
+	}
 	switch out {
 	case drop:
 		c.dropped(r, reason, metric)

@@ -85,4 +85,3 @@ func TestSeriesKeyIsStable(t *testing.T) {
 	assert.Equal(t, mix(0xd24ec4f1a98c6e5b, 0xef46db3751d8e999), hashMap(attrs))
 	assert.Equal(t, mix(0xef46db3751d8e999, 0xd24ec4f1a98c6e5b), hashStrings("", "a"))
 }
-
