@@ -100,7 +100,7 @@ func New(cfg Config, logger *zap.Logger) *Tracker {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Tracker{cfg: cfg, logger: logger, series: make(map[uint64]*series)}
+	return &Tracker{cfg: cfg, logger: logger, index: make(map[uint64]int32), newest: none, oldest: none}
 }
 
 // Persistent reports whether the state is saved (Attach was called).

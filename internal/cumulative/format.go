@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -96,7 +95,7 @@ func appendSeriesState(b []byte, s *series) []byte {
 		flags |= flagSameBounds
 	}
 	b = append(b, stateFormat, byte(s.kind), flags)
-	b = binary.AppendVarint(b, s.seen.UnixNano())
+	b = binary.AppendVarint(b, s.seen)
 	b = appendSnapshot(b, &s.cur, s.kind, true)
 	if s.hasPrev {
 		b = appendSnapshot(b, &s.prev, s.kind, !sameBounds)
@@ -177,7 +176,7 @@ func decodeSeriesState(b []byte, s *series) error {
 	s.kind = kind
 	s.hasPrev = flags&flagHasPrev != 0
 	s.curSent = flags&flagCurSent != 0
-	s.seen = time.Unix(0, r.varint())
+	s.seen = r.varint()
 	r.snapshot(&s.cur, kind, true)
 	if s.hasPrev {
 		r.snapshot(&s.prev, kind, !sameBounds)

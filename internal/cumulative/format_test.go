@@ -13,7 +13,7 @@ import (
 )
 
 func TestStateEncodingRoundTrip(t *testing.T) {
-	seen := time.Unix(1_750_000_000, 123)
+	seen := time.Unix(1_750_000_000, 123).UnixNano()
 	for _, s := range []*series{
 		{kind: sumSeries, seen: seen, cur: snapshot{start: 1, ts: 2, isInt: true, intValue: -5}},
 		{kind: sumSeries, seen: seen, hasPrev: true, cur: snapshot{start: 1, ts: 3, value: 2.5}, prev: snapshot{start: 1, ts: 2, value: 0.1}},
@@ -38,7 +38,7 @@ func TestStateEncodingRoundTrip(t *testing.T) {
 		var got series
 		require.NoError(t, decodeSeriesState(b, &got))
 		assert.Equal(t, s.kind, got.kind)
-		assert.True(t, s.seen.Equal(got.seen))
+		assert.Equal(t, s.seen, got.seen)
 		assert.Equal(t, s.cur, got.cur)
 		assert.Equal(t, s.prev, got.prev)
 		assert.Equal(t, s.hasPrev, got.hasPrev)

@@ -10,23 +10,23 @@ import (
 type snapshot struct {
 	start, ts pcommon.Timestamp
 
-	// sums
-	isInt    bool
+	// sums: intValue when isInt, else value
 	intValue int64
 	value    float64
 
 	// histograms and summaries
-	count          uint64
-	sum            float64
-	min, max       float64
-	hasMin, hasMax bool
-	bounds         []float64 // explicit bounds
-	counts         []uint64  // explicit bucket counts, or positive exponential buckets
-	// exponential histograms
-	scale                int32
-	zeroCount            uint64
+	count     uint64
+	sum       float64
+	min, max  float64
+	zeroCount uint64    // exponential histograms
+	bounds    []float64 // explicit bounds
+	counts    []uint64  // explicit bucket counts, or positive exponential buckets
+	neg       []uint64  // negative exponential buckets
+
+	scale                int32 // exponential histograms
 	posOffset, negOffset int32
-	neg                  []uint64
+	// The flags last, together: no padding between fields.
+	isInt, hasMin, hasMax bool
 }
 
 // seriesKind says how two points of a series compare.
@@ -71,6 +71,11 @@ func setDeltaMinMax(p, prev *snapshot, setMin func(float64), removeMin func(), s
 	} else {
 		removeMax()
 	}
+}
+
+// reuse empties s, keeping old's buffers for the next copyFrom.
+func (s *snapshot) reuse(old *snapshot) {
+	*s = snapshot{bounds: old.bounds[:0], counts: old.counts[:0], neg: old.neg[:0]}
 }
 
 // copyFrom makes s a copy of p, reusing s's buffers.

@@ -1,6 +1,7 @@
 package cumulative // import "github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -88,10 +89,10 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 			if !ok {
 				return nil, nil // not ours to interpret
 			}
-			s := &series{key: hash, storeKey: key}
+			s := &series{key: hash, saved: true}
 			if decodeSeriesState(value, s) != nil {
 				load.ReadErrors++
-				*s = series{key: hash, storeKey: key, seen: now, unknown: true}
+				*s = series{key: hash, saved: true, seen: now.UnixNano(), unknown: true}
 			}
 			entries = append(entries, s)
 			return nil, nil
@@ -100,9 +101,9 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 			st.listed, load.Listed = true, true
 			readWatermark(watermark)
 			// Oldest first, so that the LRU list ends in the right order.
-			slices.SortFunc(entries, func(a, b *series) int { return a.seen.Compare(b.seen) })
+			slices.SortFunc(entries, func(a, b *series) int { return cmp.Compare(a.seen, b.seen) })
 			for _, e := range entries {
-				if c.restoreEntry(e, e.seen, now, &cv) != nil {
+				if c.restoreEntry(e, time.Unix(0, e.seen), now, &cv) != nil {
 					load.Restored++
 				} else {
 					load.Expired++
@@ -135,13 +136,13 @@ func (c *Tracker) restore(ctx context.Context, key uint64, now time.Time, kind s
 	if err == nil && value == nil {
 		return nil
 	}
-	e := &series{key: key, storeKey: storeKey}
+	e := &series{key: key, saved: true}
 	if err != nil || decodeSeriesState(value, e) != nil || e.kind != kind {
 		cv.ReadErrors++
-		*e = series{key: key, storeKey: storeKey, kind: kind, unknown: true}
+		*e = series{key: key, saved: true, kind: kind, unknown: true}
 	}
 	if e.unknown {
-		e.seen = now
+		e.seen = now.UnixNano()
 	}
 	s := c.restoreEntry(e, now, now, cv)
 	if s == nil {
@@ -155,15 +156,15 @@ func (c *Tracker) restore(ctx context.Context, key uint64, now time.Time, kind s
 // forgotten as an eviction would (watermark raised, entry deleted) and
 // restoreEntry returns nil.
 func (c *Tracker) restoreEntry(e *series, seen, now time.Time, cv *Result) *series {
-	if now.Sub(e.seen) > c.cfg.TTL {
+	if now.Sub(time.Unix(0, e.seen)) > c.cfg.TTL {
 		if !e.unknown {
 			c.forgetUpTo(e.cur.ts)
 		}
-		c.store.deletes = append(c.store.deletes, e.storeKey)
+		c.store.deletes = append(c.store.deletes, seriesStorageKey(e.key))
 		return nil
 	}
 	s := c.insert(e.key, seen, e.kind, cv)
-	s.cur, s.prev, s.hasPrev, s.curSent, s.unknown, s.storeKey = e.cur, e.prev, e.hasPrev, e.curSent, e.unknown, e.storeKey
+	s.cur, s.prev, s.hasPrev, s.curSent, s.unknown, s.saved = e.cur, e.prev, e.hasPrev, e.curSent, e.unknown, true
 	return s
 }
 
@@ -189,16 +190,14 @@ func (c *Tracker) Save(ctx context.Context, records []Record) error {
 	deletes := st.deletes
 	st.deletes = nil
 	for _, r := range records {
-		s := c.series[r.key]
+		s := c.lookup(r.key)
 		if s == nil || s.cur.ts != r.ts || s.unknown {
 			continue // moved on since (its own save writes it), undone, or forgotten
 		}
-		if s.storeKey == "" {
-			s.storeKey = seriesStorageKey(s.key)
-		}
+		s.saved = true
 		start := len(buf)
 		buf = appendSeriesState(buf, s)
-		sets = append(sets, pendingSet{s.storeKey, start, len(buf)})
+		sets = append(sets, pendingSet{seriesStorageKey(s.key), start, len(buf)})
 	}
 	watermark := st.watermarkChanged
 	if watermark {

@@ -38,10 +38,15 @@ type Tracker struct {
 	cfg    Config
 	logger *zap.Logger
 
-	mu        sync.Mutex
-	series    map[uint64]*series
-	lru       seriesList
-	watermark pcommon.Timestamp
+	mu sync.Mutex
+	// index finds a series' record in slots by its 64-bit key; records are
+	// fixed-size and hold no strings, freed slots are reused.
+	index map[uint64]int32
+	slots []series
+	free  []int32
+	// newest and oldest are the ends of the LRU list (slots, or none).
+	newest, oldest int32
+	watermark      pcommon.Timestamp
 	// warned rate-limits warnings by metric name and kind of warning.
 	warned warnLimiter
 
@@ -53,21 +58,25 @@ type Tracker struct {
 	scratchCounts, scratchNeg []uint64
 }
 
-// series is the state of one cumulative series.
+// none marks the end of the LRU list.
+const none = -1
+
+// series is the state of one cumulative series: a fixed-size record.
 type series struct {
 	key          uint64
-	newer, older *series
-	seen         time.Time // when a point of it last arrived
+	slot         int32 // its own index in Tracker.slots
+	newer, older int32 // LRU neighbours, or none
+	seen         int64 // Unix nanoseconds when a point of it last arrived
 	kind         seriesKind
-
-	cur, prev snapshot
-	hasPrev   bool
-	curSent   bool // cur was sent as a first point (delta since its start)
+	hasPrev      bool
+	curSent      bool // cur was sent as a first point (delta since its start)
 	// unknown: the series was saved but its state could not be read, so
 	// its next point is a baseline (it may have been sent before).
 	unknown bool
-	// storeKey is its key in the storage once saved or restored, else "".
-	storeKey string
+	// saved: the series has an entry in the storage.
+	saved bool
+
+	cur, prev snapshot
 }
 
 // outcome of converting one point.
@@ -90,7 +99,7 @@ func (cv *Result) record(key uint64, ts pcommon.Timestamp, out outcome, moved bo
 // whether the series moved on (its state changed). p's slices may be scratch
 // space: the series keeps copies.
 func (c *Tracker) step(ctx context.Context, key uint64, p *snapshot, now time.Time, kind seriesKind, cv *Result) (*series, outcome, Reason, bool) {
-	s := c.series[key]
+	s := c.lookup(key)
 	if s == nil && c.store != nil {
 		s = c.restore(ctx, key, now, kind, cv)
 	}
@@ -114,8 +123,8 @@ func (c *Tracker) step(ctx context.Context, key uint64, p *snapshot, now time.Ti
 		}
 		return s, drop, ReasonBaseline, true
 	}
-	s.seen = now
-	c.lru.moveToFront(s)
+	s.seen = now.UnixNano()
+	c.moveToFront(s)
 
 	switch {
 	case s.unknown:
@@ -168,7 +177,7 @@ func (c *Tracker) Undo(records []Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range records {
-		s := c.series[r.key]
+		s := c.lookup(r.key)
 		if !r.sent || s == nil || s.cur.ts != r.ts {
 			continue
 		}
@@ -186,26 +195,48 @@ func (c *Tracker) Undo(records []Record) {
 func (c *Tracker) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.series)
+	return len(c.index)
 }
 
-// insert adds a series seen at seen, as the most recently seen one.
+// lookup is the series of key, or nil. The pointer is valid until the next
+// insert.
+func (c *Tracker) lookup(key uint64) *series {
+	i, ok := c.index[key]
+	if !ok {
+		return nil
+	}
+	return &c.slots[i]
+}
+
+// insert adds a series seen at seen, as the most recently seen one, in a
+// freed record (keeping its histogram buffers) or a new one.
 func (c *Tracker) insert(key uint64, seen time.Time, kind seriesKind, cv *Result) *series {
-	for len(c.series) >= c.cfg.MaxSeries {
-		c.evict(c.lru.oldest, cv)
+	for len(c.index) >= c.cfg.MaxSeries {
+		c.evict(&c.slots[c.oldest], cv)
 		c.evicted(seen)
 	}
-	s := &series{key: key, seen: seen, kind: kind}
-	c.series[key] = s
-	c.lru.pushFront(s)
+	var i int32
+	if n := len(c.free); n > 0 {
+		i, c.free = c.free[n-1], c.free[:n-1]
+	} else {
+		i = int32(len(c.slots))
+		c.slots = append(c.slots, series{})
+	}
+	s := &c.slots[i]
+	cur, prev := s.cur, s.prev
+	*s = series{key: key, slot: i, seen: seen.UnixNano(), kind: kind}
+	s.cur.reuse(&cur)
+	s.prev.reuse(&prev)
+	c.index[key] = i
+	c.pushFront(s)
 	return s
 }
 
 // expire forgets the series not seen for longer than the TTL.
 func (c *Tracker) expire(now time.Time, cv *Result) {
-	limit := now.Add(-c.cfg.TTL)
-	for s := c.lru.oldest; s != nil && s.seen.Before(limit); s = c.lru.oldest {
-		c.evict(s, cv)
+	limit := now.Add(-c.cfg.TTL).UnixNano()
+	for c.oldest != none && c.slots[c.oldest].seen < limit {
+		c.evict(&c.slots[c.oldest], cv)
 	}
 }
 
@@ -214,10 +245,10 @@ func (c *Tracker) expire(now time.Time, cv *Result) {
 func (c *Tracker) evict(s *series, cv *Result) {
 	c.forgetUpTo(s.cur.ts)
 	cv.Evictions++
-	c.remove(s)
-	if c.store != nil && s.storeKey != "" {
-		c.store.deletes = append(c.store.deletes, s.storeKey)
+	if c.store != nil && s.saved {
+		c.store.deletes = append(c.store.deletes, seriesStorageKey(s.key))
 	}
+	c.remove(s)
 }
 
 // forgetUpTo raises the watermark to ts.
@@ -231,44 +262,42 @@ func (c *Tracker) forgetUpTo(ts pcommon.Timestamp) {
 }
 
 func (c *Tracker) remove(s *series) {
-	delete(c.series, s.key)
-	c.lru.unlink(s)
+	delete(c.index, s.key)
+	c.unlink(s)
+	c.free = append(c.free, s.slot)
 }
 
-// seriesList is an intrusive doubly linked list, most recently seen first.
-type seriesList struct {
-	newest, oldest *series
-}
+// The LRU list links records by slot, most recently seen first.
 
-func (l *seriesList) pushFront(s *series) {
-	s.older, s.newer = l.newest, nil
-	if l.newest != nil {
-		l.newest.newer = s
+func (c *Tracker) pushFront(s *series) {
+	s.older, s.newer = c.newest, none
+	if c.newest != none {
+		c.slots[c.newest].newer = s.slot
 	}
-	l.newest = s
-	if l.oldest == nil {
-		l.oldest = s
+	c.newest = s.slot
+	if c.oldest == none {
+		c.oldest = s.slot
 	}
 }
 
-func (l *seriesList) unlink(s *series) {
-	if s.newer != nil {
-		s.newer.older = s.older
+func (c *Tracker) unlink(s *series) {
+	if s.newer != none {
+		c.slots[s.newer].older = s.older
 	} else {
-		l.newest = s.older
+		c.newest = s.older
 	}
-	if s.older != nil {
-		s.older.newer = s.newer
+	if s.older != none {
+		c.slots[s.older].newer = s.newer
 	} else {
-		l.oldest = s.newer
+		c.oldest = s.newer
 	}
-	s.newer, s.older = nil, nil
+	s.newer, s.older = none, none
 }
 
-func (l *seriesList) moveToFront(s *series) {
-	if l.newest == s {
+func (c *Tracker) moveToFront(s *series) {
+	if c.newest == s.slot {
 		return
 	}
-	l.unlink(s)
-	l.pushFront(s)
+	c.unlink(s)
+	c.pushFront(s)
 }
