@@ -86,14 +86,14 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 				return true
 			}
 			key := mix(base, hashMap(dp.Attributes()))
-			p := snapshot{
-				start: dp.StartTimestamp(), ts: dp.Timestamp(),
-				count: dp.Count(), sum: dp.Sum(),
+			h := &c.scratch
+			*h = histogramPart{
 				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-				bounds: appendFloats(c.scratchBounds[:0], dp.ExplicitBounds()),
-				counts: appendCounts(c.scratchCounts[:0], dp.BucketCounts()),
+				bounds: appendFloats(h.bounds[:0], dp.ExplicitBounds()),
+				counts: appendCounts(h.counts[:0], dp.BucketCounts()),
+				neg:    h.neg[:0],
 			}
-			c.scratchBounds, c.scratchCounts = p.bounds, p.counts
+			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
 			s, out, reason, moved := c.step(ctx, key, &p, now, histogramSeries, cv)
 			cv.record(key, p.ts, out, moved)
 			switch out {
@@ -127,15 +127,15 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 				return true
 			}
 			key := mix(base, hashMap(dp.Attributes()))
-			p := snapshot{
-				start: dp.StartTimestamp(), ts: dp.Timestamp(),
-				count: dp.Count(), sum: dp.Sum(),
+			h := &c.scratch
+			*h = histogramPart{
 				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
 				scale: dp.Scale(), zeroCount: dp.ZeroCount(),
-				posOffset: dp.Positive().Offset(), counts: appendCounts(c.scratchCounts[:0], dp.Positive().BucketCounts()),
-				negOffset: dp.Negative().Offset(), neg: appendCounts(c.scratchNeg[:0], dp.Negative().BucketCounts()),
+				bounds:    h.bounds[:0],
+				posOffset: dp.Positive().Offset(), counts: appendCounts(h.counts[:0], dp.Positive().BucketCounts()),
+				negOffset: dp.Negative().Offset(), neg: appendCounts(h.neg[:0], dp.Negative().BucketCounts()),
 			}
-			c.scratchCounts, c.scratchNeg = p.counts, p.neg
+			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
 			s, out, reason, moved := c.step(ctx, key, &p, now, exponentialSeries, cv)
 			cv.record(key, p.ts, out, moved)
 			switch out {

@@ -180,7 +180,7 @@ func decodeSeriesState(b []byte, s *series) error {
 	r.snapshot(&s.cur, kind, true)
 	if s.hasPrev {
 		r.snapshot(&s.prev, kind, !sameBounds)
-		if sameBounds {
+		if sameBounds && r.err == nil {
 			s.prev.bounds = slices.Clone(s.cur.bounds)
 		}
 	}
@@ -323,6 +323,7 @@ func (r *stateReader) snapshot(p *snapshot, kind seriesKind, withBounds bool) {
 	if kind == summarySeries {
 		return
 	}
+	p.histogramPart = new(histogramPart)
 	flags := r.byte()
 	if flags&^(flagHasMin|flagHasMax) != 0 {
 		r.fail()

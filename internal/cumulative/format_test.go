@@ -18,19 +18,19 @@ func TestStateEncodingRoundTrip(t *testing.T) {
 		{kind: sumSeries, seen: seen, cur: snapshot{start: 1, ts: 2, isInt: true, intValue: -5}},
 		{kind: sumSeries, seen: seen, hasPrev: true, cur: snapshot{start: 1, ts: 3, value: 2.5}, prev: snapshot{start: 1, ts: 2, value: 0.1}},
 		{kind: histogramSeries, seen: seen, curSent: true, cur: snapshot{
-			start: 1, ts: 2, count: 3, sum: 9, min: -1, hasMin: true, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0},
+			start: 1, ts: 2, count: 3, sum: 9, histogramPart: &histogramPart{min: -1, hasMin: true, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
 		}},
 		{kind: histogramSeries, seen: seen, hasPrev: true, // the same bounds, written once
-			cur:  snapshot{start: 1, ts: 3, count: 4, sum: 9, bounds: []float64{1, 10}, counts: []uint64{1, 3, 0}},
-			prev: snapshot{start: 1, ts: 2, count: 3, sum: 8, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
+			cur:  snapshot{start: 1, ts: 3, count: 4, sum: 9, histogramPart: &histogramPart{bounds: []float64{1, 10}, counts: []uint64{1, 3, 0}}},
+			prev: snapshot{start: 1, ts: 2, count: 3, sum: 8, histogramPart: &histogramPart{bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}}},
 		},
 		{kind: histogramSeries, seen: seen, hasPrev: true, // other bounds
-			cur:  snapshot{start: 1, ts: 3, count: 1, sum: 2, bounds: []float64{1, 5, 10}, counts: []uint64{0, 1, 0, 0}},
-			prev: snapshot{start: 1, ts: 2, count: 3, sum: 8, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
+			cur:  snapshot{start: 1, ts: 3, count: 1, sum: 2, histogramPart: &histogramPart{bounds: []float64{1, 5, 10}, counts: []uint64{0, 1, 0, 0}}},
+			prev: snapshot{start: 1, ts: 2, count: 3, sum: 8, histogramPart: &histogramPart{bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}}},
 		},
 		{kind: exponentialSeries, seen: seen, hasPrev: true,
-			cur:  snapshot{start: 1, ts: 3, count: 9, sum: 1, max: 8, hasMax: true, scale: -2, zeroCount: 1, posOffset: -3, counts: []uint64{1, 1 << 40}, negOffset: 7, neg: []uint64{5}},
-			prev: snapshot{start: 1, ts: 2, count: 2, sum: 0.5, scale: 20, posOffset: math32Max},
+			cur:  snapshot{start: 1, ts: 3, count: 9, sum: 1, histogramPart: &histogramPart{max: 8, hasMax: true, scale: -2, zeroCount: 1, posOffset: -3, counts: []uint64{1, 1 << 40}, negOffset: 7, neg: []uint64{5}}},
+			prev: snapshot{start: 1, ts: 2, count: 2, sum: 0.5, histogramPart: &histogramPart{scale: 20, posOffset: math32Max}},
 		},
 		{kind: summarySeries, seen: seen, cur: snapshot{start: 1, ts: 2, count: 4, sum: 10}},
 	} {
@@ -57,8 +57,8 @@ const math32Max = 1<<31 - 1
 func TestStateHistogramBoundsWrittenOnce(t *testing.T) {
 	ten := binary.LittleEndian.AppendUint64(nil, math.Float64bits(10))
 	s := &series{kind: histogramSeries, hasPrev: true,
-		cur:  snapshot{bounds: []float64{1, 10}, counts: []uint64{1, 3, 0}},
-		prev: snapshot{bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
+		cur:  snapshot{histogramPart: &histogramPart{bounds: []float64{1, 10}, counts: []uint64{1, 3, 0}}},
+		prev: snapshot{histogramPart: &histogramPart{bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}}},
 	}
 	assert.Equal(t, 1, bytes.Count(appendSeriesState(nil, s), ten))
 	s.prev.bounds = []float64{2, 10}

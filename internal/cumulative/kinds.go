@@ -13,10 +13,18 @@ type snapshot struct {
 	// sums: intValue when isInt, else value
 	intValue int64
 	value    float64
-
 	// histograms and summaries
-	count     uint64
-	sum       float64
+	count uint64
+	sum   float64
+	isInt bool
+
+	// *histogramPart is nil for sums and summaries, so that their records
+	// stay small; its fields read as the snapshot's own.
+	*histogramPart
+}
+
+// histogramPart is what only histograms and exponential histograms keep.
+type histogramPart struct {
 	min, max  float64
 	zeroCount uint64    // exponential histograms
 	bounds    []float64 // explicit bounds
@@ -25,8 +33,7 @@ type snapshot struct {
 
 	scale                int32 // exponential histograms
 	posOffset, negOffset int32
-	// The flags last, together: no padding between fields.
-	isInt, hasMin, hasMax bool
+	hasMin, hasMax       bool
 }
 
 // seriesKind says how two points of a series compare.
@@ -73,18 +80,28 @@ func setDeltaMinMax(p, prev *snapshot, setMin func(float64), removeMin func(), s
 	}
 }
 
-// reuse empties s, keeping old's buffers for the next copyFrom.
+// reuse empties s, keeping old's histogram buffers for the next copyFrom.
 func (s *snapshot) reuse(old *snapshot) {
-	*s = snapshot{bounds: old.bounds[:0], counts: old.counts[:0], neg: old.neg[:0]}
+	*s = snapshot{histogramPart: old.histogramPart}
 }
 
 // copyFrom makes s a copy of p, reusing s's buffers.
 func (s *snapshot) copyFrom(p *snapshot) {
-	bounds, counts, neg := s.bounds, s.counts, s.neg
+	h := s.histogramPart
 	*s = *p
-	s.bounds = append(bounds[:0], p.bounds...)
-	s.counts = append(counts[:0], p.counts...)
-	s.neg = append(neg[:0], p.neg...)
+	if p.histogramPart == nil {
+		s.histogramPart = nil
+		return
+	}
+	if h == nil {
+		h = new(histogramPart)
+	}
+	bounds, counts, neg := h.bounds, h.counts, h.neg
+	*h = *p.histogramPart
+	h.bounds = append(bounds[:0], p.bounds...)
+	h.counts = append(counts[:0], p.counts...)
+	h.neg = append(neg[:0], p.neg...)
+	s.histogramPart = h
 }
 
 func sumFell(p, prev *snapshot) bool {
@@ -100,6 +117,9 @@ func sumFell(p, prev *snapshot) bool {
 func histogramFell(p, prev *snapshot) bool {
 	if p.count < prev.count {
 		return true
+	}
+	if p.histogramPart == nil || prev.histogramPart == nil {
+		return false // summaries and counts: the count alone
 	}
 	for i := range min(len(p.counts), len(prev.counts)) {
 		if p.counts[i] < prev.counts[i] {
@@ -140,7 +160,7 @@ func bucketsFell(off int32, counts []uint64, scale int32, prevOff int32, prevCou
 // not have fallen below prev.
 func exponentialDelta(p, prev *snapshot) snapshot {
 	scale := min(p.scale, prev.scale)
-	d := snapshot{scale: scale, zeroCount: p.zeroCount - prev.zeroCount}
+	d := snapshot{histogramPart: &histogramPart{scale: scale, zeroCount: p.zeroCount - prev.zeroCount}}
 	d.posOffset, d.counts = subtractBuckets(p.posOffset, p.counts, p.scale, prev.posOffset, prev.counts, prev.scale, scale)
 	d.negOffset, d.neg = subtractBuckets(p.negOffset, p.neg, p.scale, prev.negOffset, prev.neg, prev.scale, scale)
 	return d

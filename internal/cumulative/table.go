@@ -53,9 +53,8 @@ type Tracker struct {
 	// store is nil when the state lives in memory only.
 	store *stateStore
 
-	// scratch space for the point being converted
-	scratchBounds             []float64
-	scratchCounts, scratchNeg []uint64
+	// scratch is the histogram part of the point being converted.
+	scratch histogramPart
 }
 
 // none marks the end of the LRU list.
