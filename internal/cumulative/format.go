@@ -11,13 +11,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// With cumulative_state.storage, the converter's state is saved through a
+// With Attach, the tracker's state is saved through a
 // storage extension client so that a restarted collector (kill -9, OOM, a
 // sidecar restarted while the service keeps running) continues every series
 // from the last point converted before it stopped: the first point after the
 // restart is sent as the delta from that point, not as the total since start.
 //
-// Storage layout (one client, named "cumulative_state", per exporter):
+// Storage layout (one storage client per tracker; the exporter names its
+// client "cumulative_state"):
 //
 //	"series/<16 hex digits>"  one entry per series; the digits are the series
 //	                          key (see hashMap: xxhash64, no seed, so stable
@@ -40,13 +41,16 @@ import (
 //
 // At start, a client that can list its entries (storage.Walker, which
 // file_storage is) is read whole: every series is back in memory, entries
-// older than cumulative_state.ttl are deleted and raise the watermark as an
+// older than Config.TTL are deleted and raise the watermark as an
 // eviction does. Otherwise each series not in memory is read with one Get
 // the first time one of its points arrives.
 const (
-	stateFormat     = 1
+	// stateFormat is the first byte of every entry.
+	stateFormat = 1
+	// SeriesKeyPrefix starts the storage key of every series entry.
 	SeriesKeyPrefix = "series/"
-	WatermarkKey    = "watermark"
+	// WatermarkKey is the storage key of the watermark entry.
+	WatermarkKey = "watermark"
 )
 
 var errCorruptState = errors.New("corrupt cumulative state entry")

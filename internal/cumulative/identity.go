@@ -9,7 +9,7 @@ import (
 
 // hashMap hashes attributes independently of their order.
 //
-// Series keys are saved with cumulative_state.storage, so these hashes must
+// Series keys are saved with the state (Attach), so these hashes must
 // not change between versions (or processes): xxhash64 of the strings, no
 // random seed.
 func hashMap(m pcommon.Map) uint64 {

@@ -20,20 +20,24 @@ import (
 // Per series (resource + scope + metric + point attributes) it remembers the
 // last point and the one before, so that:
 //   - the first point of a series is sent as it is when its start time is
-//     known (it is the delta since that start), otherwise it is the baseline;
+//     known and within Config.MaxAge (it is the delta since that start),
+//     otherwise it is the baseline;
+//   - a point beyond Config.FutureTolerance ahead of now is refused and
+//     leaves the series as it was;
 //   - a new start time, or a value/bucket falling, is a reset: the point is
 //     sent as it is (the delta since the reset), never as a negative delta;
-//   - the same point delivered twice gives the same delta twice;
+//   - the same point delivered twice gives the same delta twice (Convert;
+//     Count gives nothing the second time);
 //   - an older point than the last one is dropped (the last delta covers it).
 //
-// The state is bounded by a TTL and a series count (least recently seen is
-// forgotten first). A series that comes back after being forgotten cannot be
+// The state is bounded by a TTL and a series count (least recently updated
+// is evicted first, never a new series refused). A series that comes back after being forgotten cannot be
 // told from a new one by its start time alone, so first points whose start
 // time is not after the newest forgotten point (the watermark) are baselines:
 // at worst one interval is not sent, never the whole total twice.
 //
-// With a storage client (cumulative_state.storage) the state also survives a
-// restart: see cumulativestate.go.
+// With a storage client (Attach) the state also survives a
+// restart: see storage.go and format.go.
 type Tracker struct {
 	cfg    Config
 	logger *zap.Logger
