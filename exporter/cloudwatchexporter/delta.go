@@ -45,8 +45,8 @@ type conversion struct {
 
 // reset empties cv, keeping its buffers.
 func (cv *conversion) reset() {
-	*cv = conversion{result: cv.result}
 	cv.result.Reset()
+	*cv = conversion{records: cv.result.Records, result: cv.result}
 }
 
 // trackerReasons maps the tracker's reasons onto the points_dropped reasons.
@@ -63,12 +63,19 @@ var trackerReasons = [cumulative.NumReasons]dropReason{
 // points that cannot be converted and counts them in cv.dropped.
 func (c *deltaConverter) convert(ctx context.Context, md pmetric.Metrics, now time.Time, cv *conversion) {
 	r := &cv.result
+	if len(cv.records) > 0 {
+		r.Records = nil // cv.records may share this buffer: keep it intact
+	}
 	r.Reset()
 	c.tracker.Convert(ctx, md, now, r)
 	for reason, n := range r.Dropped {
 		cv.dropped[trackerReasons[reason]] += n
 	}
-	cv.records = append(cv.records, r.Records...)
+	if len(cv.records) == 0 {
+		cv.records = r.Records // shared, no copy: reset clears both
+	} else {
+		cv.records = append(cv.records, r.Records...)
+	}
 	cv.evictions += r.Evictions
 	cv.readErrors += r.ReadErrors
 }

@@ -55,10 +55,17 @@ const (
 
 var errCorruptState = errors.New("corrupt cumulative state entry")
 
+// seriesKeyLen is the length of a series entry's storage key.
+const seriesKeyLen = len(SeriesKeyPrefix) + 16
+
 func seriesStorageKey(key uint64) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], key)
-	return SeriesKeyPrefix + hex.EncodeToString(b[:])
+	return string(appendSeriesStorageKey(make([]byte, 0, seriesKeyLen), key))
+}
+
+func appendSeriesStorageKey(b []byte, key uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], key)
+	return hex.AppendEncode(append(b, SeriesKeyPrefix...), k[:])
 }
 
 func parseSeriesKey(key string) (uint64, bool) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -185,6 +186,9 @@ func (c *Tracker) Save(ctx context.Context, records []Record) error {
 
 	// A fresh buffer each time: a storage may keep the values it is given.
 	buf := make([]byte, 0, st.valueBytes)
+	// The keys of this save share one fresh buffer, sized up front so that
+	// it never moves: one allocation per save, not one per series.
+	keys := make([]byte, 0, len(records)*seriesKeyLen)
 	sets := st.sets[:0]
 	c.mu.Lock()
 	deletes := st.deletes
@@ -197,7 +201,9 @@ func (c *Tracker) Save(ctx context.Context, records []Record) error {
 		s.saved = true
 		start := len(buf)
 		buf = appendSeriesState(buf, s)
-		sets = append(sets, pendingSet{seriesStorageKey(s.key), start, len(buf)})
+		k := len(keys)
+		keys = appendSeriesStorageKey(keys, s.key)
+		sets = append(sets, pendingSet{unsafe.String(&keys[k], seriesKeyLen), start, len(buf)})
 	}
 	watermark := st.watermarkChanged
 	if watermark {
