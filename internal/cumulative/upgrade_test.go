@@ -159,3 +159,87 @@ func TestDamagedEntriesAreBaselines(t *testing.T) {
 		})
 	}
 }
+
+const formatOneKindsFixture = "testdata/state_v1_kinds.txt"
+
+func doubleSum(ts time.Duration, v float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	s := newMetric(md, "energy", "J").SetEmptySum()
+	s.SetIsMonotonic(true)
+	s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := s.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(at(-time.Hour))
+	dp.SetTimestamp(at(ts))
+	dp.SetDoubleValue(v)
+	return md
+}
+
+func exponential(ts time.Duration, zero uint64, counts []uint64, count uint64, sum float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	e := newMetric(md, "size", "By").SetEmptyExponentialHistogram()
+	e.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := e.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(at(-time.Hour))
+	dp.SetTimestamp(at(ts))
+	dp.SetScale(2)
+	dp.SetZeroCount(zero)
+	dp.Positive().SetOffset(3)
+	dp.Positive().BucketCounts().FromRaw(counts)
+	dp.SetCount(count)
+	dp.SetSum(sum)
+	return md
+}
+
+func summary(ts time.Duration, count uint64, sum float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	dp := newMetric(md, "rpc", "s").SetEmptySummary().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(at(-time.Hour))
+	dp.SetTimestamp(at(ts))
+	dp.SetCount(count)
+	dp.SetSum(sum)
+	return md
+}
+
+// The other kinds as the earlier exporter saved them: a double sum at 2.5,
+// an exponential histogram (zero 1, buckets 3..4 = [1 2]) and a summary
+// (count 10, sum 5). Each goes on with a delta from the saved point.
+func TestUpgradeFromFormatOneEveryKind(t *testing.T) {
+	c, _ := newObserved(testConfig)
+	now := testNow.Add(2 * time.Minute)
+	load := c.Attach(context.Background(), newMemStorage(readFixture(t, formatOneKindsFixture)), now)
+	assert.Equal(t, Load{Restored: 3, Listed: true}, load)
+
+	md := doubleSum(time.Minute, 4)
+	convert(t, c, md, now)
+	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+	require.Equal(t, 1, dps.Len())
+	assert.Equal(t, 1.5, dps.At(0).DoubleValue())
+
+	md = exponential(time.Minute, 2, []uint64{1, 3, 1}, 7, 50)
+	convert(t, c, md, now)
+	edps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).ExponentialHistogram().DataPoints()
+	require.Equal(t, 1, edps.Len())
+	e := edps.At(0)
+	assert.Equal(t, uint64(1), e.ZeroCount())
+	assert.Equal(t, int32(3), e.Positive().Offset())
+	assert.Equal(t, []uint64{0, 1, 1}, e.Positive().BucketCounts().AsRaw())
+	assert.Equal(t, uint64(3), e.Count())
+	assert.Equal(t, 20.0, e.Sum())
+
+	md = summary(time.Minute, 14, 7)
+	convert(t, c, md, now)
+	hdps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints()
+	require.Equal(t, 1, hdps.Len())
+	assert.Equal(t, uint64(4), hdps.At(0).Count())
+	assert.Equal(t, 2.0, hdps.At(0).Sum())
+}
+
+func TestFormatOneEveryKindIsWhatThisVersionWrites(t *testing.T) {
+	client := newMemStorage(nil)
+	c, _ := newObserved(testConfig)
+	c.Attach(context.Background(), client, testNow)
+	convert(t, c, doubleSum(0, 2.5), testNow)
+	convert(t, c, exponential(0, 1, []uint64{1, 2}, 4, 30), testNow)
+	convert(t, c, summary(0, 10, 5), testNow)
+	assert.Equal(t, readFixture(t, formatOneKindsFixture), client.data)
+}
