@@ -224,7 +224,7 @@ func BenchmarkConvertSaved(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(conv.store.valueBytes), "saved_bytes/largest_batch")
+			b.ReportMetric(float64(conv.tracker.LargestSaveBytes()), "saved_bytes/largest_batch")
 		})
 	}
 }

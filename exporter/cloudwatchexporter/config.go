@@ -1,6 +1,8 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+
 	"errors"
 	"fmt"
 	"net/url"
@@ -93,8 +95,18 @@ type MetricRule struct {
 type CumulativeStateConfig struct {
 	// TTL forgets a series that has not been seen for this long.
 	TTL time.Duration `mapstructure:"ttl"`
-	// MaxSeries is the most series remembered; the least recently seen is forgotten first.
+	// MaxSeries is the most series remembered; past it the least recently
+	// updated series is evicted (counted, logged) to make room.
 	MaxSeries int `mapstructure:"max_series"`
+	// MaxAge: the first point of a series never seen before is counted from
+	// its start time only when that start is at most this long ago; an older
+	// start makes it a baseline (a sidecar added to a long-running service
+	// does not send months of counts as one interval). 0 means no limit.
+	MaxAge time.Duration `mapstructure:"max_age"`
+	// FutureTolerance: a point stamped more than this ahead of the
+	// collector's clock is refused for its series (too_new) and never becomes
+	// its baseline or last value. 0 turns the check off.
+	FutureTolerance time.Duration `mapstructure:"future_tolerance"`
 	// StorageID, when set, is a storage extension (e.g. file_storage) where
 	// the state is saved, so that after a collector restart each series
 	// continues from its last point instead of sending its total again.
@@ -154,6 +166,12 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.CumulativeState.MaxSeries < 1 {
 		errs = append(errs, errors.New("cumulative_state.max_series: must be at least 1"))
+	}
+	if cfg.CumulativeState.MaxAge < 0 {
+		errs = append(errs, errors.New("cumulative_state.max_age: must not be negative (0 means no limit)"))
+	}
+	if cfg.CumulativeState.FutureTolerance < 0 {
+		errs = append(errs, errors.New("cumulative_state.future_tolerance: must not be negative (0 turns the check off)"))
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
@@ -222,4 +240,9 @@ func isPrintableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// trackerConfig is the cumulative tracker's configuration.
+func (c CumulativeStateConfig) trackerConfig() cumulative.Config {
+	return cumulative.Config{TTL: c.TTL, MaxSeries: c.MaxSeries, MaxAge: c.MaxAge, FutureTolerance: c.FutureTolerance}
 }

@@ -77,7 +77,7 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		logger:     set.Logger,
 		telemetry:  tb,
 		translator: newTranslator(cfg),
-		deltas:     newDeltaConverter(cfg.CumulativeState),
+		deltas:     newLoggedDeltaConverter(cfg.CumulativeState, set.Logger),
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
 

@@ -1,6 +1,8 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+
 	"context"
 	"errors"
 	"time"
@@ -56,8 +58,10 @@ func createDefaultConfig() component.Config {
 		StorageResolution:     defaultStorageResolution,
 		MaxConcurrentRequests: defaultMaxConcurrentRequests,
 		CumulativeState: CumulativeStateConfig{
-			TTL:       defaultCumulativeTTL,
-			MaxSeries: defaultCumulativeMaxSeries,
+			TTL:             defaultCumulativeTTL,
+			MaxSeries:       defaultCumulativeMaxSeries,
+			MaxAge:          cumulative.DefaultMaxAge,
+			FutureTolerance: cumulative.DefaultFutureTolerance,
 		},
 	}
 }

@@ -1,27 +1,24 @@
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package cumulative // import "github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// With cumulative_state.storage, the converter's state is saved through a
+// With Attach, the tracker's state is saved through a
 // storage extension client so that a restarted collector (kill -9, OOM, a
 // sidecar restarted while the service keeps running) continues every series
 // from the last point converted before it stopped: the first point after the
 // restart is sent as the delta from that point, not as the total since start.
 //
-// Storage layout (one client, named "cumulative_state", per exporter):
+// Storage layout (one storage client per tracker; the exporter names its
+// client "cumulative_state"):
 //
 //	"series/<16 hex digits>"  one entry per series; the digits are the series
 //	                          key (see hashMap: xxhash64, no seed, so stable
@@ -44,266 +41,35 @@ import (
 //
 // At start, a client that can list its entries (storage.Walker, which
 // file_storage is) is read whole: every series is back in memory, entries
-// older than cumulative_state.ttl are deleted and raise the watermark as an
+// older than Config.TTL are deleted and raise the watermark as an
 // eviction does. Otherwise each series not in memory is read with one Get
 // the first time one of its points arrives.
 const (
-	stateFormat     = 1
-	seriesKeyPrefix = "series/"
-	watermarkKey    = "watermark"
+	// stateFormat is the first byte of every entry.
+	stateFormat = 1
+	// SeriesKeyPrefix starts the storage key of every series entry.
+	SeriesKeyPrefix = "series/"
+	// WatermarkKey is the storage key of the watermark entry.
+	WatermarkKey = "watermark"
 )
 
 var errCorruptState = errors.New("corrupt cumulative state entry")
 
-// stateStore is the saving side of a deltaConverter.
-type stateStore struct {
-	client storage.Client
-	// listed: every saved series was loaded at start, so a series that is
-	// not in memory has no saved state and needs no Get.
-	listed bool
-
-	// Under deltaConverter.mu: what the next save must do besides setting
-	// the series it is given.
-	deletes          []string
-	watermarkChanged bool
-
-	// saveMu orders saves, so that a save never overwrites a newer state
-	// with an older one; sets, ops and ptrs are reused under it.
-	saveMu sync.Mutex
-	closed bool
-	sets   []pendingSet
-	ops    []storage.Operation
-	ptrs   []*storage.Operation
-	// valueBytes sizes the next save's buffer.
-	valueBytes int
-}
-
-// pendingSet is a value to set, in a save's buffer.
-type pendingSet struct {
-	key        string
-	start, end int
-}
-
-// stateLoad is what attachStorage found.
-type stateLoad struct {
-	restored, expired int
-	readErrors        int64
-	listed            bool
-}
-
-// attachStorage makes c save its state through client and loads what a
-// previous process saved. Read errors are counted, never fatal: a series
-// whose state cannot be read has its next point taken as a baseline, and an
-// unreadable watermark is replaced by now (every series not restored is
-// then a baseline rather than possibly counted twice).
-func (c *deltaConverter) attachStorage(ctx context.Context, client storage.Client, now time.Time) stateLoad {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st := &stateStore{client: client}
-	c.store = st
-	var load stateLoad
-	var cv conversion
-
-	nowTS := pcommon.NewTimestampFromTime(now)
-	readWatermark := func(value []byte) {
-		switch wm, err := decodeWatermark(value); {
-		case err != nil:
-			load.readErrors++
-			c.forgetUpTo(nowTS)
-		case value == nil:
-			st.watermarkChanged = true // written at the first save: it marks the format
-		default:
-			c.watermark = wm
-		}
-	}
-
-	if walker, ok := client.(storage.Walker); ok {
-		var entries []*series
-		var watermark []byte
-		err := walker.Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
-			if key == watermarkKey {
-				watermark = slices.Clone(value)
-				return nil, nil
-			}
-			hash, ok := parseSeriesKey(key)
-			if !ok {
-				return nil, nil // not ours to interpret
-			}
-			s := &series{key: hash, storeKey: key}
-			if decodeSeriesState(value, s) != nil {
-				load.readErrors++
-				*s = series{key: hash, storeKey: key, seen: now, unknown: true}
-			}
-			entries = append(entries, s)
-			return nil, nil
-		})
-		if err == nil {
-			st.listed, load.listed = true, true
-			readWatermark(watermark)
-			// Oldest first, so that the LRU list ends in the right order.
-			slices.SortFunc(entries, func(a, b *series) int { return a.seen.Compare(b.seen) })
-			for _, e := range entries {
-				if c.restoreEntry(e, e.seen, now, &cv) != nil {
-					load.restored++
-				} else {
-					load.expired++
-				}
-			}
-			load.expired += int(cv.evictions)
-			return load
-		}
-		load.readErrors++ // fall back to one Get per series
-	}
-	value, err := client.Get(ctx, watermarkKey)
-	if err != nil {
-		load.readErrors++
-		c.forgetUpTo(nowTS)
-	} else {
-		readWatermark(value)
-	}
-	return load
-}
-
-// restore reads the saved state of a series that is not in memory. It
-// returns nil when there is none (or it expired): the point is then a first
-// point, under the watermark rule.
-func (c *deltaConverter) restore(ctx context.Context, key uint64, now time.Time, kind seriesKind, cv *conversion) *series {
-	if c.store.listed {
-		return nil
-	}
-	storeKey := seriesStorageKey(key)
-	value, err := c.store.client.Get(ctx, storeKey)
-	if err == nil && value == nil {
-		return nil
-	}
-	e := &series{key: key, storeKey: storeKey}
-	if err != nil || decodeSeriesState(value, e) != nil || e.kind != kind {
-		cv.readErrors++
-		*e = series{key: key, storeKey: storeKey, kind: kind, unknown: true}
-	}
-	if e.unknown {
-		e.seen = now
-	}
-	s := c.restoreEntry(e, now, now, cv)
-	if s == nil {
-		cv.evictions++ // forgotten for its age, as in memory
-	}
-	return s
-}
-
-// restoreEntry puts a series read from the storage in memory, as seen at
-// seen, unless it was last seen longer than the TTL before now: then it is
-// forgotten as an eviction would (watermark raised, entry deleted) and
-// restoreEntry returns nil.
-func (c *deltaConverter) restoreEntry(e *series, seen, now time.Time, cv *conversion) *series {
-	if now.Sub(e.seen) > c.ttl {
-		if !e.unknown {
-			c.forgetUpTo(e.cur.ts)
-		}
-		c.store.deletes = append(c.store.deletes, e.storeKey)
-		return nil
-	}
-	s := c.insert(e.key, seen, e.kind, cv)
-	s.cur, s.prev, s.hasPrev, s.curSent, s.unknown, s.storeKey = e.cur, e.prev, e.hasPrev, e.curSent, e.unknown, e.storeKey
-	return s
-}
-
-// save writes, in one Batch, the state of the series moved by records
-// whose conversion stands (an undone one is back at its saved state), the
-// deletion of forgotten series and the watermark if it changed. Call it
-// once the converted data was accepted (or refused and undone).
-func (c *deltaConverter) save(ctx context.Context, records []conversionRecord) error {
-	st := c.store
-	if st == nil {
-		return nil
-	}
-	st.saveMu.Lock()
-	defer st.saveMu.Unlock()
-	if st.closed {
-		return nil
-	}
-
-	// A fresh buffer each time: a storage may keep the values it is given.
-	buf := make([]byte, 0, st.valueBytes)
-	sets := st.sets[:0]
-	c.mu.Lock()
-	deletes := st.deletes
-	st.deletes = nil
-	for _, r := range records {
-		s := c.series[r.key]
-		if s == nil || s.cur.ts != r.ts || s.unknown {
-			continue // moved on since (its own save writes it), undone, or forgotten
-		}
-		if s.storeKey == "" {
-			s.storeKey = seriesStorageKey(s.key)
-		}
-		start := len(buf)
-		buf = appendSeriesState(buf, s)
-		sets = append(sets, pendingSet{s.storeKey, start, len(buf)})
-	}
-	watermark := st.watermarkChanged
-	if watermark {
-		start := len(buf)
-		buf = appendWatermark(buf, c.watermark)
-		sets = append(sets, pendingSet{watermarkKey, start, len(buf)})
-		st.watermarkChanged = false
-	}
-	c.mu.Unlock()
-
-	st.sets = sets
-	st.ops = st.ops[:0]
-	for _, k := range deletes {
-		st.ops = append(st.ops, storage.Operation{Type: storage.Delete, Key: k})
-	}
-	for _, s := range sets {
-		st.ops = append(st.ops, storage.Operation{Type: storage.Set, Key: s.key, Value: buf[s.start:s.end:s.end]})
-	}
-	if len(st.ops) == 0 {
-		return nil
-	}
-	st.ptrs = st.ptrs[:0]
-	for i := range st.ops {
-		st.ptrs = append(st.ptrs, &st.ops[i])
-	}
-	st.valueBytes = max(st.valueBytes, len(buf))
-	err := st.client.Batch(ctx, st.ptrs...)
-	clear(st.ops) // do not keep the values alive
-	if err != nil {
-		// Nothing was written: try the deletions and the watermark again
-		// next time. The series are written again at their next point.
-		c.mu.Lock()
-		st.deletes = append(st.deletes, deletes...)
-		st.watermarkChanged = st.watermarkChanged || watermark
-		c.mu.Unlock()
-	}
-	return err
-}
-
-// closeStorage writes what is left to write (forgotten series, the
-// watermark) and closes the client; saves after it do nothing.
-func (c *deltaConverter) closeStorage(ctx context.Context) error {
-	st := c.store
-	if st == nil {
-		return nil
-	}
-	err := c.save(ctx, nil)
-	st.saveMu.Lock()
-	defer st.saveMu.Unlock()
-	if st.closed {
-		return nil
-	}
-	st.closed = true
-	return errors.Join(err, st.client.Close(ctx))
-}
+// seriesKeyLen is the length of a series entry's storage key.
+const seriesKeyLen = len(SeriesKeyPrefix) + 16
 
 func seriesStorageKey(key uint64) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], key)
-	return seriesKeyPrefix + hex.EncodeToString(b[:])
+	return string(appendSeriesStorageKey(make([]byte, 0, seriesKeyLen), key))
+}
+
+func appendSeriesStorageKey(b []byte, key uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], key)
+	return hex.AppendEncode(append(b, SeriesKeyPrefix...), k[:])
 }
 
 func parseSeriesKey(key string) (uint64, bool) {
-	digits, ok := strings.CutPrefix(key, seriesKeyPrefix)
+	digits, ok := strings.CutPrefix(key, SeriesKeyPrefix)
 	if !ok || len(digits) != 16 {
 		return 0, false
 	}
@@ -340,7 +106,7 @@ func appendSeriesState(b []byte, s *series) []byte {
 		flags |= flagSameBounds
 	}
 	b = append(b, stateFormat, byte(s.kind), flags)
-	b = binary.AppendVarint(b, s.seen.UnixNano())
+	b = binary.AppendVarint(b, s.seen)
 	b = appendSnapshot(b, &s.cur, s.kind, true)
 	if s.hasPrev {
 		b = appendSnapshot(b, &s.prev, s.kind, !sameBounds)
@@ -421,11 +187,11 @@ func decodeSeriesState(b []byte, s *series) error {
 	s.kind = kind
 	s.hasPrev = flags&flagHasPrev != 0
 	s.curSent = flags&flagCurSent != 0
-	s.seen = time.Unix(0, r.varint())
+	s.seen = r.varint()
 	r.snapshot(&s.cur, kind, true)
 	if s.hasPrev {
 		r.snapshot(&s.prev, kind, !sameBounds)
-		if sameBounds {
+		if sameBounds && r.err == nil {
 			s.prev.bounds = slices.Clone(s.cur.bounds)
 		}
 	}
@@ -568,6 +334,7 @@ func (r *stateReader) snapshot(p *snapshot, kind seriesKind, withBounds bool) {
 	if kind == summarySeries {
 		return
 	}
+	p.histogramPart = new(histogramPart)
 	flags := r.byte()
 	if flags&^(flagHasMin|flagHasMax) != 0 {
 		r.fail()
