@@ -51,12 +51,17 @@ run: build
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
 ## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary
-test: check-generated lint build
+test: check-generated lint build jsservice-deps
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
-unit-test: build
+unit-test: build jsservice-deps
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+
+## jsservice-deps: the Node.js build service's pinned npm packages (npm ci), driven by test/lifecycle
+jsservice-deps: test/jsservice/node_modules/.package-lock.json
+test/jsservice/node_modules/.package-lock.json: test/jsservice/package.json test/jsservice/package-lock.json
+	cd test/jsservice && npm ci --no-audit --no-fund
 
 ## lint: gofmt, go vet, and the build without cgo (the nvml receiver's fallback)
 lint:
