@@ -92,7 +92,7 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if _, ok := queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
 		set.Logger.Warn("The sending queue's size cannot be read: shutdown_drain_timeout has no effect, Shutdown does not wait for the queue")
 	}
-	return &metricsExporter{Metrics: helper, exp: exp, queue: queue}, nil
+	return &metricsExporter{Metrics: helper, exp: exp, queue: queue, turn: make(chan struct{}, 1)}, nil
 }
 
 // metricsExporter turns cumulative data into deltas before it is queued, so
@@ -101,9 +101,20 @@ type metricsExporter struct {
 	exporter.Metrics
 	exp   *cloudWatchExporter
 	queue *queueSizeProbe
+	// turn makes conversion, enqueue and undo one step per request. Were
+	// two requests interleaved, an undone conversion could not be taken
+	// back once a later point of the same series had been converted, and
+	// its increment would be lost.
+	turn chan struct{}
 }
 
 func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	select {
+	case m.turn <- struct{}{}:
+		defer func() { <-m.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	var cv conversion
 	m.exp.deltas.convert(ctx, md, m.exp.now(), &cv)
 	m.exp.recordDropped(ctx, &cv.dropped)
