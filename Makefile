@@ -8,6 +8,7 @@ GO           ?= go
 TOOLS_BIN    := $(CURDIR)/.tools/bin
 OCB          := $(TOOLS_BIN)/builder
 MDATAGEN     := $(TOOLS_BIN)/mdatagen
+GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 BIN          := bin/otelcol-gpubuild
 COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor exporter/cloudwatchexporter
 RUN_DIR      := $(CURDIR)/.run
@@ -18,13 +19,17 @@ export CGO_ENABLED := 1
 .DEFAULT_GOAL := build
 .PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps
 
-## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod
+## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
 $(OCB) $(MDATAGEN) &: internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && $(GO) build -o $(TOOLS_BIN)/ \
 		go.opentelemetry.io/collector/cmd/builder \
 		go.opentelemetry.io/collector/cmd/mdatagen
 	@touch $(OCB) $(MDATAGEN)
+# golangci-lint has a module of its own so that its dependencies never move ours.
+$(GOLANGCI_LINT): internal/tools/lint/go.mod internal/tools/lint/go.sum
+	cd internal/tools/lint && $(GO) build -o $(TOOLS_BIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	@touch $(GOLANGCI_LINT)
 
 ## generate: regenerate mdatagen code of each component and the ocb sources in distro/
 generate: tools
@@ -63,11 +68,9 @@ jsservice-deps: test/jsservice/node_modules/.package-lock.json
 test/jsservice/node_modules/.package-lock.json: test/jsservice/package.json test/jsservice/package-lock.json
 	cd test/jsservice && npm ci --no-audit --no-fund
 
-## lint: gofmt, go vet, and the build without cgo (the nvml receiver's fallback)
-lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^distro/') 2>/dev/null); \
-		if [ -n "$$out" ]; then echo "gofmt needed:" >&2; echo "$$out" >&2; exit 1; fi
-	$(GO) vet ./...
+## lint: golangci-lint (.golangci.yml: gofmt, govet, errcheck, staticcheck, unused, revive, ...) and the build without cgo (the nvml receiver's fallback)
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
 	CGO_ENABLED=0 $(GO) build ./...
 
 ## bench: Go benchmarks of the hot paths, then the load harness against the built binary

@@ -40,17 +40,17 @@ const (
 type Reason uint8
 
 const (
-	// ReasonBaseline: the point starts (or restarts) the series' history.
+	// ReasonBaseline means the point starts (or restarts) the series' history.
 	ReasonBaseline Reason = iota
-	// ReasonOutOfOrder: older than the series' last point.
+	// ReasonOutOfOrder means older than the series' last point.
 	ReasonOutOfOrder
-	// ReasonDuplicate: the last point again, itself a baseline.
+	// ReasonDuplicate means the last point again, itself a baseline.
 	ReasonDuplicate
-	// ReasonBucketLayoutChanged: histogram bounds changed without a reset.
+	// ReasonBucketLayoutChanged means histogram bounds changed without a reset.
 	ReasonBucketLayoutChanged
-	// ReasonFuture: stamped beyond FutureTolerance ahead of now.
+	// ReasonFuture means stamped beyond FutureTolerance ahead of now.
 	ReasonFuture
-	// ReasonStartTooOld: the first point of a series whose start is more
+	// ReasonStartTooOld means the first point of a series whose start is more
 	// than MaxAge ago, taken as a baseline.
 	ReasonStartTooOld
 	// NumReasons is the number of reasons.

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-// convert rewrites every cumulative point in md into a delta, removes the
+// Convert rewrites every cumulative point in md into a delta, removes the
 // points that cannot be converted and counts them in cv.Dropped. It appends
 // to cv.Records the points that moved their series on, for undo and save.
 // ctx bounds the reads of saved state.
@@ -214,7 +214,7 @@ func (c *Tracker) convertSummary(ctx context.Context, m pmetric.Metric, base uin
 	}
 }
 
-// undoPoints is undo for the points of md (a subset handed back by a failed export).
+// UndoMetrics is Undo for the points of md (a subset handed back by a failed export).
 func (c *Tracker) UndoMetrics(md pmetric.Metrics) {
 	var records []Record
 	rms := md.ResourceMetrics()

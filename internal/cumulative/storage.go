@@ -52,7 +52,7 @@ type Load struct {
 	Listed bool
 }
 
-// attachStorage makes c save its state through client and loads what a
+// Attach makes c save its state through client and loads what a
 // previous process saved. Read errors are counted, never fatal: a series
 // whose state cannot be read has its next point taken as a baseline, and an
 // unreadable watermark is replaced by now (every series not restored is
@@ -169,7 +169,7 @@ func (c *Tracker) restoreEntry(e *series, seen, now time.Time, cv *Result) *seri
 	return s
 }
 
-// save writes, in one Batch, the state of the series moved by records
+// Save writes, in one Batch, the state of the series moved by records
 // whose conversion stands (an undone one is back at its saved state), the
 // deletion of forgotten series and the watermark if it changed. Call it
 // once the converted data was accepted (or refused and undone).
@@ -243,7 +243,7 @@ func (c *Tracker) Save(ctx context.Context, records []Record) error {
 	return err
 }
 
-// closeStorage writes what is left to write (forgotten series, the
+// Close writes what is left to write (forgotten series, the
 // watermark) and closes the client; saves after it do nothing.
 func (c *Tracker) Close(ctx context.Context) error {
 	st := c.store

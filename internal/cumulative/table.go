@@ -173,9 +173,11 @@ func (c *Tracker) compare(p, prev *snapshot, kind seriesKind) (outcome, Reason) 
 	return emitDelta, 0
 }
 
-// undo takes back the conversion of points the queue refused, so that the
-// next point's delta covers them again. A series that moved on since is left
-// alone, and so are baselines: they were not sent.
+// Undo takes back the conversion of points the queue refused, so that the
+// next point's delta covers them again. Baselines are left alone (they were
+// not sent), and so is a series that moved on since: the caller must not let
+// a later point of a series be converted before an earlier one is accepted
+// or undone (the CloudWatch exporter converts and enqueues in one turn).
 func (c *Tracker) Undo(records []Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -194,7 +196,7 @@ func (c *Tracker) Undo(records []Record) {
 	}
 }
 
-// seriesCount is the number of series remembered.
+// Len is the number of series remembered.
 func (c *Tracker) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -118,7 +118,7 @@ func (s *gpuScraper) initNVML() {
 			s.logger.Error("the NVML library lacks entry points every scrape needs; no GPU metrics (retrying periodically)",
 				zap.Strings("missing", sym.missing))
 			if lib.Extensions().LookupSymbol("nvmlShutdown") == nil {
-				lib.Shutdown()
+				_ = lib.Shutdown() // nothing to do when it fails: the library is left unused
 			}
 			return
 		}

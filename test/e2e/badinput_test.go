@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // postOTLP sends a raw body to the collector's OTLP/HTTP listener and
@@ -142,10 +143,10 @@ func TestBadInput(t *testing.T) {
 	}()
 
 	before := e.scrape()
-	skipped0, _ := metricSum(before, "otelcol_buildjob_records_skipped", nil)
-	skippedBy := func(samples []sample, reason string) float64 {
-		now, _ := metricSum(samples, "otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
-		was, _ := metricSum(before, "otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
+	skipped0, _ := before.Sum("otelcol_buildjob_records_skipped", nil)
+	skippedBy := func(samples promtext.Families, reason string) float64 {
+		now, _ := samples.Sum("otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
+		was, _ := before.Sum("otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
 		return now - was
 	}
 
@@ -188,11 +189,11 @@ func TestBadInput(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code, resp)
 
 		ok := eventually(10*time.Second, func() bool {
-			v, _ := metricSum(e.scrape(), "otelcol_buildjob_records_skipped", nil)
+			v, _ := e.scrape().Sum("otelcol_buildjob_records_skipped", nil)
 			return v-skipped0 >= malformedRecords
 		})
 		samples := e.scrape()
-		v, _ := metricSum(samples, "otelcol_buildjob_records_skipped", nil)
+		v, _ := samples.Sum("otelcol_buildjob_records_skipped", nil)
 		assert.True(t, ok, "skipped records counted: %v, want %d", v-skipped0, malformedRecords)
 		assert.Equal(t, 3.0, skippedBy(samples, "wrong_type"), "job id, stage and status of the wrong type")
 		assert.Equal(t, 1.0, skippedBy(samples, "missing_attribute"), "a status record without a job id")

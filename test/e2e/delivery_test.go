@@ -68,7 +68,7 @@ func TestCloudWatchOutage(t *testing.T) {
 	// During the outage the batches wait in the queue, never more than its capacity.
 	var maxQueued float64
 	require.True(t, eventually(15*time.Second, func() bool {
-		q, _ := metricSum(e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"})
+		q, _ := e.scrape().Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"})
 		maxQueued = max(maxQueued, q)
 		return q > 0
 	}), "nothing queued during the outage")
@@ -272,15 +272,15 @@ func outageQueueFull(t *testing.T, block bool) {
 	var maxQueued float64
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
-		if q, ok := metricSum(e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"}); ok {
+		if q, ok := e.scrape().Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"}); ok {
 			maxQueued = max(maxQueued, q)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	assert.Equal(t, float64(queueSize), maxQueued, "the queue filled up to its size and no further")
 	samples := e.scrape()
-	failed, _ := metricSum(samples, "otelcol_exporter_enqueue_failed_metric_points", nil)
-	refused, _ := metricSum(samples, "otelcol_receiver_refused_metric_points", nil)
+	failed, _ := samples.Sum("otelcol_exporter_enqueue_failed_metric_points", nil)
+	refused, _ := samples.Sum("otelcol_receiver_refused_metric_points", nil)
 	t.Logf("queue full: enqueue_failed_metric_points=%v receiver_refused_metric_points=%v", failed, refused)
 
 	require.NoError(t, e.cw.SetDown(false))

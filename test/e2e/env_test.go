@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // env is one scenario's world: the CloudWatch test endpoint, fake AWS
@@ -60,7 +61,7 @@ func (e *env) waitJobs(timeout time.Duration, dims map[string]string, want float
 
 // scrape returns the collector's telemetry, failing the test when it is
 // not reachable.
-func (e *env) scrape() []sample {
+func (e *env) scrape() promtext.Families {
 	e.t.Helper()
 	s, err := e.col.telemetry()
 	require.NoError(e.t, err)
@@ -68,10 +69,10 @@ func (e *env) scrape() []sample {
 }
 
 // requireMetric returns a telemetry value that must exist.
-func requireMetric(t *testing.T, samples []sample, name string, labels map[string]string) float64 {
+func requireMetric(t *testing.T, samples promtext.Families, name string, labels map[string]string) float64 {
 	t.Helper()
-	v, ok := metricSum(samples, name, labels)
-	require.True(t, ok, "telemetry has no %s%v; it has: %s", name, labels, metricNames(samples))
+	v, ok := samples.Sum(name, labels)
+	require.True(t, ok, "telemetry has no %s%v; it has: %s", name, labels, samples.Names())
 	return v
 }
 

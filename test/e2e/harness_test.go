@@ -3,20 +3,15 @@ package e2e
 import (
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 
-	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // awsCreds are fake AWS credentials given to the collector through its
@@ -273,124 +269,9 @@ func (c *collector) rssKiB() (rss, peak int64) {
 	return rss, peak
 }
 
-// sample is one line of the collector's Prometheus telemetry.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
 // telemetry scrapes the collector's own metrics.
-func (c *collector) telemetry() ([]sample, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.ports.Telemetry))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("telemetry: %s", resp.Status)
-	}
-	return parsePrometheus(resp.Body)
-}
-
-func parsePrometheus(r io.Reader) ([]sample, error) {
-	var out []sample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		s := sample{labels: map[string]string{}}
-		rest := line
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				return nil, fmt.Errorf("bad line %q", line)
-			}
-			s.name = line[:i]
-			for _, kv := range splitLabels(line[i+1 : j]) {
-				k, v, _ := strings.Cut(kv, "=")
-				s.labels[k] = strings.Trim(v, `"`)
-			}
-			rest = strings.TrimSpace(line[j+1:])
-		} else {
-			f := strings.Fields(line)
-			s.name, rest = f[0], strings.Join(f[1:], " ")
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("bad value in %q: %w", line, err)
-		}
-		s.value = v
-		out = append(out, s)
-	}
-	return out, sc.Err()
-}
-
-// splitLabels splits a="x",b="y,z" at the commas outside quotes.
-func splitLabels(s string) []string {
-	var out []string
-	inQuote, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			inQuote = !inQuote
-		case ',':
-			if !inQuote {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-// metricSum adds the samples of a metric (name, or name with Prometheus'
-// _total suffix) whose labels include want.
-func metricSum(samples []sample, name string, want map[string]string) (float64, bool) {
-	var sum float64
-	found := false
-	for _, s := range samples {
-		if s.name != name && s.name != name+"_total" {
-			continue
-		}
-		ok := true
-		for k, v := range want {
-			if s.labels[k] != v {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			sum += s.value
-			found = true
-		}
-	}
-	return sum, found
-}
-
-// metricNames lists the distinct metric names scraped (for failure messages).
-func metricNames(samples []sample) string {
-	seen := map[string]bool{}
-	var names []string
-	for _, s := range samples {
-		if !seen[s.name] {
-			seen[s.name] = true
-			names = append(names, s.name)
-		}
-	}
-	return strings.Join(names, " ")
+func (c *collector) telemetry() (promtext.Families, error) {
+	return promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", c.ports.Telemetry))
 }
 
 // eventually polls cond every 100 ms until it holds or timeout passes, and
@@ -416,15 +297,6 @@ func startCloudWatch(t testing.TB) *cloudwatchtest.Server {
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv
 }
-
-// within runs f with a context that ends after d.
-func within(d time.Duration, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return f(ctx)
-}
-
-var errNotExact = errors.New("not exact")
 
 // almostEqual compares sums that were computed by different code in a
 // different order: equal within 1e-9 relative.

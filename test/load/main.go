@@ -21,9 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +33,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 type options struct {
@@ -378,8 +377,8 @@ sampling:
 	if simErr != nil {
 		return nil, fmt.Errorf("%s: buildsim: %w", t.name, simErr)
 	}
-	res.refused = scrapeRefused(t.telemetry)
-	res.heapMiB = scrapeMetric(t.telemetry, "otelcol_process_runtime_heap_alloc_bytes") / (1 << 20)
+	refused, heapBytes := scrapeTelemetry(t.telemetry)
+	res.refused, res.heapMiB = refused, heapBytes/(1<<20)
 
 	if cw != nil {
 		// Wait for the last derived flush and the queue to drain.
@@ -407,33 +406,19 @@ sampling:
 	return res, nil
 }
 
-func scrapeMetric(addr, name string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+// scrapeTelemetry reads the refused items and the heap from the
+// collector's own telemetry; NaN when it cannot be read.
+func scrapeTelemetry(addr string) (refused, heapBytes float64) {
+	f, err := promtext.Scrape(addr)
 	if err != nil {
-		return math.NaN()
+		return math.NaN(), math.NaN()
 	}
-	defer resp.Body.Close()
-	return scrapeSum(strings.NewReader(readAll(resp)), name)
-}
-
-func scrapeRefused(addr string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return math.NaN()
-	}
-	defer resp.Body.Close()
-	var sum float64
-	body := readAll(resp)
 	for _, name := range []string{"otelcol_receiver_refused_spans", "otelcol_receiver_refused_metric_points", "otelcol_receiver_refused_log_records"} {
-		sum += scrapeSum(strings.NewReader(body), name)
+		v, _ := f.Sum(name, nil)
+		refused += v
 	}
-	return sum
-}
-
-func readAll(resp *http.Response) string {
-	var b strings.Builder
-	_, _ = io.Copy(&b, resp.Body)
-	return b.String()
+	heapBytes, _ = f.Sum("otelcol_process_runtime_heap_alloc_bytes", nil)
+	return refused, heapBytes
 }
 
 // landed sums the values CloudWatch accepted for a metric.
@@ -518,12 +503,12 @@ func bench(ctx context.Context, o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer cw.Close()
+	defer func() { _ = cw.Close() }()
 	tmp, err := os.MkdirTemp("", "otelcol-gpubuild-load-")
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 
 	fixed := load{points: o.points, jobs: o.jobs, interval: time.Second, duration: o.duration}
 	var ours, base *result

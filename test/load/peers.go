@@ -61,7 +61,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer cw.Close()
+	defer func() { _ = cw.Close() }()
 	logs, err := startLogsSink()
 	if err != nil {
 		return "", err

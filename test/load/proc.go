@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -133,7 +131,7 @@ func (p *process) waitListening(addr string, timeout time.Duration) error {
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
+			_ = c.Close()
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -146,37 +144,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// scrape returns the sum of the samples of a Prometheus metric (with or
-// without the _total suffix) from a text exposition.
-func scrapeSum(r io.Reader, name string) float64 {
-	b, _ := io.ReadAll(r)
-	var sum float64
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		s := string(line)
-		if s == "" || s[0] == '#' {
-			continue
-		}
-		metric, rest := s, ""
-		if i := strings.IndexAny(s, "{ "); i >= 0 {
-			metric, rest = s[:i], s[i:]
-		}
-		if metric != name && metric != name+"_total" {
-			continue
-		}
-		if j := strings.LastIndexByte(rest, '}'); j >= 0 {
-			rest = rest[j+1:]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }
