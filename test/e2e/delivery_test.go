@@ -13,7 +13,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 )
 
-// Scenarios 1-6 of issue 6: buildsim -> the built collector -> the
+// Scenarios 1-6 of the delivery suite: buildsim -> the built collector -> the
 // CloudWatch test endpoint, with faults on the CloudWatch side, the
 // collector killed or stopped, and the service restarting. Each compares
 // what landed with buildsim's ground truth exactly.
