@@ -150,7 +150,7 @@ func TestDefaultConfigDryRun(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var found bool
 	for !found && time.Now().Before(deadline) {
-		for _, req := range dryRunRequests(s.stdout.String()) {
+		for _, req := range dryRunRequests(s.Stdout.String()) {
 			for _, d := range req.MetricData {
 				if d.MetricName == "distro.smoke.bytes" {
 					found = true
@@ -164,12 +164,12 @@ func TestDefaultConfigDryRun(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	require.True(t, found, "the gauge never came out of the dry-run exporter:\n%s", s.output.String())
+	require.True(t, found, "the gauge never came out of the dry-run exporter:\n%s", s.Output.String())
 
 	// The health endpoint answers on localhost, and SIGTERM shuts down cleanly.
 	require.True(t, s.healthy())
 	require.NoError(t, s.terminate(t, 20*time.Second), "exit code must be 0 after SIGTERM")
-	assert.Contains(t, s.output.String(), "Shutdown complete")
+	assert.Contains(t, s.Output.String(), "Shutdown complete")
 }
 
 func TestNoNVMLStaysHealthy(t *testing.T) {
@@ -180,7 +180,7 @@ func TestNoNVMLStaysHealthy(t *testing.T) {
 		time.Sleep(time.Second) // GPUBUILD_GPU_COLLECTION_INTERVAL=1s
 		require.True(t, s.healthy(), "unhealthy after %d collection intervals", i+1)
 	}
-	logs := s.output.String()
+	logs := s.Output.String()
 	assert.Contains(t, strings.ToLower(logs), "nvml")
 	assert.NotContains(t, logs, "symbol lookup error")
 	require.NoError(t, s.terminate(t, 20*time.Second))
@@ -200,7 +200,7 @@ func TestMetricsDisabledStaysUp(t *testing.T) {
 	// ... but nothing is exported, and the sidecar stays healthy.
 	time.Sleep(3 * time.Second)
 	require.True(t, s.healthy())
-	assert.Empty(t, dryRunRequests(s.stdout.String()))
-	assert.Equal(t, 1, strings.Count(s.output.String(), "Metrics are disabled"), "said once")
+	assert.Empty(t, dryRunRequests(s.Stdout.String()))
+	assert.Equal(t, 1, strings.Count(s.Output.String(), "Metrics are disabled"), "said once")
 	require.NoError(t, s.terminate(t, 20*time.Second))
 }

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
@@ -188,7 +189,7 @@ func TestBadInput(t *testing.T) {
 		code, resp = postOTLP(t, p.HTTP, "/v1/logs", "application/json", jb)
 		assert.Equal(t, http.StatusOK, code, resp)
 
-		ok := eventually(10*time.Second, func() bool {
+		ok := binarytest.Eventually(10*time.Second, func() bool {
 			v, _ := e.scrape().Sum("otelcol_buildjob_records_skipped", nil)
 			return v-skipped0 >= malformedRecords
 		})
@@ -206,7 +207,7 @@ func TestBadInput(t *testing.T) {
 		code, resp := postOTLP(t, p.HTTP, "/v1/metrics", "application/x-protobuf", body)
 		assert.Equal(t, http.StatusOK, code, resp)
 		dims := map[string]string{"service.name": badService, "i": "4"}
-		require.True(t, eventually(15*time.Second, func() bool { return aggregate(e.cw.Datums(), "e2e.bad.gauge", dims).Datums > 0 }),
+		require.True(t, binarytest.Eventually(15*time.Second, func() bool { return aggregate(e.cw.Datums(), "e2e.bad.gauge", dims).Datums > 0 }),
 			"the good point of the batch did not land")
 		assert.Equal(t, 42.0, aggregate(e.cw.Datums(), "e2e.bad.gauge", dims).Sum)
 		assert.Equal(t, 1, aggregate(e.cw.Datums(), "e2e.bad.gauge", map[string]string{"service.name": badService}).Datums)

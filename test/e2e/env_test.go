@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
@@ -55,7 +56,7 @@ func (e *env) checkNoSecrets() {
 // with a summary of what landed otherwise.
 func (e *env) waitJobs(timeout time.Duration, dims map[string]string, want float64) {
 	e.t.Helper()
-	ok := eventually(timeout, func() bool { return jobsLanded(e.cw, dims) >= want })
+	ok := binarytest.Eventually(timeout, func() bool { return jobsLanded(e.cw, dims) >= want })
 	require.True(e.t, ok, "build.jobs%v: %v landed within %v, want %v\n%s", dims, jobsLanded(e.cw, dims), timeout, want, describeDatums(e.cw.Datums()))
 }
 

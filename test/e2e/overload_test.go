@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // burstTraces is an OTLP/protobuf request of about size bytes of plain
@@ -137,7 +138,7 @@ func TestOverload(t *testing.T) {
 
 	// Recovery: healthy again, and traffic after the burst arrives exactly.
 	recoverStart := time.Now()
-	require.True(t, eventually(20*time.Second, e.col.healthy), "not healthy after the burst")
+	require.True(t, binarytest.Eventually(20*time.Second, e.col.healthy), "not healthy after the burst")
 	t.Logf("healthy %v after the burst", time.Since(recoverStart))
 	s := runSim(t, simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-after-burst", 101))
 	e.waitJobs(30*time.Second, serviceDims(s), totalJobs(s.Generated))

@@ -322,13 +322,11 @@ func run(ctx context.Context, t target, l load, warmup time.Duration, cw *cloudw
 		return nil, err
 	}
 	defer func() {
-		select {
-		case <-p.done:
-		default:
-			p.kill()
+		if !p.Exited() {
+			p.Kill()
 		}
 	}()
-	if err := p.waitListening(t.grpcAddr, 60*time.Second); err != nil {
+	if err := p.AwaitListening(t.grpcAddr, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.name, err)
 	}
 	time.Sleep(time.Second) // let it settle after start
@@ -347,7 +345,7 @@ func run(ctx context.Context, t target, l load, warmup time.Duration, cw *cloudw
 	case <-simDone:
 		return nil, fmt.Errorf("%s: the load ended before the warmup (%v): %v", t.name, warmup, simErr)
 	}
-	cpu0, err := cpuSeconds(p.pid())
+	cpu0, err := cpuSeconds(p.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -360,18 +358,18 @@ sampling:
 		case <-simDone:
 			break sampling
 		case <-tick.C:
-			if r, _, err := binarytest.MemKiB(p.pid()); err == nil {
+			if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
 				rss = append(rss, float64(r)/1024)
 			}
 		}
 	}
 	tick.Stop()
-	cpu1, err := cpuSeconds(p.pid())
+	cpu1, err := cpuSeconds(p.Pid())
 	if err != nil {
 		return nil, err
 	}
 	res.cpuCores = (cpu1 - cpu0) / time.Since(t0).Seconds()
-	_, hwm, _ := binarytest.MemKiB(p.pid())
+	_, hwm, _ := binarytest.MemKiB(p.Pid())
 	res.peakMiB = float64(hwm) / 1024
 	res.rssMiB = median(rss)
 	if simErr != nil {
@@ -393,7 +391,7 @@ sampling:
 		}
 		res.drainedIn = time.Since(start)
 	}
-	res.exitErr = p.stop(60 * time.Second)
+	_, res.exitErr = p.Stop(60 * time.Second)
 	if cw != nil {
 		datums := cw.Datums()
 		st := cw.Stats()

@@ -221,14 +221,14 @@ func idleRSS(t target, settle time.Duration) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer p.kill()
-	if err := p.waitListening(t.grpcAddr, 60*time.Second); err != nil {
+	defer p.Kill()
+	if err := p.AwaitListening(t.grpcAddr, 60*time.Second); err != nil {
 		return 0, fmt.Errorf("%s: %w", t.name, err)
 	}
 	time.Sleep(settle) // idle is a duration, not a condition
 	var rss []float64
 	for range 5 {
-		if r, _, err := binarytest.MemKiB(p.pid()); err == nil {
+		if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
 			rss = append(rss, float64(r)/1024)
 		}
 		time.Sleep(time.Second)

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +45,6 @@ func scenario() fakenvml.Scenario {
 // exported units (W from mW, fraction from percent), one series per GPU, and
 // no power datum for the GPU that answers NOT_SUPPORTED.
 func TestDistributionWithFakeNVML(t *testing.T) {
-	bin := binarytest.Binary(t)
 	root := binarytest.RepoRoot()
 	dir := t.TempDir()
 	libDir := filepath.Join(dir, "lib")
@@ -65,8 +62,7 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 	t.Cleanup(func() { _ = cw.Close() })
 
 	port := func() string { return strconv.Itoa(binarytest.FreePort(t)) }
-	cmd := exec.Command(bin, "--config", filepath.Join(root, "otelcol-config.yaml"))
-	cmd.Env = append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "LD_LIBRARY_PATH=", "FAKE_NVML_"),
+	env := append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "LD_LIBRARY_PATH=", "FAKE_NVML_"),
 		"LD_LIBRARY_PATH="+libDir,
 		fakenvml.EnvScenario+"="+scenarioPath,
 		fakenvml.EnvState+"="+statePath,
@@ -86,19 +82,7 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 		"GPUBUILD_OTLP_HTTP_PORT="+port(),
 		"GPUBUILD_TELEMETRY_PORT="+port(),
 	)
-	out := &binarytest.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		if t.Failed() {
-			t.Logf("collector output:\n%s", out.String())
-		}
-	})
+	col := binarytest.StartBinary(t, env, "--config", filepath.Join(root, "otelcol-config.yaml"))
 
 	type want struct {
 		metric, unit string
@@ -130,22 +114,14 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 	}
 	deadline := time.Now().Add(90 * time.Second)
 	for _, w := range wants {
-		for !found(w) {
-			select {
-			case err := <-done:
-				t.Fatalf("collector exited: %v", err)
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s datum for GPU %d with value %v (unit %s) within 90 s", w.metric, w.gpu, w.value, w.unit)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		ok := binarytest.Eventually(time.Until(deadline), func() bool { return found(w) || col.Exited() })
+		require.False(t, col.Exited(), "collector exited: %v", col.Err())
+		require.True(t, ok, "no %s datum for GPU %d with value %v (unit %s) within 90 s", w.metric, w.gpu, w.value, w.unit)
 	}
 	for _, d := range cw.Datums() {
 		if d.MetricName == "gpu.power.usage" || d.MetricName == "gpu.power.limit" || d.MetricName == "gpu.energy.consumption" {
 			require.NotEqual(t, sc.GPUs[1].UUID, d.Dimensions["gpu.uuid"], "GPU 1 answers NOT_SUPPORTED for power")
 		}
 	}
-	require.Contains(t, out.String(), "NVML loaded")
+	require.Contains(t, col.Output.String(), "NVML loaded")
 }
