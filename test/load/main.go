@@ -265,13 +265,9 @@ func sidecarTarget(root string, cw *cloudwatchtest.Server, queueDir string, extr
 // baselineTarget runs the stock build: otlp -> debug (basic), with the same
 // telemetry (normal level, Prometheus pull) as the sidecar's default config.
 func baselineTarget(bin, dir string) (target, error) {
-	var ports [3]int
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return target{}, err
-		}
-		ports[i] = p
+	ports, err := freePorts(3)
+	if err != nil {
+		return target{}, err
 	}
 	cfg := fmt.Sprintf(`receivers:
   otlp:

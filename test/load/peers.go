@@ -240,13 +240,9 @@ func idleRSS(t target, settle time.Duration) (float64, error) {
 // spanmetrics (the job, stage and API spans), metrics go to CloudWatch as
 // EMF logs, logs are dropped.
 func contribTarget(bin, dir, logsEndpoint string) (target, error) {
-	var ports [3]int
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return target{}, err
-		}
-		ports[i] = p
+	ports, err := freePorts(3)
+	if err != nil {
+		return target{}, err
 	}
 	cfg := fmt.Sprintf(`receivers:
   otlp:

@@ -53,6 +53,19 @@ func startProcess(argv []string, env []string, cpus string) (*binarytest.Process
 	return binarytest.Start(argv, env, 16<<10)
 }
 
+// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	return ports, nil
+}
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
