@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	metricsswitch "github.com/gpubuild/otelcol-gpubuild/internal/metricsswitch"
+	exposedlisteners "github.com/gpubuild/otelcol-gpubuild/internal/exposedlisteners"
 	envprovider "go.opentelemetry.io/collector/confmap/provider/envprovider"
 	fileprovider "go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	yamlprovider "go.opentelemetry.io/collector/confmap/provider/yamlprovider"
@@ -34,6 +35,7 @@ func main() {
 				},
 				ConverterFactories: []confmap.ConverterFactory{
 					metricsswitch.NewFactory(),
+					exposedlisteners.NewFactory(),
 				},
 			},
 		},
@@ -43,6 +45,7 @@ func main() {
 			yamlprovider.NewFactory().Create(confmap.ProviderSettings{}).Scheme(): "go.opentelemetry.io/collector/confmap/provider/yamlprovider v1.67.0",
 		},
 		ConverterModules: []string{
+			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		},
 	}

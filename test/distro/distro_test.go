@@ -204,3 +204,20 @@ func TestMetricsDisabledStaysUp(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(s.Output.String(), "Metrics are disabled"), "said once")
 	require.NoError(t, s.terminate(t, 20*time.Second))
 }
+
+// An OTLP receiver opened beyond loopback without TLS or auth is a
+// deployer's decision, said out loud once at start; the default config
+// (loopback) says nothing.
+func TestExposedListenerWarning(t *testing.T) {
+	const warning = "A receiver listens beyond loopback without TLS or authentication"
+	s := startSidecar(t, "GPUBUILD_LISTEN_HOST=0.0.0.0")
+	s.waitOutput(t, warning, 10*time.Second)
+	logs := s.Output.String()
+	assert.Contains(t, logs, `"protocol": "grpc"`)
+	assert.Contains(t, logs, `"protocol": "http"`)
+	require.NoError(t, s.terminate(t, 20*time.Second))
+
+	quiet := startSidecar(t)
+	require.NoError(t, quiet.terminate(t, 20*time.Second))
+	assert.NotContains(t, quiet.Output.String(), warning)
+}
