@@ -60,7 +60,8 @@ type Config struct {
 	// Metrics are per-metric rules; the first rule whose match fits a metric name applies.
 	Metrics []MetricRule `mapstructure:"metrics"`
 
-	// MaxRequestsPerSecond caps PutMetricData calls per second; 0 means no cap.
+	// MaxRequestsPerSecond is the ceiling of the adaptive PutMetricData pace;
+	// 0 means none (unpaced until CloudWatch throttles).
 	MaxRequestsPerSecond float64 `mapstructure:"max_requests_per_second"`
 	// MaxConcurrentRequests caps PutMetricData calls in flight for one export.
 	MaxConcurrentRequests int `mapstructure:"max_concurrent_requests"`
@@ -156,7 +157,7 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	if cfg.MaxRequestsPerSecond < 0 {
-		errs = append(errs, errors.New("max_requests_per_second: must not be negative (0 means no limit)"))
+		errs = append(errs, errors.New("max_requests_per_second: must not be negative (0 means no ceiling)"))
 	}
 	if cfg.MaxConcurrentRequests < 1 {
 		errs = append(errs, errors.New("max_concurrent_requests: must be at least 1"))
@@ -168,7 +169,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, errors.New("cumulative_state.max_series: must be at least 1"))
 	}
 	if cfg.CumulativeState.MaxAge < 0 {
-		errs = append(errs, errors.New("cumulative_state.max_age: must not be negative (0 means no limit)"))
+		errs = append(errs, errors.New("cumulative_state.max_age: must not be negative (0 means no ceiling)"))
 	}
 	if cfg.CumulativeState.FutureTolerance < 0 {
 		errs = append(errs, errors.New("cumulative_state.future_tolerance: must not be negative (0 turns the check off)"))

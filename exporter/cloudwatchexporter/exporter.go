@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,8 +18,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 )
 
@@ -43,7 +42,7 @@ type cloudWatchExporter struct {
 	translator *translator
 	deltas     *deltaConverter
 	slots      chan struct{} // bounds the requests in flight, across concurrent exports
-	limiter    *rate.Limiter // nil: no rate limit
+	pace       *adaptiverate.Limiter
 	now        func() time.Time
 	// throttleDelay is the least wait before a throttled request is retried.
 	throttleDelay time.Duration
@@ -83,12 +82,17 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 
 		throttleDelay: throttleRetryDelay,
 	}
-	if cfg.MaxRequestsPerSecond > 0 {
-		e.limiter = rate.NewLimiter(rate.Limit(cfg.MaxRequestsPerSecond), max(1, int(math.Ceil(cfg.MaxRequestsPerSecond))))
-	}
+	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
 	e.translations.New = func() any { return new(translationBuffers) }
 	err = tb.RegisterExporterCloudwatchCumulativeSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(int64(e.deltas.seriesCount()))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, o metric.Float64Observer) error {
+		o.Observe(e.pace.Limit())
 		return nil
 	})
 	return e, err
@@ -240,7 +244,7 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 var errNotSent = errors.New("request not sent")
 
 // sendAll sends the requests, at most max_concurrent_requests at a time
-// (across all exports) and at most max_requests_per_second.
+// (across all exports), at the adaptive pace.
 func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []error {
 	results := make([]error, len(reqs))
 	var wg sync.WaitGroup
@@ -269,8 +273,8 @@ func (e *cloudWatchExporter) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if e.limiter != nil && !e.dryRun {
-		if err := e.limiter.Wait(ctx); err != nil {
+	if !e.dryRun {
+		if err := e.pace.Wait(ctx); err != nil {
 			<-e.slots
 			return err
 		}
@@ -335,6 +339,7 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 	e.telemetry.ExporterCloudwatchPointsRetried.Add(ctx, int64(failed.DataPointCount()))
 	err = consumererror.NewMetrics(err, failed)
 	if throttled {
+		e.pace.Throttled()
 		err = exporterhelper.NewThrottleRetry(err, e.throttleDelay)
 	}
 	return err
