@@ -284,7 +284,7 @@ func BenchmarkExport(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.putter = &cloudWatchPutter{client: client}
+	e.putter = newPutter(client)
 	md := convertedBatch(gpus)
 	points := md.DataPointCount()
 	b.ReportAllocs()

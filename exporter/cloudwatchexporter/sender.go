@@ -119,9 +119,11 @@ func classify(err error) requestOutcome {
 	return outcomeNetworkError
 }
 
-// cloudWatchPutter sends requests with the AWS SDK.
+// cloudWatchPutter sends requests with the AWS SDK, bodies written by the
+// exporter (requestbody.go).
 type cloudWatchPutter struct {
 	client *cloudwatch.Client
+	bodies *bodyWriter
 }
 
 // loadAWSConfig resolves region and credentials from the standard chain,
@@ -169,11 +171,32 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 		}
 		o.Retryer = aws.NopRetryer{}
 	})
-	return &cloudWatchPutter{client: client}
+	return newPutter(client)
+}
+
+func newPutter(client *cloudwatch.Client) *cloudWatchPutter {
+	return &cloudWatchPutter{client: client, bodies: newBodyWriter()}
+}
+
+// sendPreparedBody makes a call send the body in its context.
+func sendPreparedBody(o *cloudwatch.Options) {
+	o.Protocol = presetBodyProtocol{o.Protocol}
+	// The prepared bodies are gzipped already, with a reused writer.
+	o.DisableRequestCompression = true
 }
 
 func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
-	_, err := p.client.PutMetricData(ctx, toInput(namespace, datums))
+	body, err := p.bodies.prepare(namespace, datums)
+	if err != nil {
+		return err
+	}
+	ctx = context.WithValue(ctx, preparedBodyKey{}, &body.body)
+	_, err = p.client.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: &namespace}, sendPreparedBody)
+	if err == nil {
+		// Answered: the body was read to the end. After an error the
+		// transport may still be reading it; those buffers are not reused.
+		p.bodies.release(body)
+	}
 	return err
 }
 
