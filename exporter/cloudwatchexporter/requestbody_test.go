@@ -86,7 +86,7 @@ func sampleDatums() []datum {
 		{name: "build.duration", unit: types.StandardUnitSeconds, timestamp: ts, kind: kindStatistics, resolution: 60,
 			stats: statisticSet{sampleCount: 12, sum: 345.5, min: 1.25, max: 99}},
 		{name: "api.latency", unit: types.StandardUnitMilliseconds, timestamp: ts, kind: kindValues, resolution: 60,
-			values: []float64{1, 2.5, 1e300, -0.0}, counts: []float64{1, 70000, 3, 1}},
+			values: []float64{1, 2.5, 1e300, math.Copysign(0, -1)}, counts: []float64{1, 70000, 3, 1}},
 		{name: "größe/日本 " + long, timestamp: ts, kind: kindValue, value: math.SmallestNonzeroFloat64, resolution: 60,
 			dims: []dimension{{long, "ü"}}},
 	}
