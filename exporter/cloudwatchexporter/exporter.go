@@ -1,6 +1,7 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -239,15 +240,22 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 // errNotSent marks a request that was never attempted because the export was cancelled.
 var errNotSent = errors.New("request not sent")
 
+// sentRange is what happened to datums[first:first+n] of the packed slice:
+// a whole request or, after a 413, one part of it.
+type sentRange struct {
+	first, n int
+	err      error
+}
+
 // sendAll sends the requests, at most max_concurrent_requests at a time
 // (across all exports) and at most max_requests_per_second.
-func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []error {
-	results := make([]error, len(reqs))
+func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []sentRange {
+	results := make([][]sentRange, len(reqs))
 	var wg sync.WaitGroup
 	for i := range reqs {
 		if err := e.acquire(ctx); err != nil {
 			for j := i; j < len(reqs); j++ {
-				results[j] = fmt.Errorf("%w: %w", errNotSent, err)
+				results[j] = []sentRange{{first: reqs[j].first, n: reqs[j].n, err: fmt.Errorf("%w: %w", errNotSent, err)}}
 			}
 			break
 		}
@@ -256,11 +264,45 @@ func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs [
 			defer wg.Done()
 			defer func() { <-e.slots }()
 			r := reqs[i]
-			results[i] = e.putter.put(ctx, e.cfg.Namespace, packed[r.first:r.first+r.n])
+			results[i] = e.putSplitting(ctx, packed, r.first, r.n, results[i])
 		}(i)
 	}
 	wg.Wait()
-	return results
+	var out []sentRange
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// putSplitting sends packed[first:first+n]. When CloudWatch refuses it as
+// too large (413, e.g. a limit lower than the one pack assumes), it is split
+// in two at a data point boundary and each half sent the same way, down to
+// one datum; a single datum refused for its size is rejected (dropped, counted).
+func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []datum, first, n int, out []sentRange) []sentRange {
+	err := e.putter.put(ctx, e.cfg.Namespace, packed[first:first+n])
+	if err == nil || n == 1 || !isTooLarge(err) || ctx.Err() != nil {
+		return append(out, sentRange{first: first, n: n, err: err})
+	}
+	e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "too_large_split")))
+	half := splitPoint(packed[first : first+n])
+	out = e.putSplitting(ctx, packed, first, half, out)
+	return e.putSplitting(ctx, packed, first+half, n-half, out)
+}
+
+// splitPoint is where to cut ds (len >= 2) in two: the data point boundary
+// nearest the middle, or the middle when ds is one data point.
+func splitPoint(ds []datum) int {
+	mid := len(ds) / 2
+	for d := 0; d < len(ds); d++ {
+		if i := mid - d; i > 0 && ds[i].point != ds[i-1].point {
+			return i
+		}
+		if i := mid + d; i < len(ds) && i > 0 && ds[i].point != ds[i-1].point {
+			return i
+		}
+	}
+	return mid
 }
 
 func (e *cloudWatchExporter) acquire(ctx context.Context) error {
@@ -279,17 +321,21 @@ func (e *cloudWatchExporter) acquire(ctx context.Context) error {
 }
 
 // settle counts what happened to each request and decides what to retry.
-func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []error) error {
+func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []sentRange) error {
 	var (
 		sent, rejectedPoints int
 		retry                []pointRef
 		throttled            bool
 		errs                 []error
 		outcomes             [numOutcomes]int64
+		authCode             string
 	)
-	for i, r := range buf.reqs {
-		err := results[i]
+	for _, r := range results {
+		err := r.err
 		out := classify(err)
+		if isTooLarge(err) {
+			out = outcomeRejected // one datum too large for CloudWatch alone
+		}
 		if !errors.Is(err, errNotSent) {
 			outcomes[out]++
 		}
@@ -304,6 +350,9 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 			e.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
 				zap.Int("datums", r.n), zap.Int("data_points", n), zap.Error(err))
 		default:
+			if out == outcomeAuthError && authCode == "" {
+				authCode = cmp.Or(errorCode(err), "HTTP auth status")
+			}
 			throttled = throttled || out == outcomeThrottled
 			forEachPoint(ds, func(p int32) { retry = append(retry, buf.points[p]) })
 		}
@@ -327,7 +376,11 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 	if len(errs) == 0 {
 		return nil
 	}
-	err := fmt.Errorf("%d of %d PutMetricData requests failed: %w", len(errs), len(buf.reqs), errors.Join(errs...))
+	if authCode != "" {
+		e.logger.Warn("CloudWatch refused the credentials; they are retrieved again and the data retried until retry_on_failure.max_elapsed_time",
+			zap.String("aws_error_code", authCode))
+	}
+	err := fmt.Errorf("%d of %d PutMetricData requests failed: %w", len(errs), len(results), errors.Join(errs...))
 	if len(retry) == 0 {
 		return consumererror.NewPermanent(err)
 	}

@@ -64,7 +64,7 @@ func isInvalidRequestCode(code string) bool {
 	case "InvalidParameterValue", "InvalidParameterValueException",
 		"InvalidParameterCombination", "InvalidParameterCombinationException",
 		"MissingParameter", "MissingRequiredParameterException",
-		"RequestEntityTooLarge", "SerializationException", "ValidationError":
+		"SerializationException", "ValidationError":
 		return true
 	}
 	return false
@@ -75,10 +75,31 @@ func isAuthCode(code string) bool {
 	case "AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
 		"InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException",
 		"InvalidSignatureException", "SignatureDoesNotMatch", "IncompleteSignature",
-		"MissingAuthenticationToken":
+		"MissingAuthenticationToken", "RequestExpired", "NotAuthorized",
+		"InvalidAccessKeyId", "InvalidToken", "TokenRefreshRequired", "AuthFailure":
 		return true
 	}
 	return false
+}
+
+// isTooLarge reports whether CloudWatch refused the request for its size
+// (it is then split, see putSplitting).
+func isTooLarge(err error) bool {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "RequestEntityTooLarge" {
+		return true
+	}
+	var respErr *smithyhttp.ResponseError
+	return errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusRequestEntityTooLarge
+}
+
+// errorCode is the AWS error code of err, or "" when it has none.
+func errorCode(err error) string {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode()
+	}
+	return ""
 }
 
 // classify maps a PutMetricData error to what should happen next.
@@ -122,6 +143,9 @@ func classify(err error) requestOutcome {
 // cloudWatchPutter sends requests with the AWS SDK.
 type cloudWatchPutter struct {
 	client *cloudwatch.Client
+	// creds is the client's credentials cache: invalidated on an auth error
+	// so the retry signs with freshly retrieved (e.g. rotated) credentials.
+	creds *aws.CredentialsCache
 }
 
 // loadAWSConfig resolves region and credentials from the standard chain,
@@ -169,11 +193,15 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 		}
 		o.Retryer = aws.NopRetryer{}
 	})
-	return &cloudWatchPutter{client: client}
+	creds, _ := awsCfg.Credentials.(*aws.CredentialsCache)
+	return &cloudWatchPutter{client: client, creds: creds}
 }
 
 func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
 	_, err := p.client.PutMetricData(ctx, toInput(namespace, datums))
+	if p.creds != nil && classify(err) == outcomeAuthError {
+		p.creds.Invalidate()
+	}
 	return err
 }
 

@@ -1,0 +1,176 @@
+package cloudwatchexporter
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+// containerCredentials is a local container credentials endpoint (what ECS
+// and EKS Pod Identity serve), found by the SDK's default chain through
+// AWS_CONTAINER_CREDENTIALS_FULL_URI. Its first answer holds key "AKIDOLD",
+// every later one "AKIDNEW": a rotated key.
+type containerCredentials struct {
+	served atomic.Int32
+}
+
+const oldSecret = "old-secret-must-not-be-logged"
+
+func (c *containerCredentials) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	key, secret := "AKIDNEW", "new-secret-must-not-be-logged"
+	if c.served.Add(1) == 1 {
+		key, secret = "AKIDOLD", oldSecret
+	}
+	_ = json.NewEncoder(w).Encode(map[string]string{
+		"AccessKeyId": key, "SecretAccessKey": secret, "Token": "token",
+		// Valid for an hour: without invalidation the cache would keep the old key.
+		"Expiration": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+	})
+}
+
+// newObservedExporter is newTestExporter with the credentials taken from a
+// containerCredentials endpoint and the logs observed.
+func newObservedExporter(t *testing.T, tweak func(*Config)) (*testExporter, *containerCredentials, *observer.ObservedLogs) {
+	t.Helper()
+	creds := &containerCredentials{}
+	credSrv := httptest.NewServer(creds)
+	t.Cleanup(credSrv.Close)
+	var te *testExporter
+	var logs *observer.ObservedLogs
+	te = newTestExporterWith(t, func(cfg *Config) {
+		t.Setenv("AWS_ACCESS_KEY_ID", "")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+		t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", credSrv.URL+"/creds")
+		if tweak != nil {
+			tweak(cfg)
+		}
+	}, func() *zap.Logger {
+		core, observed := observer.New(zapcore.InfoLevel)
+		logs = observed
+		return zap.New(core)
+	})
+	return te, creds, logs
+}
+
+// newTestExporterWith is newTestExporter with a logger of its own.
+func newTestExporterWith(t *testing.T, tweak func(*Config), logger func() *zap.Logger) *testExporter {
+	t.Helper()
+	isolateAWS(t)
+	server, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = server.Close() })
+	cfg := testConfig()
+	cfg.Region = "eu-west-1"
+	cfg.Endpoint = server.Endpoint()
+	cfg.BackOffConfig.InitialInterval = 5 * time.Millisecond
+	cfg.BackOffConfig.MaxInterval = 20 * time.Millisecond
+	cfg.BackOffConfig.MaxElapsedTime = 30 * time.Second
+	cfg.BackOffConfig.RandomizationFactor = 0
+	if tweak != nil {
+		tweak(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	set := metadatatest.NewSettings(tt)
+	set.Logger = logger()
+	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
+	require.NoError(t, err)
+	me := exp.(*metricsExporter)
+	me.exp.throttleDelay = 5 * time.Millisecond
+	require.NoError(t, me.Start(context.Background(), componenttest.NewNopHost()))
+	te := &testExporter{metricsExporter: me, server: server, telemetry: tt}
+	t.Cleanup(func() { _ = te.stop() })
+	return te
+}
+
+// A key rotated under the exporter: CloudWatch refuses the old key with each
+// auth error code it answers; the exporter drops its cached credentials,
+// retrieves the new key and the retry delivers every point exactly once.
+func TestAuthErrorRefreshesCredentials(t *testing.T) {
+	for _, code := range []string{
+		"ExpiredToken", "ExpiredTokenException", "RequestExpired", "NotAuthorized",
+		"InvalidClientTokenId", "SignatureDoesNotMatch", "UnrecognizedClientException",
+	} {
+		t.Run(code, func(t *testing.T) {
+			te, creds, logs := newObservedExporter(t, nil)
+			te.server.SetFaults(cloudwatchtest.Faults{AcceptedAccessKeys: []string{"AKIDNEW"}, AuthErrorCode: code})
+
+			require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(50, newest(), 2)))
+			require.NoError(t, te.stop())
+
+			assertExactlyOnce(t, te.server.Datums(), 50, 100)
+			st := te.server.Stats()
+			assert.Equal(t, 1, st.AuthErrors, "one refusal with the old key, then the new one")
+			assert.Equal(t, 1, st.Accepted)
+			assert.GreaterOrEqual(t, creds.served.Load(), int32(2), "credentials retrieved again")
+			assert.Empty(t, te.counter(t, "points_dropped", "reason"))
+
+			warned := logs.FilterMessageSnippet("refused the credentials").FilterField(zap.String("aws_error_code", code)).All()
+			require.NotEmpty(t, warned, "a warning naming the AWS error code")
+			assert.Equal(t, zapcore.WarnLevel, warned[0].Level)
+			for _, l := range logs.All() {
+				assert.NotContains(t, l.Message, oldSecret)
+				for _, f := range l.Context {
+					assert.NotContains(t, f.String, oldSecret)
+					if err, ok := f.Interface.(error); ok {
+						assert.NotContains(t, err.Error(), oldSecret)
+					}
+				}
+			}
+		})
+	}
+}
+
+// CloudWatch lowering its size limit below what pack assumes: each refused
+// request is split in halves until the parts pass; nothing is lost or sent twice.
+func TestTooLargeRequestIsSplit(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	te.server.SetFaults(cloudwatchtest.Faults{MaxRequestBytes: 20_000})
+	require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(2500, newest(), 1)))
+
+	assertExactlyOnce(t, te.server.Datums(), 2500, 2500)
+	tooLarge := 0
+	for _, r := range te.server.Requests() {
+		if r.ErrorCode == "RequestEntityTooLarge" {
+			tooLarge++
+		}
+		if r.ErrorCode == "" {
+			assert.LessOrEqual(t, r.BodyBytes, 20_000)
+		}
+	}
+	assert.Positive(t, tooLarge, "the lowered limit was hit")
+	assert.Empty(t, te.counter(t, "points_dropped", "reason"))
+	assert.Equal(t, int64(tooLarge), te.counter(t, "requests", "outcome")["too_large_split"])
+}
+
+// A single datum larger than CloudWatch's limit is dropped with a counted
+// reason; the other datums of its request are delivered.
+func TestTooLargeSingleDatumIsDropped(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	md := gauges(5, 0, 0)
+	big := gauges(1, 28, 1000) // about 30 kB as one datum
+	big.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	te.server.SetFaults(cloudwatchtest.Faults{MaxRequestBytes: 10_000})
+
+	err := te.ConsumeMetrics(context.Background(), md)
+	require.Error(t, err, "the refused datum is reported (permanent)")
+	assert.Len(t, te.server.Datums(), 5)
+	assert.Equal(t, map[string]int64{"rejected": 1}, te.counter(t, "points_dropped", "reason"))
+	assert.True(t, strings.Contains(err.Error(), "RequestEntityTooLarge"), err.Error())
+}
