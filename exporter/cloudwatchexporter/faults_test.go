@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -173,4 +174,43 @@ func TestTooLargeSingleDatumIsDropped(t *testing.T) {
 	assert.Len(t, te.server.Datums(), 5)
 	assert.Equal(t, map[string]int64{"rejected": 1}, te.counter(t, "points_dropped", "reason"))
 	assert.True(t, strings.Contains(err.Error(), "RequestEntityTooLarge"), err.Error())
+}
+
+// Histograms whose parts contradict each other are dropped with their own
+// counted reason, not sent with a sum bent to fit; a consistent neighbour is sent.
+func TestInconsistentHistogramsAreDropped(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "latency", "s").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	add := func(counts []uint64, count uint64, sum float64, minMax ...float64) {
+		dp := h.DataPoints().AppendEmpty()
+		dp.SetTimestamp(newest())
+		fillHistogram(dp, []float64{1, 2}, counts, sum)
+		dp.SetCount(count)
+		if len(minMax) == 2 {
+			dp.SetMin(minMax[0])
+			dp.SetMax(minMax[1])
+		}
+	}
+	add([]uint64{1, 2, 1}, 4, 6, 0.5, 3)  // consistent: sent
+	add([]uint64{1, 2, 1}, 3, 6)          // count lower than the bucket sum
+	add([]uint64{1, 2, 1}, 9, 6)          // count higher than the bucket sum
+	add([]uint64{1, 2, 1}, 4, 20, 0.5, 3) // sum above count*max
+	add([]uint64{1, 2, 1}, 4, 1, 0.5, 3)  // sum below count*min
+	e := newMetric(md, "size", "By").SetEmptyExponentialHistogram()
+	e.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	edp := e.DataPoints().AppendEmpty()
+	edp.SetTimestamp(newest())
+	edp.Positive().BucketCounts().FromRaw([]uint64{2, 3})
+	edp.SetCount(4) // lower than the 5 in the buckets
+	edp.SetSum(10)
+
+	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	st, n := statistics(te.server.Datums(), "latency")
+	require.Positive(t, n)
+	assert.Equal(t, statisticSet{sampleCount: 4, sum: 6, min: 0.5, max: 3}, st, "the consistent histogram, exact")
+	_, n = statistics(te.server.Datums(), "size")
+	assert.Zero(t, n)
+	assert.Equal(t, map[string]int64{"inconsistent_histogram": 5}, te.counter(t, "points_dropped", "reason"))
 }

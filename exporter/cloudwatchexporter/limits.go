@@ -48,21 +48,23 @@ const (
 	reasonInvalid
 	reasonRule
 	reasonRejected
+	reasonInconsistentHistogram
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
-	reasonNaNOrInf:            "nan_or_inf",
-	reasonOutOfRange:          "out_of_range",
-	reasonTooOld:              "too_old",
-	reasonTooNew:              "too_new",
-	reasonCumulativeBaseline:  "cumulative_baseline",
-	reasonOutOfOrder:          "out_of_order",
-	reasonDuplicate:           "duplicate",
-	reasonBucketLayoutChanged: "bucket_layout_changed",
-	reasonInvalid:             "invalid",
-	reasonRule:                "rule",
-	reasonRejected:            "rejected",
+	reasonNaNOrInf:              "nan_or_inf",
+	reasonOutOfRange:            "out_of_range",
+	reasonTooOld:                "too_old",
+	reasonTooNew:                "too_new",
+	reasonCumulativeBaseline:    "cumulative_baseline",
+	reasonOutOfOrder:            "out_of_order",
+	reasonDuplicate:             "duplicate",
+	reasonBucketLayoutChanged:   "bucket_layout_changed",
+	reasonInvalid:               "invalid",
+	reasonRule:                  "rule",
+	reasonRejected:              "rejected",
+	reasonInconsistentHistogram: "inconsistent_histogram",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }

@@ -312,9 +312,9 @@ func (t *translator) histogramPoint(dp pmetric.HistogramDataPoint, s *metricSett
 		t.statistics(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
 		return
 	}
-	tr.buckets, ok = explicitBuckets(tr.buckets[:0], dp, s.unit.scale)
+	tr.buckets, r, ok = explicitBuckets(tr.buckets[:0], dp, s.unit.scale)
 	if !ok {
-		tr.dropped[reasonInvalid]++
+		tr.dropped[r]++
 		return
 	}
 	t.distribution(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
@@ -333,9 +333,9 @@ func (t *translator) exponentialPoint(dp pmetric.ExponentialHistogramDataPoint, 
 		tr.dropped[r]++
 		return
 	}
-	tr.buckets, ok = exponentialBuckets(tr.buckets[:0], dp, s.unit.scale)
+	tr.buckets, r, ok = exponentialBuckets(tr.buckets[:0], dp, s.unit.scale)
 	if !ok {
-		tr.dropped[reasonInvalid]++
+		tr.dropped[r]++
 		return
 	}
 	t.distribution(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
@@ -359,6 +359,15 @@ func summarize(count uint64, hasSum bool, sum float64, hasMin bool, minV float64
 	}
 	if hs.hasMin && hs.hasMax && hs.min > hs.max {
 		return hs, reasonInvalid, false
+	}
+	// count observations of at least min and at most max cannot add up to
+	// less than count*min or more than count*max (beyond rounding).
+	if hs.hasSum {
+		tol := 1e-9 * math.Max(math.Abs(hs.sum), 1)
+		if (hs.hasMin && hs.sum < hs.count*hs.min-tol-1e-9*math.Abs(hs.count*hs.min)) ||
+			(hs.hasMax && hs.sum > hs.count*hs.max+tol+1e-9*math.Abs(hs.count*hs.max)) {
+			return hs, reasonInconsistentHistogram, false
+		}
 	}
 	return hs, 0, true
 }
