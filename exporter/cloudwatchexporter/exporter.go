@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
@@ -28,11 +30,10 @@ import (
 const (
 	// throttleRetryDelay is the least time before a throttled request is retried.
 	throttleRetryDelay = time.Second
-	// credentialsCheckTimeout bounds how long output_destination auto waits
-	// for credentials (an instance metadata service that is not there would
-	// otherwise take many seconds to give up).
-	credentialsCheckTimeout = 1500 * time.Millisecond
 )
+
+// errAutoDryRun is the component status of an auto dry run: nothing reaches CloudWatch.
+var errAutoDryRun = errors.New("dry run: no AWS region or credentials found, printing PutMetricData requests to stdout instead of sending them")
 
 // cloudWatchExporter translates, packs and sends metrics; exporterhelper
 // calls pushMetrics from the sending queue and retries what it hands back.
@@ -53,9 +54,13 @@ type cloudWatchExporter struct {
 	saveFailing atomic.Bool
 
 	// set by start
-	putter putter
-	dryRun bool
-	file   *os.File
+	putter   putter
+	dryRun   atomic.Bool
+	file     *os.File
+	resolver *credentialsResolver // output_destination auto only
+	host     component.Host
+	// autoDryRunReported: the auto dry run was reported as component status.
+	autoDryRunReported atomic.Bool
 
 	translations sync.Pool
 }
@@ -92,10 +97,22 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		o.Observe(int64(e.deltas.seriesCount()))
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchDryRunCallback(func(_ context.Context, o metric.Int64Observer) error {
+		if e.dryRun.Load() {
+			o.Observe(1)
+		} else {
+			o.Observe(0)
+		}
+		return nil
+	})
 	return e, err
 }
 
 func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) error {
+	e.host = host
 	if id := e.cfg.CumulativeState.StorageID; id != nil {
 		if err := e.attachStorage(ctx, host, *id); err != nil {
 			return err
@@ -121,15 +138,54 @@ func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) err
 		}
 		e.putter = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
 	case destinationAuto:
-		awsCfg, err := loadAWSConfig(ctx, e.cfg)
-		if err == nil && credentialsResolve(ctx, awsCfg, credentialsCheckTimeout) {
-			e.putter = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
-			return nil
-		}
-		e.logger.Warn("No AWS region or credentials found: this is a dry run, printing to stdout the PutMetricData requests that would be sent to CloudWatch (set output_destination: cloudwatch to require AWS)")
-		e.setDryRun(os.Stdout)
+		e.startAuto(ctx)
 	}
 	return nil
+}
+
+// startAuto decides between CloudWatch and a dry run once it knows: no
+// region (or an unreadable AWS configuration) is a dry run at once; with a
+// region, credentials are looked up in the background (see
+// credentialsResolver) and requests are held in the sending queue meanwhile.
+// A configured credentials source that fails is retried, never a dry run.
+func (e *cloudWatchExporter) startAuto(ctx context.Context) {
+	auto := &autoPutter{dryRun: &dryRunPutter{w: os.Stdout}}
+	e.putter = auto
+	decide := func(s autoState) {
+		if s == autoDryRun {
+			e.dryRun.Store(true)
+			e.logger.Warn("No AWS region or credentials found: this is a dry run, printing to stdout the PutMetricData requests that would be sent to CloudWatch (set output_destination: cloudwatch to require AWS)")
+		}
+		auto.state.Store(int32(s))
+	}
+	awsCfg, err := loadAWSConfig(ctx, e.cfg)
+	if err != nil || awsCfg.Region == "" || awsCfg.Credentials == nil {
+		if err != nil {
+			e.logger.Warn("The AWS configuration cannot be loaded", zap.Error(err))
+		}
+		decide(autoDryRun)
+		return
+	}
+	configured := credentialSourceConfigured(e.cfg, os.Getenv)
+	if !configured && strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") {
+		decide(autoDryRun) // no source, and the instance metadata service is off
+		return
+	}
+	auto.cloudWatch = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+	e.resolver = &credentialsResolver{
+		creds: awsCfg.Credentials, configured: configured, logger: e.logger,
+		decide: decide, backoff: credentialsBackoff,
+	}
+	e.resolver.resolve(ctx)
+}
+
+// reportAutoDryRun shows an auto dry run in the component status (once).
+func (e *cloudWatchExporter) reportAutoDryRun() {
+	if e.cfg.OutputDestination != destinationAuto || !e.dryRun.Load() || e.host == nil ||
+		e.autoDryRunReported.Swap(true) {
+		return
+	}
+	componentstatus.ReportStatus(e.host, componentstatus.NewRecoverableErrorEvent(errAutoDryRun))
 }
 
 // cumulativeStateStorageName names the exporter's client of the storage
@@ -197,10 +253,13 @@ func (e *cloudWatchExporter) saveState(ctx context.Context, records []conversion
 
 func (e *cloudWatchExporter) setDryRun(w *os.File) {
 	e.putter = &dryRunPutter{w: w}
-	e.dryRun = true
+	e.dryRun.Store(true)
 }
 
 func (e *cloudWatchExporter) shutdown(ctx context.Context) error {
+	if e.resolver != nil {
+		e.resolver.stop()
+	}
 	err := e.deltas.closeStorage(ctx)
 	e.telemetry.Shutdown()
 	if e.file != nil {
@@ -311,7 +370,7 @@ func (e *cloudWatchExporter) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if e.limiter != nil && !e.dryRun {
+	if e.limiter != nil && !e.dryRun.Load() {
 		if err := e.limiter.Wait(ctx); err != nil {
 			<-e.slots
 			return err
@@ -359,15 +418,18 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 		errs = append(errs, err)
 	}
 
-	if !e.dryRun {
+	if e.dryRun.Load() {
+		e.reportAutoDryRun()
+	} else {
 		for o, n := range outcomes {
 			if n > 0 {
 				e.telemetry.ExporterCloudwatchRequests.Add(ctx, n,
 					metric.WithAttributes(attribute.String("outcome", requestOutcome(o).String())))
 			}
 		}
+		// Printed datums are not sent.
+		e.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
 	}
-	e.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
 	if rejectedPoints > 0 {
 		var d dropCounts
 		d[reasonRejected] = rejectedPoints

@@ -25,17 +25,29 @@ import (
 // containerCredentials is a local container credentials endpoint (what ECS
 // and EKS Pod Identity serve), found by the SDK's default chain through
 // AWS_CONTAINER_CREDENTIALS_FULL_URI. Its first answer holds key "AKIDOLD",
-// every later one "AKIDNEW": a rotated key.
+// every later one "AKIDNEW": a rotated key. firstDelay slows its first
+// answer; failFirst answers the first request 500.
 type containerCredentials struct {
-	served atomic.Int32
+	served     atomic.Int32
+	firstDelay time.Duration
+	failFirst  bool
 }
 
 const oldSecret = "old-secret-must-not-be-logged"
 
-func (c *containerCredentials) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+func (c *containerCredentials) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, secret := "AKIDNEW", "new-secret-must-not-be-logged"
 	if c.served.Add(1) == 1 {
 		key, secret = "AKIDOLD", oldSecret
+		if c.failFirst {
+			http.Error(w, "credentials service unavailable", http.StatusInternalServerError)
+			return
+		}
+		select {
+		case <-time.After(c.firstDelay):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	_ = json.NewEncoder(w).Encode(map[string]string{
 		"AccessKeyId": key, "SecretAccessKey": secret, "Token": "token",
@@ -46,9 +58,11 @@ func (c *containerCredentials) ServeHTTP(w http.ResponseWriter, _ *http.Request)
 
 // newObservedExporter is newTestExporter with the credentials taken from a
 // containerCredentials endpoint and the logs observed.
-func newObservedExporter(t *testing.T, tweak func(*Config)) (*testExporter, *containerCredentials, *observer.ObservedLogs) {
+func newObservedExporter(t *testing.T, creds *containerCredentials, tweak func(*Config)) (*testExporter, *containerCredentials, *observer.ObservedLogs) {
 	t.Helper()
-	creds := &containerCredentials{}
+	if creds == nil {
+		creds = &containerCredentials{}
+	}
 	credSrv := httptest.NewServer(creds)
 	t.Cleanup(credSrv.Close)
 	var te *testExporter
@@ -109,7 +123,7 @@ func TestAuthErrorRefreshesCredentials(t *testing.T) {
 		"InvalidClientTokenId", "SignatureDoesNotMatch", "UnrecognizedClientException",
 	} {
 		t.Run(code, func(t *testing.T) {
-			te, creds, logs := newObservedExporter(t, nil)
+			te, creds, logs := newObservedExporter(t, nil, nil)
 			te.server.SetFaults(cloudwatchtest.Faults{AcceptedAccessKeys: []string{"AKIDNEW"}, AuthErrorCode: code})
 
 			require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(50, newest(), 2)))

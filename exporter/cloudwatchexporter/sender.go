@@ -173,19 +173,6 @@ func loadAWSConfig(ctx context.Context, cfg *Config) (aws.Config, error) {
 	return awsCfg, nil
 }
 
-// credentialsResolve reports whether a region is set and credentials can be
-// had within the timeout (an instance without a metadata service would
-// otherwise make the check hang for many seconds).
-func credentialsResolve(ctx context.Context, awsCfg aws.Config, timeout time.Duration) bool {
-	if awsCfg.Region == "" || awsCfg.Credentials == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	creds, err := awsCfg.Credentials.Retrieve(ctx)
-	return err == nil && creds.HasKeys()
-}
-
 func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 	client := cloudwatch.NewFromConfig(awsCfg, func(o *cloudwatch.Options) {
 		if endpoint != "" {
@@ -198,6 +185,12 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 }
 
 func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
+	if p.creds != nil {
+		// A failed lookup is not a request CloudWatch answered: retry it.
+		if _, err := p.creds.Retrieve(ctx); err != nil {
+			return fmt.Errorf("%w: AWS credentials unavailable: %w", errNotSent, err)
+		}
+	}
 	_, err := p.client.PutMetricData(ctx, toInput(namespace, datums))
 	if p.creds != nil && classify(err) == outcomeAuthError {
 		p.creds.Invalidate()

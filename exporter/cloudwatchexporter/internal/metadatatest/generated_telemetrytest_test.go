@@ -24,6 +24,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterExporterCloudwatchDryRunCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	tb.ExporterCloudwatchCumulativeEvictions.Add(context.Background(), 1)
 	tb.ExporterCloudwatchCumulativeStorageErrors.Add(context.Background(), 1)
 	tb.ExporterCloudwatchDatumsSent.Add(context.Background(), 1)
@@ -40,6 +44,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchDatumsSent(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchDryRun(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchPointsDropped(t, testTel,
