@@ -110,6 +110,7 @@ func TestValidateNamesTheField(t *testing.T) {
 			"max_concurrent_requests: must be at least 1",
 			"cumulative_state.ttl: must be positive",
 			"cumulative_state.max_series: must be at least 1",
+			"request_timeout: must be positive",
 			"shutdown_drain_timeout: must not be negative",
 		}},
 	}

@@ -136,7 +136,9 @@ func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) err
 		if awsCfg.Region == "" {
 			return errors.New("region: not set, and no region found in the AWS environment or shared config")
 		}
-		e.putter = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+		p := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+		p.requestTimeout = e.cfg.RequestTimeout
+		e.putter = p
 	case destinationAuto:
 		e.startAuto(ctx)
 	}
@@ -171,7 +173,9 @@ func (e *cloudWatchExporter) startAuto(ctx context.Context) {
 		decide(autoDryRun) // no source, and the instance metadata service is off
 		return
 	}
-	auto.cloudWatch = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+	cw := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+	cw.requestTimeout = e.cfg.RequestTimeout
+	auto.cloudWatch = cw
 	e.resolver = &credentialsResolver{
 		creds: awsCfg.Credentials, configured: configured, logger: e.logger,
 		decide: decide, backoff: credentialsBackoff,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -227,4 +228,53 @@ func TestInconsistentHistogramsAreDropped(t *testing.T) {
 	_, n = statistics(te.server.Datums(), "size")
 	assert.Zero(t, n)
 	assert.Equal(t, map[string]int64{"inconsistent_histogram": 5}, te.counter(t, "points_dropped", "reason"))
+}
+
+// duplicates counts datums CloudWatch stored more than once (same series and timestamp).
+func duplicates(datums []cloudwatchtest.Datum) int {
+	seen := map[string]int{}
+	dups := 0
+	for _, d := range datums {
+		k := seriesKey(d) + "@" + d.Timestamp.String()
+		if seen[k]++; seen[k] > 1 {
+			dups++
+		}
+	}
+	return dups
+}
+
+// CloudWatch stores each request, then answers after the export's timeout.
+// With request_timeout above the answer time the request is awaited and
+// nothing is stored twice; cut off at the export's deadline (request_timeout
+// below the answer time: what every request saw before request_timeout
+// existed) each retry stores the same data again.
+func TestSlowAnswerIsNotSentTwice(t *testing.T) {
+	const answerDelay = 500 * time.Millisecond
+	run := func(t *testing.T, requestTimeout time.Duration) (stored, dups int) {
+		te := newTestExporter(t, true, func(cfg *Config) {
+			cfg.Timeout = 200 * time.Millisecond
+			cfg.RequestTimeout = requestTimeout
+			cfg.BackOffConfig.MaxElapsedTime = 3 * time.Second
+		})
+		te.server.SetFaults(cloudwatchtest.Faults{AnswerDelay: answerDelay})
+		const batches = 5
+		for i := range batches {
+			require.NoError(t, te.ConsumeMetrics(context.Background(),
+				deltaBatch(20, pcommon.NewTimestampFromTime(time.Now().Add(time.Duration(i)*time.Second)), 1)))
+		}
+		require.Eventually(t, func() bool { return len(te.server.Datums()) >= batches*20 }, 60*time.Second, 20*time.Millisecond)
+		require.NoError(t, te.stop())
+		return len(te.server.Datums()), duplicates(te.server.Datums())
+	}
+	t.Run("request_timeout above the answer time", func(t *testing.T) {
+		stored, dups := run(t, 5*time.Second)
+		t.Logf("stored %d datums, %d duplicates", stored, dups)
+		assert.Zero(t, dups)
+		assert.Equal(t, 100, stored)
+	})
+	t.Run("cut off before the answer", func(t *testing.T) {
+		stored, dups := run(t, 100*time.Millisecond)
+		t.Logf("stored %d datums, %d duplicates", stored, dups)
+		assert.Positive(t, dups, "the fault reproduces: a cut-off request is stored again by its retry")
+	})
 }

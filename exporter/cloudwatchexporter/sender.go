@@ -146,6 +146,24 @@ type cloudWatchPutter struct {
 	// creds is the client's credentials cache: invalidated on an auth error
 	// so the retry signs with freshly retrieved (e.g. rotated) credentials.
 	creds *aws.CredentialsCache
+	// requestTimeout, when positive, bounds a request instead of the
+	// export's deadline (see detachDeadline).
+	requestTimeout time.Duration
+}
+
+// detachDeadline returns the context of one request: it ignores ctx's
+// deadline (the export's timeout) and ends after timeout instead, but still
+// ends when ctx is cancelled (shutdown). A request CloudWatch answers slowly
+// has most likely been stored: cutting it off at the export's deadline and
+// retrying it would count its data twice.
+func detachDeadline(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return rctx, func() { stop(); cancel() }
 }
 
 // loadAWSConfig resolves region and credentials from the standard chain,
@@ -185,6 +203,11 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 }
 
 func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
+	if p.requestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = detachDeadline(ctx, p.requestTimeout)
+		defer cancel()
+	}
 	if p.creds != nil {
 		// A failed lookup is not a request CloudWatch answered: retry it.
 		if _, err := p.creds.Retrieve(ctx); err != nil {

@@ -4,10 +4,12 @@
 // request bodies), enforces CloudWatch's documented limits, answers errors
 // the way CloudWatch does (so the SDK classifies them as it would in
 // production), records every accepted datum and injects faults on demand:
-// throttling, 5xx, latency, dropped connections and outages.
+// throttling, 5xx, latency, late answers after storing, refused access keys,
+// a lowered size limit, dropped connections and outages.
 //
 // Point the SDK at it with cloudwatch.Options.BaseEndpoint = s.Endpoint()
-// (any region and static credentials will do: signatures are not checked).
+// (any region and static credentials will do: signatures are not checked;
+// only the access key id is read, when Faults.AcceptedAccessKeys is set).
 package cloudwatchtest // import "github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 
 import (
@@ -42,6 +44,10 @@ type Faults struct {
 	DropEvery int
 	// Latency is added before every answer.
 	Latency time.Duration
+	// AnswerDelay delays the answer to an accepted request after its datums
+	// are stored, whether or not the client still waits: a CloudWatch that
+	// stores the data and answers late.
+	AnswerDelay time.Duration
 	// MaxRequestBytes, when positive, lowers the request size limit (default
 	// MaxRequestBytes): larger requests are answered 413 RequestEntityTooLarge.
 	MaxRequestBytes int
@@ -373,6 +379,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if onAccept != nil {
 		onAccept(datums)
+	}
+	if faults.AnswerDelay > 0 {
+		<-time.After(faults.AnswerDelay)
 	}
 	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
 	w.Header().Set("Content-Type", "application/cbor")
