@@ -292,6 +292,7 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 
 	e.translator.translate(md, e.now(), &buf.translation)
 	e.recordDropped(ctx, &buf.dropped)
+	e.recordAltered(ctx, &buf.altered)
 	if len(buf.datums) == 0 {
 		return nil
 	}
@@ -470,6 +471,15 @@ func forEachPoint(ds []datum, fn func(point int32)) int {
 		}
 	}
 	return n
+}
+
+func (e *cloudWatchExporter) recordAltered(ctx context.Context, a *alterCounts) {
+	for r, n := range a {
+		if n > 0 {
+			e.telemetry.ExporterCloudwatchPointsAltered.Add(ctx, int64(n),
+				metric.WithAttributes(attribute.String("reason", alterReason(r).String())))
+		}
+	}
 }
 
 func (e *cloudWatchExporter) recordDropped(ctx context.Context, d *dropCounts) {

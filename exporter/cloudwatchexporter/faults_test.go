@@ -278,3 +278,53 @@ func TestSlowAnswerIsNotSentTwice(t *testing.T) {
 		assert.Positive(t, dups, "the fault reproduces: a cut-off request is stored again by its retry")
 	})
 }
+
+// Names CloudWatch refuses (a control character, invalid UTF-8 in a metric
+// name; the same or a non-ASCII character in a dimension) are sanitized and
+// counted: the request is accepted and the neighbours in it are delivered.
+func TestBadNamesAreSanitizedNotRefused(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	md := pmetric.NewMetrics()
+	add := func(name string, attrs map[string]string) {
+		dp := newMetric(md, name, "1").SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.SetTimestamp(newest())
+		dp.SetDoubleValue(1)
+		for k, v := range attrs {
+			dp.Attributes().PutStr(k, v)
+		}
+	}
+	add("queue\x01depth", nil)
+	add("bytes\xff\xfein", nil)
+	add("latency", map[string]string{"route": "/a\x00b", "bad\xffkey": "x", "blank": "  "})
+	add("neighbour", map[string]string{"route": "/ok"})
+
+	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	assert.Equal(t, cloudwatchtest.Stats{Requests: 1, Accepted: 1}, te.server.Stats(), "one request, accepted")
+	got := map[string]map[string]string{}
+	for _, d := range te.server.Datums() {
+		got[d.MetricName] = d.Dimensions
+	}
+	assert.Contains(t, got, "queue_depth")
+	assert.Contains(t, got, "bytes__in")
+	assert.Equal(t, map[string]string{"route": "/a_b", "bad_key": "x", "service.name": "svc"}, got["latency"])
+	assert.Equal(t, map[string]string{"route": "/ok", "service.name": "svc"}, got["neighbour"])
+	assert.Equal(t, map[string]int64{"metric_name_sanitized": 2, "dimension_sanitized": 1, "dimension_dropped": 1},
+		te.counter(t, "points_altered", "reason"))
+	assert.Empty(t, te.counter(t, "points_dropped", "reason"))
+}
+
+// The endpoint refuses a request holding such a name, as CloudWatch does:
+// what the test above guards against.
+func TestEndpointRefusesBadMetricNames(t *testing.T) {
+	for _, name := range []string{"queue\x01depth", "bytes\xff\xfein"} {
+		te := newTestExporter(t, false, nil)
+		p := te.exp.putter
+		err := p.put(context.Background(), "Test", []datum{
+			{name: name, kind: kindValue, value: 1, timestamp: newest(), resolution: 60},
+			{name: "neighbour", kind: kindValue, value: 1, timestamp: newest(), resolution: 60},
+		})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "InvalidParameterValue")
+		assert.Empty(t, te.server.Datums(), "the whole request is refused")
+	}
+}

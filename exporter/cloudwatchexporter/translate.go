@@ -53,6 +53,9 @@ type translation struct {
 	datums  []datum
 	points  []pointRef
 	dropped dropCounts
+	altered alterCounts
+	// resAltered: how the current resource's dimensions were altered.
+	resAltered alteration
 
 	// Arenas the datums' slices point into, and scratch space.
 	dims    []dimension
@@ -69,6 +72,8 @@ func (tr *translation) reset() {
 	tr.datums = tr.datums[:0]
 	tr.points = tr.points[:0]
 	tr.dropped = dropCounts{}
+	tr.altered = alterCounts{}
+	tr.resAltered = 0
 	clear(tr.dims)
 	tr.dims = tr.dims[:0]
 	tr.floats = tr.floats[:0]
@@ -79,6 +84,7 @@ func (tr *translation) reset() {
 type metricSettings struct {
 	drop       bool
 	name       string
+	nameAlter  alteration // the name was sanitized
 	unit       unitConversion
 	resolution int32
 	filter     *dimensionFilter
@@ -164,7 +170,7 @@ func (t *translator) translate(md pmetric.Metrics, now time.Time, tr *translatio
 	for ri := 0; ri < rms.Len(); ri++ {
 		rm := rms.At(ri)
 		resStart := len(tr.resDims)
-		tr.resDims = resourceDimensions(tr.resDims, rm.Resource(), t.resourceKeys)
+		tr.resDims, tr.resAltered = resourceDimensions(tr.resDims, rm.Resource(), t.resourceKeys)
 		resDims := tr.resDims[resStart:len(tr.resDims):len(tr.resDims)]
 		sms := rm.ScopeMetrics()
 		for si := 0; si < sms.Len(); si++ {
@@ -201,6 +207,9 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	case !nameOK:
 		tr.dropped[reasonInvalid] += pointCount(m)
 		return
+	}
+	if name != s.name {
+		s.nameAlter = 1 << alterMetricName
 	}
 	s.name = name
 
@@ -275,7 +284,11 @@ func (t *translator) numberPoints(dps pmetric.NumberDataPointSlice, s *metricSet
 // newDatum appends a datum for a new data point and returns it for the caller to fill.
 func (tr *translation) newDatum(s *metricSettings, ref pointRef, ts pcommon.Timestamp, resDims []dimension, attrs pcommon.Map) *datum {
 	start := len(tr.dims)
-	tr.dims = appendDimensions(tr.dims, resDims, attrs, s.filter)
+	var alt alteration
+	tr.dims, alt = appendDimensions(tr.dims, resDims, attrs, s.filter)
+	if alt |= tr.resAltered | s.nameAlter; alt != 0 {
+		tr.altered.add(alt)
+	}
 	tr.points = append(tr.points, ref)
 	tr.datums = append(tr.datums, datum{
 		name:       s.name,

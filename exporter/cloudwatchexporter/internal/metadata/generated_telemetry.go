@@ -33,6 +33,7 @@ type TelemetryBuilder struct {
 	ExporterCloudwatchCumulativeStorageErrors metric.Int64Counter
 	ExporterCloudwatchDatumsSent              metric.Int64Counter
 	ExporterCloudwatchDryRun                  metric.Int64ObservableGauge
+	ExporterCloudwatchPointsAltered           metric.Int64Counter
 	ExporterCloudwatchPointsDropped           metric.Int64Counter
 	ExporterCloudwatchPointsRetried           metric.Int64Counter
 	ExporterCloudwatchRequests                metric.Int64Counter
@@ -135,6 +136,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_cloudwatch_dry_run",
 		metric.WithDescription("1 while the exporter prints or writes to a file what it would send (output_destination stdout or file, or auto with no AWS region or credentials found), 0 while it sends to CloudWatch. [Development]"),
 		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterCloudwatchPointsAltered, err = builder.meter.Int64Counter(
+		"otelcol_exporter_cloudwatch_points_altered",
+		metric.WithDescription("Data points sent with a name or dimensions changed to what CloudWatch accepts, by `reason` (metric_name_sanitized, dimension_sanitized, dimension_dropped); a point counts once per reason. [Development]"),
+		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchPointsDropped, err = builder.meter.Int64Counter(

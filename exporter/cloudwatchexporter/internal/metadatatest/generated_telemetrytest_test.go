@@ -31,6 +31,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterCloudwatchCumulativeEvictions.Add(context.Background(), 1)
 	tb.ExporterCloudwatchCumulativeStorageErrors.Add(context.Background(), 1)
 	tb.ExporterCloudwatchDatumsSent.Add(context.Background(), 1)
+	tb.ExporterCloudwatchPointsAltered.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsDropped.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsRetried.Add(context.Background(), 1)
 	tb.ExporterCloudwatchRequests.Add(context.Background(), 1)
@@ -47,6 +48,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchDryRun(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchPointsAltered(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchPointsDropped(t, testTel,
