@@ -35,6 +35,11 @@ type Config struct {
 	// (with retries) before stopping the queue: with a persistent queue what
 	// is left stays on disk for the next start. 0 stops at once.
 	ShutdownDrainTimeout time.Duration `mapstructure:"shutdown_drain_timeout"`
+	// RequestTimeout bounds one PutMetricData request. A request in flight
+	// outlives the export's timeout up to this long, so a slow answer from
+	// CloudWatch (which may already have stored the data) is awaited rather
+	// than cut off and sent again.
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
 
 	// Namespace is the CloudWatch namespace of every metric. Required.
 	Namespace string `mapstructure:"namespace"`
@@ -176,6 +181,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
+	}
+	if cfg.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("request_timeout: must be positive"))
 	}
 	if cfg.ShutdownDrainTimeout < 0 {
 		errs = append(errs, errors.New("shutdown_drain_timeout: must not be negative (0 means do not wait)"))

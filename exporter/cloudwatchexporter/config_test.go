@@ -112,6 +112,7 @@ func TestValidateNamesTheField(t *testing.T) {
 			"cumulative_state.max_series: must be at least 1",
 			"cumulative_state.max_age: must not be negative",
 			"cumulative_state.future_tolerance: must not be negative",
+			"request_timeout: must be positive",
 			"shutdown_drain_timeout: must not be negative",
 		}},
 	}

@@ -26,23 +26,42 @@ func (f *dimensionFilter) allows(name string) bool {
 	return !slices.Contains(f.exclude, name)
 }
 
+// alteration says how a data point's name or dimensions were changed to
+// what CloudWatch accepts; a bit per alterReason.
+type alteration uint8
+
+// sanitized adds reason r when s changed to out, dropped when !ok.
+func (a *alteration) note(s, out string, ok bool) {
+	switch {
+	case !ok:
+		*a |= 1 << alterDimensionDropped
+	case out != s:
+		*a |= 1 << alterDimension
+	}
+}
+
 // resourceDimensions returns the listed resource attributes as dimensions,
-// in the order they are listed, skipping absent or unusable ones.
-func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) []dimension {
+// in the order they are listed, skipping absent or unusable ones, and how
+// they were altered.
+func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) ([]dimension, alteration) {
 	attrs := res.Attributes()
 	start := len(dst)
+	var alt alteration
 	for _, key := range keys {
 		v, ok := attrs.Get(key)
 		if !ok {
 			continue
 		}
+		raw := attributeString(v)
 		name, okName := sanitizeDimensionName(key)
-		value, okValue := sanitizeDimensionValue(attributeString(v))
+		value, okValue := sanitizeDimensionValue(raw)
+		alt.note(key, name, okName)
+		alt.note(raw, value, okValue)
 		if okName && okValue && !hasDimension(dst[start:], name) {
 			dst = append(dst, dimension{name, value})
 		}
 	}
-	return dst
+	return dst, alt
 }
 
 // appendDimensions appends the dimensions of one data point to dst: the
@@ -51,8 +70,9 @@ func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) []
 // rule. Beyond 30, the point attributes with the smallest names are kept, so
 // the same attributes always give the same dimensions. The appended part is
 // sorted by name.
-func appendDimensions(dst, resDims []dimension, attrs pcommon.Map, filter *dimensionFilter) []dimension {
+func appendDimensions(dst, resDims []dimension, attrs pcommon.Map, filter *dimensionFilter) ([]dimension, alteration) {
 	start := len(dst)
+	var alt alteration
 	for _, d := range resDims {
 		if filter.allows(d.name) {
 			dst = append(dst, d)
@@ -62,9 +82,15 @@ func appendDimensions(dst, resDims []dimension, attrs pcommon.Map, filter *dimen
 	for k, v := range attrs.All() {
 		name, ok := sanitizeDimensionName(k)
 		if !ok || !filter.allows(name) {
+			if !ok {
+				alt.note(k, name, ok)
+			}
 			continue
 		}
-		value, ok := sanitizeDimensionValue(attributeString(v))
+		alt.note(k, name, ok)
+		raw := attributeString(v)
+		value, ok := sanitizeDimensionValue(raw)
+		alt.note(raw, value, ok)
 		if i := indexDimension(dst[start:], name); i >= 0 {
 			if i < nRes && ok {
 				dst[start+i].value = value // the point attribute is more specific
@@ -82,7 +108,7 @@ func appendDimensions(dst, resDims []dimension, attrs pcommon.Map, filter *dimen
 		own = dst[start:]
 	}
 	sortDimensions(own)
-	return dst
+	return dst, alt
 }
 
 // sortDimensions sorts by name; insertion sort because the lists are short
@@ -129,9 +155,22 @@ func sanitizeDimensionValue(s string) (string, bool) {
 	return out, !isBlank(out)
 }
 
-// sanitizeMetricName cuts a metric name to 255 bytes on a character boundary.
-// CloudWatch does not restrict metric names to ASCII. ok is false for a blank name.
+// sanitizeMetricName replaces control characters and invalid UTF-8 with '_'
+// (CloudWatch refuses the whole request for one such name) and cuts the name
+// to 255 bytes on a character boundary. CloudWatch does not restrict metric
+// names to ASCII. ok is false for a blank name.
 func sanitizeMetricName(s string) (string, bool) {
+	if !utf8.ValidString(s) || hasControl(s) {
+		var b strings.Builder
+		b.Grow(len(s))
+		for _, r := range s { // invalid bytes come as utf8.RuneError
+			if r == utf8.RuneError || r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+				r = '_'
+			}
+			b.WriteRune(r)
+		}
+		s = b.String()
+	}
 	if len(s) > maxMetricNameLen {
 		cut := maxMetricNameLen
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
@@ -176,6 +215,16 @@ func cleanASCII(s string, maxLen int) string {
 		}
 	}
 	return b.String()
+}
+
+// hasControl reports whether s holds an ASCII or C1 control character.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return true
+		}
+	}
+	return false
 }
 
 func isBlank(s string) bool {

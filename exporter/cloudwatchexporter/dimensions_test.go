@@ -51,7 +51,7 @@ func TestAppendDimensions(t *testing.T) {
 	res.Attributes().PutStr("gpu.uuid", "GPU-RES")
 	res.Attributes().PutStr("service.instance.id", "i-1")
 	res.Attributes().PutStr("gpu.model", "") // empty: not a dimension
-	resDims := resourceDimensions(nil, res, []string{"service.name", "gpu.uuid", "gpu.model", "absent"})
+	resDims, _ := resourceDimensions(nil, res, []string{"service.name", "gpu.uuid", "gpu.model", "absent"})
 	assert.Equal(t, []dimension{{"service.name", "svc"}, {"gpu.uuid", "GPU-RES"}}, resDims)
 
 	attrs := pcommon.NewMap()
@@ -63,7 +63,7 @@ func TestAppendDimensions(t *testing.T) {
 	attrs.PutStr("blank", " ")
 
 	var noFilter dimensionFilter
-	got := appendDimensions(nil, resDims, attrs, &noFilter)
+	got, _ := appendDimensions(nil, resDims, attrs, &noFilter)
 	assert.Equal(t, []dimension{
 		{"big", "100000"},
 		{"gpu.index", "3"},
@@ -75,7 +75,7 @@ func TestAppendDimensions(t *testing.T) {
 
 	// appending after existing content leaves it alone
 	prefix := []dimension{{"x", "y"}}
-	got = appendDimensions(prefix, resDims, pcommon.NewMap(), &dimensionFilter{exclude: []string{"gpu.uuid"}})
+	got, _ = appendDimensions(prefix, resDims, pcommon.NewMap(), &dimensionFilter{exclude: []string{"gpu.uuid"}})
 	assert.Equal(t, []dimension{{"x", "y"}, {"service.name", "svc"}}, got)
 }
 
@@ -86,7 +86,7 @@ func TestAppendDimensionsKeepsAtMost30(t *testing.T) {
 	for i := 34; i >= 0; i-- {
 		attrs.PutStr(fmt.Sprintf("a%02d", i), "v")
 	}
-	got := appendDimensions(nil, resDims, attrs, &dimensionFilter{})
+	got, _ := appendDimensions(nil, resDims, attrs, &dimensionFilter{})
 	assert.Len(t, got, 30)
 	// The resource dimension is kept, plus the 29 smallest attribute names.
 	want := []dimension{}
@@ -101,5 +101,6 @@ func TestAppendDimensionsKeepsAtMost30(t *testing.T) {
 	for i := 0; i < 35; i++ {
 		other.PutStr(fmt.Sprintf("a%02d", i), "v")
 	}
-	assert.Equal(t, want, appendDimensions(nil, resDims, other, &dimensionFilter{}))
+	got, _ = appendDimensions(nil, resDims, other, &dimensionFilter{})
+	assert.Equal(t, want, got)
 }

@@ -118,8 +118,11 @@ func TestAutoWithoutAWSIsADryRunOnStdout(t *testing.T) {
 	cfg.OutputDestination = destinationAuto
 	exp, logs, _ := startWith(t, cfg)
 
-	assert.True(t, exp.exp.dryRun)
-	p, ok := exp.exp.putter.(*dryRunPutter)
+	assert.True(t, exp.exp.dryRun.Load())
+	auto, ok := exp.exp.putter.(*autoPutter)
+	require.True(t, ok)
+	assert.Equal(t, autoDryRun, autoState(auto.state.Load()))
+	p, ok := auto.dryRun.(*dryRunPutter)
 	require.True(t, ok)
 	assert.Equal(t, os.Stdout, p.w)
 	require.Equal(t, 1, logs.Len(), "exactly one line explains the dry run")
@@ -139,7 +142,7 @@ func TestAutoWithRegionAndCredentialsSends(t *testing.T) {
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
 	exp, logs, _ := startWith(t, cfg)
 
-	assert.False(t, exp.exp.dryRun)
+	assert.False(t, exp.exp.dryRun.Load())
 	assert.Zero(t, logs.Len())
 	md := gaugeMetrics("g", "", 1)
 	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).SetTimestamp(newest())

@@ -1,15 +1,18 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
@@ -26,11 +29,10 @@ import (
 const (
 	// throttleRetryDelay is the least time before a throttled request is retried.
 	throttleRetryDelay = time.Second
-	// credentialsCheckTimeout bounds how long output_destination auto waits
-	// for credentials (an instance metadata service that is not there would
-	// otherwise take many seconds to give up).
-	credentialsCheckTimeout = 1500 * time.Millisecond
 )
+
+// errAutoDryRun is the component status of an auto dry run: nothing reaches CloudWatch.
+var errAutoDryRun = errors.New("dry run: no AWS region or credentials found, printing PutMetricData requests to stdout instead of sending them")
 
 // cloudWatchExporter translates, packs and sends metrics; exporterhelper
 // calls pushMetrics from the sending queue and retries what it hands back.
@@ -51,9 +53,13 @@ type cloudWatchExporter struct {
 	saveFailing atomic.Bool
 
 	// set by start
-	putter putter
-	dryRun bool
-	file   *os.File
+	putter   putter
+	dryRun   atomic.Bool
+	file     *os.File
+	resolver *credentialsResolver // output_destination auto only
+	host     component.Host
+	// autoDryRunReported: the auto dry run was reported as component status.
+	autoDryRunReported atomic.Bool
 
 	translations sync.Pool
 }
@@ -95,10 +101,22 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		o.Observe(e.pace.Limit())
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchDryRunCallback(func(_ context.Context, o metric.Int64Observer) error {
+		if e.dryRun.Load() {
+			o.Observe(1)
+		} else {
+			o.Observe(0)
+		}
+		return nil
+	})
 	return e, err
 }
 
 func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) error {
+	e.host = host
 	if id := e.cfg.CumulativeState.StorageID; id != nil {
 		if err := e.attachStorage(ctx, host, *id); err != nil {
 			return err
@@ -122,17 +140,60 @@ func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) err
 		if awsCfg.Region == "" {
 			return errors.New("region: not set, and no region found in the AWS environment or shared config")
 		}
-		e.putter = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+		p := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+		p.requestTimeout = e.cfg.RequestTimeout
+		e.putter = p
 	case destinationAuto:
-		awsCfg, err := loadAWSConfig(ctx, e.cfg)
-		if err == nil && credentialsResolve(ctx, awsCfg, credentialsCheckTimeout) {
-			e.putter = newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
-			return nil
-		}
-		e.logger.Warn("No AWS region or credentials found: this is a dry run, printing to stdout the PutMetricData requests that would be sent to CloudWatch (set output_destination: cloudwatch to require AWS)")
-		e.setDryRun(os.Stdout)
+		e.startAuto(ctx)
 	}
 	return nil
+}
+
+// startAuto decides between CloudWatch and a dry run once it knows: no
+// region (or an unreadable AWS configuration) is a dry run at once; with a
+// region, credentials are looked up in the background (see
+// credentialsResolver) and requests are held in the sending queue meanwhile.
+// A configured credentials source that fails is retried, never a dry run.
+func (e *cloudWatchExporter) startAuto(ctx context.Context) {
+	auto := &autoPutter{dryRun: &dryRunPutter{w: os.Stdout}}
+	e.putter = auto
+	decide := func(s autoState) {
+		if s == autoDryRun {
+			e.dryRun.Store(true)
+			e.logger.Warn("No AWS region or credentials found: this is a dry run, printing to stdout the PutMetricData requests that would be sent to CloudWatch (set output_destination: cloudwatch to require AWS)")
+		}
+		auto.state.Store(int32(s))
+	}
+	awsCfg, err := loadAWSConfig(ctx, e.cfg)
+	if err != nil || awsCfg.Region == "" || awsCfg.Credentials == nil {
+		if err != nil {
+			e.logger.Warn("The AWS configuration cannot be loaded", zap.Error(err))
+		}
+		decide(autoDryRun)
+		return
+	}
+	configured := credentialSourceConfigured(e.cfg, os.Getenv)
+	if !configured && strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") {
+		decide(autoDryRun) // no source, and the instance metadata service is off
+		return
+	}
+	cw := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
+	cw.requestTimeout = e.cfg.RequestTimeout
+	auto.cloudWatch = cw
+	e.resolver = &credentialsResolver{
+		creds: awsCfg.Credentials, configured: configured, logger: e.logger,
+		decide: decide, backoff: credentialsBackoff,
+	}
+	e.resolver.resolve(ctx)
+}
+
+// reportAutoDryRun shows an auto dry run in the component status (once).
+func (e *cloudWatchExporter) reportAutoDryRun() {
+	if e.cfg.OutputDestination != destinationAuto || !e.dryRun.Load() || e.host == nil ||
+		e.autoDryRunReported.Swap(true) {
+		return
+	}
+	componentstatus.ReportStatus(e.host, componentstatus.NewRecoverableErrorEvent(errAutoDryRun))
 }
 
 // cumulativeStateStorageName names the exporter's client of the storage
@@ -200,10 +261,13 @@ func (e *cloudWatchExporter) saveState(ctx context.Context, records []conversion
 
 func (e *cloudWatchExporter) setDryRun(w *os.File) {
 	e.putter = &dryRunPutter{w: w}
-	e.dryRun = true
+	e.dryRun.Store(true)
 }
 
 func (e *cloudWatchExporter) shutdown(ctx context.Context) error {
+	if e.resolver != nil {
+		e.resolver.stop()
+	}
 	err := e.deltas.closeStorage(ctx)
 	e.telemetry.Shutdown()
 	if e.file != nil {
@@ -232,6 +296,7 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 
 	e.translator.translate(md, e.now(), &buf.translation)
 	e.recordDropped(ctx, &buf.dropped)
+	e.recordAltered(ctx, &buf.altered)
 	if len(buf.datums) == 0 {
 		return nil
 	}
@@ -243,15 +308,22 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 // errNotSent marks a request that was never attempted because the export was cancelled.
 var errNotSent = errors.New("request not sent")
 
+// sentRange is what happened to datums[first:first+n] of the packed slice:
+// a whole request or, after a 413, one part of it.
+type sentRange struct {
+	first, n int
+	err      error
+}
+
 // sendAll sends the requests, at most max_concurrent_requests at a time
 // (across all exports), at the adaptive pace.
-func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []error {
-	results := make([]error, len(reqs))
+func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []sentRange {
+	results := make([][]sentRange, len(reqs))
 	var wg sync.WaitGroup
 	for i := range reqs {
 		if err := e.acquire(ctx); err != nil {
 			for j := i; j < len(reqs); j++ {
-				results[j] = fmt.Errorf("%w: %w", errNotSent, err)
+				results[j] = []sentRange{{first: reqs[j].first, n: reqs[j].n, err: fmt.Errorf("%w: %w", errNotSent, err)}}
 			}
 			break
 		}
@@ -260,11 +332,45 @@ func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs [
 			defer wg.Done()
 			defer func() { <-e.slots }()
 			r := reqs[i]
-			results[i] = e.putter.put(ctx, e.cfg.Namespace, packed[r.first:r.first+r.n])
+			results[i] = e.putSplitting(ctx, packed, r.first, r.n, results[i])
 		}(i)
 	}
 	wg.Wait()
-	return results
+	var out []sentRange
+	for _, r := range results {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// putSplitting sends packed[first:first+n]. When CloudWatch refuses it as
+// too large (413, e.g. a limit lower than the one pack assumes), it is split
+// in two at a data point boundary and each half sent the same way, down to
+// one datum; a single datum refused for its size is rejected (dropped, counted).
+func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []datum, first, n int, out []sentRange) []sentRange {
+	err := e.putter.put(ctx, e.cfg.Namespace, packed[first:first+n])
+	if err == nil || n == 1 || !isTooLarge(err) || ctx.Err() != nil {
+		return append(out, sentRange{first: first, n: n, err: err})
+	}
+	e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "too_large_split")))
+	half := splitPoint(packed[first : first+n])
+	out = e.putSplitting(ctx, packed, first, half, out)
+	return e.putSplitting(ctx, packed, first+half, n-half, out)
+}
+
+// splitPoint is where to cut ds (len >= 2) in two: the data point boundary
+// nearest the middle, or the middle when ds is one data point.
+func splitPoint(ds []datum) int {
+	mid := len(ds) / 2
+	for d := 0; d < len(ds); d++ {
+		if i := mid - d; i > 0 && ds[i].point != ds[i-1].point {
+			return i
+		}
+		if i := mid + d; i < len(ds) && i > 0 && ds[i].point != ds[i-1].point {
+			return i
+		}
+	}
+	return mid
 }
 
 func (e *cloudWatchExporter) acquire(ctx context.Context) error {
@@ -273,7 +379,7 @@ func (e *cloudWatchExporter) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if !e.dryRun {
+	if !e.dryRun.Load() {
 		if err := e.pace.Wait(ctx); err != nil {
 			<-e.slots
 			return err
@@ -283,17 +389,21 @@ func (e *cloudWatchExporter) acquire(ctx context.Context) error {
 }
 
 // settle counts what happened to each request and decides what to retry.
-func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []error) error {
+func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []sentRange) error {
 	var (
 		sent, rejectedPoints int
 		retry                []pointRef
 		throttled            bool
 		errs                 []error
 		outcomes             [numOutcomes]int64
+		authCode             string
 	)
-	for i, r := range buf.reqs {
-		err := results[i]
+	for _, r := range results {
+		err := r.err
 		out := classify(err)
+		if isTooLarge(err) {
+			out = outcomeRejected // one datum too large for CloudWatch alone
+		}
 		if !errors.Is(err, errNotSent) {
 			outcomes[out]++
 		}
@@ -308,21 +418,27 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 			e.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
 				zap.Int("datums", r.n), zap.Int("data_points", n), zap.Error(err))
 		default:
+			if out == outcomeAuthError && authCode == "" {
+				authCode = cmp.Or(errorCode(err), "HTTP auth status")
+			}
 			throttled = throttled || out == outcomeThrottled
 			forEachPoint(ds, func(p int32) { retry = append(retry, buf.points[p]) })
 		}
 		errs = append(errs, err)
 	}
 
-	if !e.dryRun {
+	if e.dryRun.Load() {
+		e.reportAutoDryRun()
+	} else {
 		for o, n := range outcomes {
 			if n > 0 {
 				e.telemetry.ExporterCloudwatchRequests.Add(ctx, n,
 					metric.WithAttributes(attribute.String("outcome", requestOutcome(o).String())))
 			}
 		}
+		// Printed datums are not sent.
+		e.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
 	}
-	e.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
 	if rejectedPoints > 0 {
 		var d dropCounts
 		d[reasonRejected] = rejectedPoints
@@ -331,7 +447,11 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 	if len(errs) == 0 {
 		return nil
 	}
-	err := fmt.Errorf("%d of %d PutMetricData requests failed: %w", len(errs), len(buf.reqs), errors.Join(errs...))
+	if authCode != "" {
+		e.logger.Warn("CloudWatch refused the credentials; they are retrieved again and the data retried until retry_on_failure.max_elapsed_time",
+			zap.String("aws_error_code", authCode))
+	}
+	err := fmt.Errorf("%d of %d PutMetricData requests failed: %w", len(errs), len(results), errors.Join(errs...))
 	if len(retry) == 0 {
 		return consumererror.NewPermanent(err)
 	}
@@ -356,6 +476,15 @@ func forEachPoint(ds []datum, fn func(point int32)) int {
 		}
 	}
 	return n
+}
+
+func (e *cloudWatchExporter) recordAltered(ctx context.Context, a *alterCounts) {
+	for r, n := range a {
+		if n > 0 {
+			e.telemetry.ExporterCloudwatchPointsAltered.Add(ctx, int64(n),
+				metric.WithAttributes(attribute.String("reason", alterReason(r).String())))
+		}
+	}
 }
 
 func (e *cloudWatchExporter) recordDropped(ctx context.Context, d *dropCounts) {

@@ -21,7 +21,10 @@ import (
 
 // Defaults.
 const (
-	defaultTimeout               = 15 * time.Second
+	defaultTimeout = 15 * time.Second
+	// defaultRequestTimeout: CloudWatch answers in well under a second; an
+	// answer later than this is the residual window for a duplicate.
+	defaultRequestTimeout        = 30 * time.Second
 	defaultStorageResolution     = 60
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute
@@ -53,6 +56,7 @@ func createDefaultConfig() component.Config {
 		QueueConfig:           configoptional.Some(exporterhelper.NewDefaultQueueConfig()),
 		BackOffConfig:         configretry.NewDefaultBackOffConfig(),
 		ShutdownDrainTimeout:  defaultShutdownDrainTimeout,
+		RequestTimeout:        defaultRequestTimeout,
 		OutputDestination:     destinationCloudWatch,
 		ResourceToDimensions:  defaultResourceToDimensions(),
 		StorageResolution:     defaultStorageResolution,

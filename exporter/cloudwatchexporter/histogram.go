@@ -192,12 +192,13 @@ func weightedSum(buckets []bucket, reps []float64) float64 {
 }
 
 // explicitBuckets appends the non-empty buckets of an explicit-bucket
-// histogram point, scaled by scale. ok is false when the bucket counts do not
-// fit the bounds or do not add up to the point's count.
-func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64) ([]bucket, bool) {
+// histogram point, scaled by scale. It fails with reasonInvalid when the
+// bucket counts do not fit the bounds, with reasonInconsistentHistogram when
+// they do not add up to the point's count.
+func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64) ([]bucket, dropReason, bool) {
 	counts, bounds := dp.BucketCounts(), dp.ExplicitBounds()
 	if counts.Len() != bounds.Len()+1 {
-		return dst, false
+		return dst, reasonInvalid, false
 	}
 	var total uint64
 	lo := math.Inf(-1)
@@ -207,7 +208,7 @@ func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64)
 			hi = bounds.At(i) * scale
 		}
 		if math.IsNaN(hi) || hi < lo {
-			return dst, false
+			return dst, reasonInvalid, false
 		}
 		if c := counts.At(i); c > 0 {
 			dst = append(dst, bucket{lo: lo, hi: hi, count: float64(c)})
@@ -215,13 +216,13 @@ func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64)
 		}
 		lo = hi
 	}
-	return dst, total == dp.Count()
+	return dst, reasonInconsistentHistogram, total == dp.Count()
 }
 
 // exponentialBuckets appends the non-empty buckets of an exponential
 // histogram point in ascending order: negative buckets, the zero bucket,
 // positive buckets.
-func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, scale float64) ([]bucket, bool) {
+func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, scale float64) ([]bucket, dropReason, bool) {
 	// Bucket index i covers (base^i, base^(i+1)] with base = 2^(2^-scale).
 	step := math.Ldexp(1, -int(dp.Scale()))
 	boundary := func(index int64) float64 { return math.Exp2(float64(index)*step) * scale }
@@ -250,5 +251,5 @@ func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, 
 			total += c
 		}
 	}
-	return dst, total == dp.Count()
+	return dst, reasonInconsistentHistogram, total == dp.Count()
 }

@@ -48,24 +48,57 @@ const (
 	reasonInvalid
 	reasonRule
 	reasonRejected
+	reasonInconsistentHistogram
 	numDropReasons
 )
 
 var dropReasonNames = [numDropReasons]string{
-	reasonNaNOrInf:            "nan_or_inf",
-	reasonOutOfRange:          "out_of_range",
-	reasonTooOld:              "too_old",
-	reasonTooNew:              "too_new",
-	reasonCumulativeBaseline:  "cumulative_baseline",
-	reasonOutOfOrder:          "out_of_order",
-	reasonDuplicate:           "duplicate",
-	reasonBucketLayoutChanged: "bucket_layout_changed",
-	reasonInvalid:             "invalid",
-	reasonRule:                "rule",
-	reasonRejected:            "rejected",
+	reasonNaNOrInf:              "nan_or_inf",
+	reasonOutOfRange:            "out_of_range",
+	reasonTooOld:                "too_old",
+	reasonTooNew:                "too_new",
+	reasonCumulativeBaseline:    "cumulative_baseline",
+	reasonOutOfOrder:            "out_of_order",
+	reasonDuplicate:             "duplicate",
+	reasonBucketLayoutChanged:   "bucket_layout_changed",
+	reasonInvalid:               "invalid",
+	reasonRule:                  "rule",
+	reasonRejected:              "rejected",
+	reasonInconsistentHistogram: "inconsistent_histogram",
 }
 
 func (r dropReason) String() string { return dropReasonNames[r] }
+
+// alterReason says how a data point sent was changed to what CloudWatch
+// accepts; it is the `reason` attribute of the points_altered counter.
+type alterReason uint8
+
+const (
+	alterMetricName       alterReason = iota // control characters, invalid UTF-8 or length
+	alterDimension                           // a dimension name or value: non-printable-ASCII characters or length
+	alterDimensionDropped                    // a dimension left out: its name or value is blank once sanitized
+	numAlterReasons
+)
+
+var alterReasonNames = [numAlterReasons]string{
+	alterMetricName:       "metric_name_sanitized",
+	alterDimension:        "dimension_sanitized",
+	alterDimensionDropped: "dimension_dropped",
+}
+
+func (r alterReason) String() string { return alterReasonNames[r] }
+
+// alterCounts counts altered data points by reason.
+type alterCounts [numAlterReasons]int
+
+// add counts one data point altered as a says.
+func (c *alterCounts) add(a alteration) {
+	for r := range c {
+		if a&(1<<r) != 0 {
+			c[r]++
+		}
+	}
+}
 
 // dropCounts counts dropped data points by reason.
 type dropCounts [numDropReasons]int

@@ -64,7 +64,7 @@ func isInvalidRequestCode(code string) bool {
 	case "InvalidParameterValue", "InvalidParameterValueException",
 		"InvalidParameterCombination", "InvalidParameterCombinationException",
 		"MissingParameter", "MissingRequiredParameterException",
-		"RequestEntityTooLarge", "SerializationException", "ValidationError":
+		"SerializationException", "ValidationError":
 		return true
 	}
 	return false
@@ -75,10 +75,31 @@ func isAuthCode(code string) bool {
 	case "AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
 		"InvalidClientTokenId", "ExpiredToken", "ExpiredTokenException",
 		"InvalidSignatureException", "SignatureDoesNotMatch", "IncompleteSignature",
-		"MissingAuthenticationToken":
+		"MissingAuthenticationToken", "RequestExpired", "NotAuthorized",
+		"InvalidAccessKeyId", "InvalidToken", "TokenRefreshRequired", "AuthFailure":
 		return true
 	}
 	return false
+}
+
+// isTooLarge reports whether CloudWatch refused the request for its size
+// (it is then split, see putSplitting).
+func isTooLarge(err error) bool {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "RequestEntityTooLarge" {
+		return true
+	}
+	var respErr *smithyhttp.ResponseError
+	return errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusRequestEntityTooLarge
+}
+
+// errorCode is the AWS error code of err, or "" when it has none.
+func errorCode(err error) string {
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode()
+	}
+	return ""
 }
 
 // classify maps a PutMetricData error to what should happen next.
@@ -124,6 +145,27 @@ func classify(err error) requestOutcome {
 type cloudWatchPutter struct {
 	client *cloudwatch.Client
 	bodies *bodyWriter
+	// creds is the client's credentials cache: invalidated on an auth error
+	// so the retry signs with freshly retrieved (e.g. rotated) credentials.
+	creds *aws.CredentialsCache
+	// requestTimeout, when positive, bounds a request instead of the
+	// export's deadline (see detachDeadline).
+	requestTimeout time.Duration
+}
+
+// detachDeadline returns the context of one request: it ignores ctx's
+// deadline (the export's timeout) and ends after timeout instead, but still
+// ends when ctx is cancelled (shutdown). A request CloudWatch answers slowly
+// has most likely been stored: cutting it off at the export's deadline and
+// retrying it would count its data twice.
+func detachDeadline(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return rctx, func() { stop(); cancel() }
 }
 
 // loadAWSConfig resolves region and credentials from the standard chain,
@@ -151,19 +193,6 @@ func loadAWSConfig(ctx context.Context, cfg *Config) (aws.Config, error) {
 	return awsCfg, nil
 }
 
-// credentialsResolve reports whether a region is set and credentials can be
-// had within the timeout (an instance without a metadata service would
-// otherwise make the check hang for many seconds).
-func credentialsResolve(ctx context.Context, awsCfg aws.Config, timeout time.Duration) bool {
-	if awsCfg.Region == "" || awsCfg.Credentials == nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	creds, err := awsCfg.Credentials.Retrieve(ctx)
-	return err == nil && creds.HasKeys()
-}
-
 func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 	client := cloudwatch.NewFromConfig(awsCfg, func(o *cloudwatch.Options) {
 		if endpoint != "" {
@@ -171,7 +200,10 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 		}
 		o.Retryer = aws.NopRetryer{}
 	})
-	return newPutter(client)
+	creds, _ := awsCfg.Credentials.(*aws.CredentialsCache)
+	p := newPutter(client)
+	p.creds = creds
+	return p
 }
 
 func newPutter(client *cloudwatch.Client) *cloudWatchPutter {
@@ -186,6 +218,17 @@ func sendPreparedBody(o *cloudwatch.Options) {
 }
 
 func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
+	if p.requestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = detachDeadline(ctx, p.requestTimeout)
+		defer cancel()
+	}
+	if p.creds != nil {
+		// A failed lookup is not a request CloudWatch answered: retry it.
+		if _, err := p.creds.Retrieve(ctx); err != nil {
+			return fmt.Errorf("%w: AWS credentials unavailable: %w", errNotSent, err)
+		}
+	}
 	body, err := p.bodies.prepare(namespace, datums)
 	if err != nil {
 		return err
@@ -196,6 +239,9 @@ func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []d
 		// Answered: the body was read to the end. After an error the
 		// transport may still be reading it; those buffers are not reused.
 		p.bodies.release(body)
+	}
+	if p.creds != nil && classify(err) == outcomeAuthError {
+		p.creds.Invalidate()
 	}
 	return err
 }

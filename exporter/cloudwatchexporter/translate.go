@@ -53,6 +53,9 @@ type translation struct {
 	datums  []datum
 	points  []pointRef
 	dropped dropCounts
+	altered alterCounts
+	// resAltered: how the current resource's dimensions were altered.
+	resAltered alteration
 
 	// Arenas the datums' slices point into, and scratch space.
 	dims    []dimension
@@ -69,6 +72,8 @@ func (tr *translation) reset() {
 	tr.datums = tr.datums[:0]
 	tr.points = tr.points[:0]
 	tr.dropped = dropCounts{}
+	tr.altered = alterCounts{}
+	tr.resAltered = 0
 	clear(tr.dims)
 	tr.dims = tr.dims[:0]
 	tr.floats = tr.floats[:0]
@@ -79,6 +84,7 @@ func (tr *translation) reset() {
 type metricSettings struct {
 	drop       bool
 	name       string
+	nameAlter  alteration // the name was sanitized
 	unit       unitConversion
 	resolution int32
 	filter     *dimensionFilter
@@ -164,7 +170,7 @@ func (t *translator) translate(md pmetric.Metrics, now time.Time, tr *translatio
 	for ri := 0; ri < rms.Len(); ri++ {
 		rm := rms.At(ri)
 		resStart := len(tr.resDims)
-		tr.resDims = resourceDimensions(tr.resDims, rm.Resource(), t.resourceKeys)
+		tr.resDims, tr.resAltered = resourceDimensions(tr.resDims, rm.Resource(), t.resourceKeys)
 		resDims := tr.resDims[resStart:len(tr.resDims):len(tr.resDims)]
 		sms := rm.ScopeMetrics()
 		for si := 0; si < sms.Len(); si++ {
@@ -201,6 +207,9 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	case !nameOK:
 		tr.dropped[reasonInvalid] += pointCount(m)
 		return
+	}
+	if name != s.name {
+		s.nameAlter = 1 << alterMetricName
 	}
 	s.name = name
 
@@ -275,7 +284,11 @@ func (t *translator) numberPoints(dps pmetric.NumberDataPointSlice, s *metricSet
 // newDatum appends a datum for a new data point and returns it for the caller to fill.
 func (tr *translation) newDatum(s *metricSettings, ref pointRef, ts pcommon.Timestamp, resDims []dimension, attrs pcommon.Map) *datum {
 	start := len(tr.dims)
-	tr.dims = appendDimensions(tr.dims, resDims, attrs, s.filter)
+	var alt alteration
+	tr.dims, alt = appendDimensions(tr.dims, resDims, attrs, s.filter)
+	if alt |= tr.resAltered | s.nameAlter; alt != 0 {
+		tr.altered.add(alt)
+	}
 	tr.points = append(tr.points, ref)
 	tr.datums = append(tr.datums, datum{
 		name:       s.name,
@@ -312,9 +325,9 @@ func (t *translator) histogramPoint(dp pmetric.HistogramDataPoint, s *metricSett
 		t.statistics(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
 		return
 	}
-	tr.buckets, ok = explicitBuckets(tr.buckets[:0], dp, s.unit.scale)
+	tr.buckets, r, ok = explicitBuckets(tr.buckets[:0], dp, s.unit.scale)
 	if !ok {
-		tr.dropped[reasonInvalid]++
+		tr.dropped[r]++
 		return
 	}
 	t.distribution(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
@@ -333,9 +346,9 @@ func (t *translator) exponentialPoint(dp pmetric.ExponentialHistogramDataPoint, 
 		tr.dropped[r]++
 		return
 	}
-	tr.buckets, ok = exponentialBuckets(tr.buckets[:0], dp, s.unit.scale)
+	tr.buckets, r, ok = exponentialBuckets(tr.buckets[:0], dp, s.unit.scale)
 	if !ok {
-		tr.dropped[reasonInvalid]++
+		tr.dropped[r]++
 		return
 	}
 	t.distribution(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
@@ -359,6 +372,15 @@ func summarize(count uint64, hasSum bool, sum float64, hasMin bool, minV float64
 	}
 	if hs.hasMin && hs.hasMax && hs.min > hs.max {
 		return hs, reasonInvalid, false
+	}
+	// count observations of at least min and at most max cannot add up to
+	// less than count*min or more than count*max (beyond rounding).
+	if hs.hasSum {
+		tol := 1e-9 * math.Max(math.Abs(hs.sum), 1)
+		if (hs.hasMin && hs.sum < hs.count*hs.min-tol-1e-9*math.Abs(hs.count*hs.min)) ||
+			(hs.hasMax && hs.sum > hs.count*hs.max+tol+1e-9*math.Abs(hs.count*hs.max)) {
+			return hs, reasonInconsistentHistogram, false
+		}
 	}
 	return hs, 0, true
 }

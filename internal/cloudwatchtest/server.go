@@ -4,10 +4,12 @@
 // request bodies), enforces CloudWatch's documented limits, answers errors
 // the way CloudWatch does (so the SDK classifies them as it would in
 // production), records every accepted datum and injects faults on demand:
-// throttling, 5xx, latency, dropped connections and outages.
+// throttling, 5xx, latency, late answers after storing, refused access keys,
+// a lowered size limit, dropped connections and outages.
 //
 // Point the SDK at it with cloudwatch.Options.BaseEndpoint = s.Endpoint()
-// (any region and static credentials will do: signatures are not checked).
+// (any region and static credentials will do: signatures are not checked;
+// only the access key id is read, when Faults.AcceptedAccessKeys is set).
 package cloudwatchtest // import "github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 
 import (
@@ -18,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +44,22 @@ type Faults struct {
 	DropEvery int
 	// Latency is added before every answer.
 	Latency time.Duration
+	// AnswerDelay delays the answer to an accepted request after its datums
+	// are stored, whether or not the client still waits: a CloudWatch that
+	// stores the data and answers late.
+	AnswerDelay time.Duration
+	// MaxRequestBytes, when positive, lowers the request size limit (default
+	// MaxRequestBytes): larger requests are answered 413 RequestEntityTooLarge.
+	MaxRequestBytes int
+	// AcceptedAccessKeys, when not empty, are the only access key ids
+	// accepted (read from the SigV4 Authorization header, the signature is
+	// not checked); a request signed with another key is answered with
+	// AuthErrorCode as CloudWatch answers it.
+	AcceptedAccessKeys []string
+	// AuthErrorCode is the error answered to a refused key; default
+	// InvalidClientTokenId. ExpiredToken, ExpiredTokenException and
+	// RequestExpired are answered 400, every other code 403.
+	AuthErrorCode string
 }
 
 // Stats counts requests by how they were answered.
@@ -50,6 +69,7 @@ type Stats struct {
 	Throttled    int // answered Throttling
 	ServerErrors int // answered 503
 	Rejected     int // answered 400/413 because a limit was violated
+	AuthErrors   int // answered an auth error (AcceptedAccessKeys)
 	Dropped      int // connection closed without an answer
 }
 
@@ -227,12 +247,13 @@ type fault uint8
 const (
 	noFault fault = iota
 	dropFault
+	authFault
 	throttleFault
 	serverErrorFault
 )
 
 // nextFault counts the request and picks what happens to it.
-func (s *Server) nextFault() (fault, time.Duration) {
+func (s *Server) nextFault(r *http.Request) (fault, Faults) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Requests++
@@ -242,17 +263,45 @@ func (s *Server) nextFault() (fault, time.Duration) {
 	f, n := s.faults, s.faultSeq
 	every := func(k int) bool { return k > 0 && n%k == 0 }
 	switch {
+	case len(f.AcceptedAccessKeys) > 0 && !slices.Contains(f.AcceptedAccessKeys, AccessKeyID(r)):
+		s.stats.AuthErrors++
+		return authFault, f
 	case every(f.DropEvery):
 		s.stats.Dropped++
-		return dropFault, f.Latency
+		return dropFault, f
 	case every(f.ThrottleEvery):
 		s.stats.Throttled++
-		return throttleFault, f.Latency
+		return throttleFault, f
 	case every(f.ServerErrorEvery):
 		s.stats.ServerErrors++
-		return serverErrorFault, f.Latency
+		return serverErrorFault, f
 	}
-	return noFault, f.Latency
+	return noFault, f
+}
+
+// AccessKeyID is the access key id a SigV4-signed request names in its
+// Authorization header ("AWS4-HMAC-SHA256 Credential=AKID/date/region/...").
+func AccessKeyID(r *http.Request) string {
+	auth := r.Header.Get("Authorization")
+	_, cred, ok := strings.Cut(auth, "Credential=")
+	if !ok {
+		return ""
+	}
+	key, _, _ := strings.Cut(cred, "/")
+	return key
+}
+
+// writeAuthError answers a refused key as CloudWatch does.
+func writeAuthError(w http.ResponseWriter, code string) {
+	if code == "" {
+		code = "InvalidClientTokenId"
+	}
+	status := http.StatusForbidden
+	switch code {
+	case "ExpiredToken", "ExpiredTokenException", "RequestExpired":
+		status = http.StatusBadRequest
+	}
+	writeError(w, status, code, code+";Sender", "The security token included in the request is invalid.")
 }
 
 // ServeHTTP answers one request as CloudWatch would.
@@ -261,7 +310,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "UnknownOperationException", "", "only PutMetricData is served here")
 		return
 	}
-	f, latency := s.nextFault()
+	f, faults := s.nextFault(r)
+	latency := faults.Latency
 	defer func() {
 		s.mu.Lock()
 		s.inFlight--
@@ -275,6 +325,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch f {
+	case authFault:
+		writeAuthError(w, faults.AuthErrorCode)
+		return
 	case dropFault:
 		dropConnection(w)
 		return
@@ -286,7 +339,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, compressed, apiErr := readBody(r)
+	limit := MaxRequestBytes
+	if faults.MaxRequestBytes > 0 {
+		limit = faults.MaxRequestBytes
+	}
+	body, compressed, apiErr := readBody(r, limit)
 	var datums []Datum
 	if apiErr == nil {
 		if r.Header.Get("Smithy-Protocol") != "rpc-v2-cbor" {
@@ -323,6 +380,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if onAccept != nil {
 		onAccept(datums)
 	}
+	if faults.AnswerDelay > 0 {
+		<-time.After(faults.AnswerDelay)
+	}
 	w.Header().Set("Smithy-Protocol", "rpc-v2-cbor")
 	w.Header().Set("Content-Type", "application/cbor")
 	w.WriteHeader(http.StatusOK)
@@ -332,9 +392,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readBody reads and, when gzip-encoded, decompresses the body. CloudWatch
 // limits a request to 1 MB; the limit is applied to the decompressed body,
 // which is the stricter reading.
-func readBody(r *http.Request) ([]byte, bool, *apiError) {
+func readBody(r *http.Request, limit int) ([]byte, bool, *apiError) {
 	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, code: "RequestEntityTooLarge", typ: "RequestEntityTooLarge",
-		message: fmt.Sprintf("Request size exceeded %d bytes", MaxRequestBytes)}
+		message: fmt.Sprintf("Request size exceeded %d bytes", limit)}
 	raw, err := io.ReadAll(io.LimitReader(r.Body, 16*MaxRequestBytes))
 	if err != nil {
 		return nil, false, &apiError{status: http.StatusBadRequest, code: "MalformedInput", typ: "MalformedInput", message: err.Error()}
@@ -345,12 +405,12 @@ func readBody(r *http.Request) ([]byte, bool, *apiError) {
 		if err != nil {
 			return nil, true, &apiError{status: http.StatusBadRequest, code: "MalformedInput", typ: "MalformedInput", message: "bad gzip body"}
 		}
-		raw, err = io.ReadAll(io.LimitReader(zr, MaxRequestBytes+1))
+		raw, err = io.ReadAll(io.LimitReader(zr, int64(limit)+1))
 		if err != nil {
 			return nil, true, &apiError{status: http.StatusBadRequest, code: "MalformedInput", typ: "MalformedInput", message: "bad gzip body"}
 		}
 	}
-	if len(raw) > MaxRequestBytes {
+	if len(raw) > limit {
 		return raw, compressed, tooLarge
 	}
 	return raw, compressed, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/smithy-go/encoding/cbor"
@@ -118,6 +119,9 @@ func decodeDatum(m cbor.Map, p string, now time.Time) (Datum, *apiError) {
 	}
 	if len(name) == 0 || len(name) > MaxMetricName {
 		return d, invalidValue("The parameter %s.MetricName must be between 1 and %d characters long.", p, MaxMetricName)
+	}
+	if !utf8.ValidString(string(name)) || hasControl(string(name)) || blank(string(name)) {
+		return d, invalidValue("The parameter %s.MetricName must not contain control characters, invalid UTF-8 or only whitespace.", p)
 	}
 	d.MetricName = string(name)
 
@@ -338,3 +342,13 @@ func printableASCII(s string) bool {
 }
 
 func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// hasControl reports whether s holds an ASCII or C1 control character.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return true
+		}
+	}
+	return false
+}

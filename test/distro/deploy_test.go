@@ -83,23 +83,25 @@ func requireMemoryHeadroom(t *testing.T, heapLimitMiB, containerLimit string) {
 
 // shutdownBudget is the longest a SIGTERM'd sidecar takes on the default
 // config: the buildjob connector's final flush (retried up to one flush
-// interval), the exporter's queue drain, and one request's timeout.
+// interval), the exporter's queue drain, and one request's timeout (a request
+// in flight is awaited up to request_timeout, past the export's timeout).
 func shutdownBudget(t *testing.T, defaults map[string]string) time.Duration {
 	var cfg struct {
 		Exporters struct {
 			CloudWatch struct {
-				Timeout string `yaml:"timeout"`
+				Timeout        string `yaml:"timeout"`
+				RequestTimeout string `yaml:"request_timeout"`
 			} `yaml:"cloudwatch"`
 		} `yaml:"exporters"`
 	}
 	decodeYAML(t, "otelcol-config.yaml", &cfg)
-	var total time.Duration
-	for _, v := range []string{defaults["GPUBUILD_FLUSH_INTERVAL"], defaults["GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT"], cfg.Exporters.CloudWatch.Timeout} {
+	parse := func(v string) time.Duration {
 		d, err := time.ParseDuration(v)
 		require.NoError(t, err, "%q", v)
-		total += d
+		return d
 	}
-	return total
+	request := max(parse(cfg.Exporters.CloudWatch.Timeout), parse(cfg.Exporters.CloudWatch.RequestTimeout))
+	return parse(defaults["GPUBUILD_FLUSH_INTERVAL"]) + parse(defaults["GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT"]) + request
 }
 
 func defaultPort(t *testing.T, defaults map[string]string, name string) int {

@@ -32,6 +32,8 @@ type TelemetryBuilder struct {
 	ExporterCloudwatchCumulativeSeries        metric.Int64ObservableUpDownCounter
 	ExporterCloudwatchCumulativeStorageErrors metric.Int64Counter
 	ExporterCloudwatchDatumsSent              metric.Int64Counter
+	ExporterCloudwatchDryRun                  metric.Int64ObservableGauge
+	ExporterCloudwatchPointsAltered           metric.Int64Counter
 	ExporterCloudwatchPointsDropped           metric.Int64Counter
 	ExporterCloudwatchPointsRetried           metric.Int64Counter
 	ExporterCloudwatchRequestRateLimit        metric.Float64ObservableGauge
@@ -55,6 +57,21 @@ func (builder *TelemetryBuilder) RegisterExporterCloudwatchCumulativeSeriesCallb
 		cb(ctx, &observerInt64{inst: builder.ExporterCloudwatchCumulativeSeries, obs: o})
 		return nil
 	}, builder.ExporterCloudwatchCumulativeSeries)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterCloudwatchDryRunCallback sets callback for observable ExporterCloudwatchDryRun metric.
+func (builder *TelemetryBuilder) RegisterExporterCloudwatchDryRunCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterCloudwatchDryRun, obs: o})
+		return nil
+	}, builder.ExporterCloudwatchDryRun)
 	if err != nil {
 		return err
 	}
@@ -141,9 +158,21 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{datum}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterCloudwatchDryRun, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_cloudwatch_dry_run",
+		metric.WithDescription("1 while the exporter prints or writes to a file what it would send (output_destination stdout or file, or auto with no AWS region or credentials found), 0 while it sends to CloudWatch. [Development]"),
+		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterCloudwatchPointsAltered, err = builder.meter.Int64Counter(
+		"otelcol_exporter_cloudwatch_points_altered",
+		metric.WithDescription("Data points sent with a name or dimensions changed to what CloudWatch accepts, by `reason` (metric_name_sanitized, dimension_sanitized, dimension_dropped); a point counts once per reason. [Development]"),
+		metric.WithUnit("{datapoint}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchPointsDropped, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_points_dropped",
-		metric.WithDescription("Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, duplicate, bucket_layout_changed, invalid, rule, rejected). [Development]"),
+		metric.WithDescription("Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, duplicate, bucket_layout_changed, invalid, rule, rejected, inconsistent_histogram). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)
@@ -161,7 +190,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchRequests, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_requests",
-		metric.WithDescription("PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected). [Development]"),
+		metric.WithDescription("PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected, too_large_split = a request refused with 413 and sent again in two halves). [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

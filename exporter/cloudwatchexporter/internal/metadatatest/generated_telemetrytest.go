@@ -85,10 +85,40 @@ func AssertEqualExporterCloudwatchDatumsSent(t *testing.T, tt *componenttest.Tel
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterCloudwatchDryRun(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_cloudwatch_dry_run",
+		Description: "1 while the exporter prints or writes to a file what it would send (output_destination stdout or file, or auto with no AWS region or credentials found), 0 while it sends to CloudWatch. [Development]",
+		Unit:        "1",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_cloudwatch_dry_run")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterCloudwatchPointsAltered(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_cloudwatch_points_altered",
+		Description: "Data points sent with a name or dimensions changed to what CloudWatch accepts, by `reason` (metric_name_sanitized, dimension_sanitized, dimension_dropped); a point counts once per reason. [Development]",
+		Unit:        "{datapoint}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_cloudwatch_points_altered")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterCloudwatchPointsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_points_dropped",
-		Description: "Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, duplicate, bucket_layout_changed, invalid, rule, rejected). [Development]",
+		Description: "Data points not sent, by `reason` (nan_or_inf, out_of_range, too_old, too_new, cumulative_baseline, out_of_order, duplicate, bucket_layout_changed, invalid, rule, rejected, inconsistent_histogram). [Development]",
 		Unit:        "{datapoint}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -134,7 +164,7 @@ func AssertEqualExporterCloudwatchRequestRateLimit(t *testing.T, tt *componentte
 func AssertEqualExporterCloudwatchRequests(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_requests",
-		Description: "PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected). [Development]",
+		Description: "PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected, too_large_split = a request refused with 413 and sent again in two halves). [Development]",
 		Unit:        "{request}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -24,6 +24,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterExporterCloudwatchDryRunCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, observer metric.Float64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -31,6 +35,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterCloudwatchCumulativeEvictions.Add(context.Background(), 1)
 	tb.ExporterCloudwatchCumulativeStorageErrors.Add(context.Background(), 1)
 	tb.ExporterCloudwatchDatumsSent.Add(context.Background(), 1)
+	tb.ExporterCloudwatchPointsAltered.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsDropped.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsRetried.Add(context.Background(), 1)
 	tb.ExporterCloudwatchRequests.Add(context.Background(), 1)
@@ -44,6 +49,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchDatumsSent(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchDryRun(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchPointsAltered(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchPointsDropped(t, testTel,

@@ -1,0 +1,330 @@
+package cloudwatchexporter
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+)
+
+// containerCredentials is a local container credentials endpoint (what ECS
+// and EKS Pod Identity serve), found by the SDK's default chain through
+// AWS_CONTAINER_CREDENTIALS_FULL_URI. Its first answer holds key "AKIDOLD",
+// every later one "AKIDNEW": a rotated key. firstDelay slows its first
+// answer; failFirst answers the first request 500.
+type containerCredentials struct {
+	served     atomic.Int32
+	firstDelay time.Duration
+	failFirst  bool
+}
+
+const oldSecret = "old-secret-must-not-be-logged"
+
+func (c *containerCredentials) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key, secret := "AKIDNEW", "new-secret-must-not-be-logged"
+	if c.served.Add(1) == 1 {
+		key, secret = "AKIDOLD", oldSecret
+		if c.failFirst {
+			http.Error(w, "credentials service unavailable", http.StatusInternalServerError)
+			return
+		}
+		select {
+		case <-time.After(c.firstDelay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]string{
+		"AccessKeyId": key, "SecretAccessKey": secret, "Token": "token",
+		// Valid for an hour: without invalidation the cache would keep the old key.
+		"Expiration": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
+	})
+}
+
+// newObservedExporter is newTestExporter with the credentials taken from a
+// containerCredentials endpoint and the logs observed.
+func newObservedExporter(t *testing.T, creds *containerCredentials, tweak func(*Config)) (*testExporter, *containerCredentials, *observer.ObservedLogs) {
+	t.Helper()
+	if creds == nil {
+		creds = &containerCredentials{}
+	}
+	credSrv := httptest.NewServer(creds)
+	t.Cleanup(credSrv.Close)
+	var te *testExporter
+	var logs *observer.ObservedLogs
+	te = newTestExporterWith(t, func(cfg *Config) {
+		t.Setenv("AWS_ACCESS_KEY_ID", "")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+		t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", credSrv.URL+"/creds")
+		if tweak != nil {
+			tweak(cfg)
+		}
+	}, func() *zap.Logger {
+		core, observed := observer.New(zapcore.InfoLevel)
+		logs = observed
+		return zap.New(core)
+	})
+	return te, creds, logs
+}
+
+// newTestExporterWith is newTestExporter with a logger of its own.
+func newTestExporterWith(t *testing.T, tweak func(*Config), logger func() *zap.Logger) *testExporter {
+	t.Helper()
+	isolateAWS(t)
+	server, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = server.Close() })
+	cfg := testConfig()
+	cfg.Region = "eu-west-1"
+	cfg.Endpoint = server.Endpoint()
+	cfg.BackOffConfig.InitialInterval = 5 * time.Millisecond
+	cfg.BackOffConfig.MaxInterval = 20 * time.Millisecond
+	cfg.BackOffConfig.MaxElapsedTime = 30 * time.Second
+	cfg.BackOffConfig.RandomizationFactor = 0
+	if tweak != nil {
+		tweak(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	set := metadatatest.NewSettings(tt)
+	set.Logger = logger()
+	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
+	require.NoError(t, err)
+	me := exp.(*metricsExporter)
+	me.exp.throttleDelay = 5 * time.Millisecond
+	require.NoError(t, me.Start(context.Background(), componenttest.NewNopHost()))
+	te := &testExporter{metricsExporter: me, server: server, telemetry: tt}
+	t.Cleanup(func() { _ = te.stop() })
+	return te
+}
+
+// A key rotated under the exporter: CloudWatch refuses the old key with each
+// auth error code it answers; the exporter drops its cached credentials,
+// retrieves the new key and the retry delivers every point exactly once.
+func TestAuthErrorRefreshesCredentials(t *testing.T) {
+	for _, code := range []string{
+		"ExpiredToken", "ExpiredTokenException", "RequestExpired", "NotAuthorized",
+		"InvalidClientTokenId", "SignatureDoesNotMatch", "UnrecognizedClientException",
+	} {
+		t.Run(code, func(t *testing.T) {
+			te, creds, logs := newObservedExporter(t, nil, nil)
+			te.server.SetFaults(cloudwatchtest.Faults{AcceptedAccessKeys: []string{"AKIDNEW"}, AuthErrorCode: code})
+
+			require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(50, newest(), 2)))
+			require.NoError(t, te.stop())
+
+			assertExactlyOnce(t, te.server.Datums(), 50, 100)
+			st := te.server.Stats()
+			assert.Equal(t, 1, st.AuthErrors, "one refusal with the old key, then the new one")
+			assert.Equal(t, 1, st.Accepted)
+			assert.GreaterOrEqual(t, creds.served.Load(), int32(2), "credentials retrieved again")
+			assert.Empty(t, te.counter(t, "points_dropped", "reason"))
+
+			warned := logs.FilterMessageSnippet("refused the credentials").FilterField(zap.String("aws_error_code", code)).All()
+			require.NotEmpty(t, warned, "a warning naming the AWS error code")
+			assert.Equal(t, zapcore.WarnLevel, warned[0].Level)
+			for _, l := range logs.All() {
+				assert.NotContains(t, l.Message, oldSecret)
+				for _, f := range l.Context {
+					assert.NotContains(t, f.String, oldSecret)
+					if err, ok := f.Interface.(error); ok {
+						assert.NotContains(t, err.Error(), oldSecret)
+					}
+				}
+			}
+		})
+	}
+}
+
+// CloudWatch lowering its size limit below what pack assumes: each refused
+// request is split in halves until the parts pass; nothing is lost or sent twice.
+func TestTooLargeRequestIsSplit(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	te.server.SetFaults(cloudwatchtest.Faults{MaxRequestBytes: 20_000})
+	require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(2500, newest(), 1)))
+
+	assertExactlyOnce(t, te.server.Datums(), 2500, 2500)
+	tooLarge := 0
+	for _, r := range te.server.Requests() {
+		if r.ErrorCode == "RequestEntityTooLarge" {
+			tooLarge++
+		}
+		if r.ErrorCode == "" {
+			assert.LessOrEqual(t, r.BodyBytes, 20_000)
+		}
+	}
+	assert.Positive(t, tooLarge, "the lowered limit was hit")
+	assert.Empty(t, te.counter(t, "points_dropped", "reason"))
+	assert.Equal(t, int64(tooLarge), te.counter(t, "requests", "outcome")["too_large_split"])
+}
+
+// A single datum larger than CloudWatch's limit is dropped with a counted
+// reason; the other datums of its request are delivered.
+func TestTooLargeSingleDatumIsDropped(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	md := gauges(5, 0, 0)
+	big := gauges(1, 28, 1000) // about 30 kB as one datum
+	big.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	te.server.SetFaults(cloudwatchtest.Faults{MaxRequestBytes: 10_000})
+
+	err := te.ConsumeMetrics(context.Background(), md)
+	require.Error(t, err, "the refused datum is reported (permanent)")
+	assert.Len(t, te.server.Datums(), 5)
+	assert.Equal(t, map[string]int64{"rejected": 1}, te.counter(t, "points_dropped", "reason"))
+	assert.True(t, strings.Contains(err.Error(), "RequestEntityTooLarge"), err.Error())
+}
+
+// Histograms whose parts contradict each other are dropped with their own
+// counted reason, not sent with a sum bent to fit; a consistent neighbour is sent.
+func TestInconsistentHistogramsAreDropped(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "latency", "s").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	add := func(counts []uint64, count uint64, sum float64, minMax ...float64) {
+		dp := h.DataPoints().AppendEmpty()
+		dp.SetTimestamp(newest())
+		fillHistogram(dp, []float64{1, 2}, counts, sum)
+		dp.SetCount(count)
+		if len(minMax) == 2 {
+			dp.SetMin(minMax[0])
+			dp.SetMax(minMax[1])
+		}
+	}
+	add([]uint64{1, 2, 1}, 4, 6, 0.5, 3)  // consistent: sent
+	add([]uint64{1, 2, 1}, 3, 6)          // count lower than the bucket sum
+	add([]uint64{1, 2, 1}, 9, 6)          // count higher than the bucket sum
+	add([]uint64{1, 2, 1}, 4, 20, 0.5, 3) // sum above count*max
+	add([]uint64{1, 2, 1}, 4, 1, 0.5, 3)  // sum below count*min
+	e := newMetric(md, "size", "By").SetEmptyExponentialHistogram()
+	e.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	edp := e.DataPoints().AppendEmpty()
+	edp.SetTimestamp(newest())
+	edp.Positive().BucketCounts().FromRaw([]uint64{2, 3})
+	edp.SetCount(4) // lower than the 5 in the buckets
+	edp.SetSum(10)
+
+	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	st, n := statistics(te.server.Datums(), "latency")
+	require.Positive(t, n)
+	assert.Equal(t, statisticSet{sampleCount: 4, sum: 6, min: 0.5, max: 3}, st, "the consistent histogram, exact")
+	_, n = statistics(te.server.Datums(), "size")
+	assert.Zero(t, n)
+	assert.Equal(t, map[string]int64{"inconsistent_histogram": 5}, te.counter(t, "points_dropped", "reason"))
+}
+
+// duplicates counts datums CloudWatch stored more than once (same series and timestamp).
+func duplicates(datums []cloudwatchtest.Datum) int {
+	seen := map[string]int{}
+	dups := 0
+	for _, d := range datums {
+		k := seriesKey(d) + "@" + d.Timestamp.String()
+		if seen[k]++; seen[k] > 1 {
+			dups++
+		}
+	}
+	return dups
+}
+
+// CloudWatch stores each request, then answers after the export's timeout.
+// With request_timeout above the answer time the request is awaited and
+// nothing is stored twice; cut off at the export's deadline (request_timeout
+// below the answer time: what every request saw before request_timeout
+// existed) each retry stores the same data again.
+func TestSlowAnswerIsNotSentTwice(t *testing.T) {
+	const answerDelay = 500 * time.Millisecond
+	run := func(t *testing.T, requestTimeout time.Duration) (stored, dups int) {
+		te := newTestExporter(t, true, func(cfg *Config) {
+			cfg.Timeout = 200 * time.Millisecond
+			cfg.RequestTimeout = requestTimeout
+			cfg.BackOffConfig.MaxElapsedTime = 3 * time.Second
+		})
+		te.server.SetFaults(cloudwatchtest.Faults{AnswerDelay: answerDelay})
+		const batches = 5
+		for i := range batches {
+			require.NoError(t, te.ConsumeMetrics(context.Background(),
+				deltaBatch(20, pcommon.NewTimestampFromTime(time.Now().Add(time.Duration(i)*time.Second)), 1)))
+		}
+		require.Eventually(t, func() bool { return len(te.server.Datums()) >= batches*20 }, 60*time.Second, 20*time.Millisecond)
+		require.NoError(t, te.stop())
+		return len(te.server.Datums()), duplicates(te.server.Datums())
+	}
+	t.Run("request_timeout above the answer time", func(t *testing.T) {
+		stored, dups := run(t, 5*time.Second)
+		t.Logf("stored %d datums, %d duplicates", stored, dups)
+		assert.Zero(t, dups)
+		assert.Equal(t, 100, stored)
+	})
+	t.Run("cut off before the answer", func(t *testing.T) {
+		stored, dups := run(t, 100*time.Millisecond)
+		t.Logf("stored %d datums, %d duplicates", stored, dups)
+		assert.Positive(t, dups, "the fault reproduces: a cut-off request is stored again by its retry")
+	})
+}
+
+// Names CloudWatch refuses (a control character, invalid UTF-8 in a metric
+// name; the same or a non-ASCII character in a dimension) are sanitized and
+// counted: the request is accepted and the neighbours in it are delivered.
+func TestBadNamesAreSanitizedNotRefused(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	md := pmetric.NewMetrics()
+	add := func(name string, attrs map[string]string) {
+		dp := newMetric(md, name, "1").SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.SetTimestamp(newest())
+		dp.SetDoubleValue(1)
+		for k, v := range attrs {
+			dp.Attributes().PutStr(k, v)
+		}
+	}
+	add("queue\x01depth", nil)
+	add("bytes\xff\xfein", nil)
+	add("latency", map[string]string{"route": "/a\x00b", "bad\xffkey": "x", "blank": "  "})
+	add("neighbour", map[string]string{"route": "/ok"})
+
+	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	assert.Equal(t, cloudwatchtest.Stats{Requests: 1, Accepted: 1}, te.server.Stats(), "one request, accepted")
+	got := map[string]map[string]string{}
+	for _, d := range te.server.Datums() {
+		got[d.MetricName] = d.Dimensions
+	}
+	assert.Contains(t, got, "queue_depth")
+	assert.Contains(t, got, "bytes__in")
+	assert.Equal(t, map[string]string{"route": "/a_b", "bad_key": "x", "service.name": "svc"}, got["latency"])
+	assert.Equal(t, map[string]string{"route": "/ok", "service.name": "svc"}, got["neighbour"])
+	assert.Equal(t, map[string]int64{"metric_name_sanitized": 2, "dimension_sanitized": 1, "dimension_dropped": 1},
+		te.counter(t, "points_altered", "reason"))
+	assert.Empty(t, te.counter(t, "points_dropped", "reason"))
+}
+
+// The endpoint refuses a request holding such a name, as CloudWatch does:
+// what the test above guards against.
+func TestEndpointRefusesBadMetricNames(t *testing.T) {
+	for _, name := range []string{"queue\x01depth", "bytes\xff\xfein"} {
+		te := newTestExporter(t, false, nil)
+		p := te.exp.putter
+		err := p.put(context.Background(), "Test", []datum{
+			{name: name, kind: kindValue, value: 1, timestamp: newest(), resolution: 60},
+			{name: "neighbour", kind: kindValue, value: 1, timestamp: newest(), resolution: 60},
+		})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "InvalidParameterValue")
+		assert.Empty(t, te.server.Datums(), "the whole request is refused")
+	}
+}
