@@ -408,11 +408,11 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 			outcomes[out]++
 		}
 		ds := buf.packed[r.first : r.first+r.n]
-		switch {
-		case out == outcomeSuccess:
+		switch out {
+		case outcomeSuccess:
 			sent += r.n
 			continue
-		case out == outcomeRejected:
+		case outcomeRejected:
 			n := forEachPoint(ds, func(int32) {})
 			rejectedPoints += n
 			e.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",

@@ -47,8 +47,6 @@ var outcomeNames = [numOutcomes]string{
 
 func (o requestOutcome) String() string { return outcomeNames[o] }
 
-func (o requestOutcome) retryable() bool { return o != outcomeSuccess && o != outcomeRejected }
-
 // Error codes CloudWatch and the AWS front ends answer with.
 func isThrottlingCode(code string) bool {
 	switch code {
