@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+	destinations "github.com/gpubuild/otelcol-gpubuild/internal/destinations"
 	metricsswitch "github.com/gpubuild/otelcol-gpubuild/internal/metricsswitch"
 	envprovider "go.opentelemetry.io/collector/confmap/provider/envprovider"
 	fileprovider "go.opentelemetry.io/collector/confmap/provider/fileprovider"
@@ -33,6 +34,7 @@ func main() {
 					yamlprovider.NewFactory(),
 				},
 				ConverterFactories: []confmap.ConverterFactory{
+					destinations.NewFactory(),
 					metricsswitch.NewFactory(),
 				},
 			},
@@ -43,6 +45,7 @@ func main() {
 			yamlprovider.NewFactory().Create(confmap.ProviderSettings{}).Scheme(): "go.opentelemetry.io/collector/confmap/provider/yamlprovider v1.67.0",
 		},
 		ConverterModules: []string{
+			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		},
 	}
