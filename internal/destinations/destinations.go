@@ -275,6 +275,7 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 // settings every sending destination shares.
 type common struct {
 	queue      map[string]any
+	queueSize  int
 	retry      map[string]any
 	maxStale   string
 	maxStreams int
@@ -313,7 +314,8 @@ func commonSettings(env envReader, storage string) (common, error) {
 		queue["storage"] = storage
 	}
 	return common{
-		queue: queue,
+		queue:     queue,
+		queueSize: size,
 		retry: map[string]any{
 			"enabled":          true,
 			"initial_interval": "1s",
@@ -375,6 +377,10 @@ func remoteWriteConfig(env envReader, c common, storage map[string]any) (map[str
 		"resource_to_telemetry_conversion": map[string]any{"enabled": true},
 		"retry_on_failure":                 c.retry,
 		"timeout":                          "10s",
+		// Prometheus refuses a sample older than the newest of its series:
+		// requests in parallel would reorder them, so send one at a time.
+		"max_batch_request_parallelism": 1,
+		"remote_write_queue":            map[string]any{"enabled": true, "queue_size": c.queueSize, "num_consumers": 1},
 	}
 	// The write-ahead log keeps what was not yet sent across an outage and a
 	// restart; it lives beside the persistent queues.
