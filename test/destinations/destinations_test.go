@@ -309,3 +309,61 @@ func TestCloudWatchOTLPEndpointRefusesBadSignatures(t *testing.T) {
 	require.Equal(t, http.StatusOK, send(&testCreds, "monitoring"))
 	require.EqualValues(t, 3, sink.badSigs.Load())
 }
+
+// One store down for the whole run: the others are exact while it is down,
+// and it is exact once it is back (its queue kept everything, nothing twice).
+func TestOneDestinationDownOthersExact(t *testing.T) {
+	s := startStores(t)
+	s.otlp.down.Store(true)
+	p := newCollectorPorts(t)
+	startCollector(t, p, s.env(p, t.TempDir()))
+
+	sum := runSim(t, simConfig(p, "vector-index-build", 23))
+	want := truthTotals(sum)
+	others := slices.DeleteFunc(slices.Clone(destinationNames), func(n string) bool { return n == "otlp" })
+	awaitExact(t, s, want, others, 2*time.Minute)
+	require.Positive(t, s.otlp.refused.Load(), "the downed store was tried")
+	require.Zero(t, s.otlp.accepted.Load())
+
+	s.otlp.down.Store(false)
+	awaitExact(t, s, want, destinationNames, 2*time.Minute)
+}
+
+func TestValidateNamesTheVariable(t *testing.T) {
+	p := newCollectorPorts(t)
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"GPUBUILD_DESTINATIONS=cloudwatch,influxdb"}, `GPUBUILD_DESTINATIONS: unknown destination "influxdb" (accepted: cloudwatch, cloudwatch-otlp, prometheus, prometheus-remote-write, otlp)`},
+		{[]string{"GPUBUILD_DESTINATIONS=otlp"}, "GPUBUILD_OTLP_ENDPOINT is required by GPUBUILD_DESTINATIONS=otlp"},
+		{[]string{"GPUBUILD_DESTINATIONS=prometheus-remote-write"}, "GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT is required by GPUBUILD_DESTINATIONS=prometheus-remote-write"},
+		{[]string{"GPUBUILD_DESTINATIONS=otlp", "GPUBUILD_OTLP_ENDPOINT=http://127.0.0.1:4318", "GPUBUILD_OTLP_PROTOCOL=http/json"}, `GPUBUILD_OTLP_PROTOCOL: "http/json" is not a protocol (accepted: grpc, http/protobuf)`},
+		{[]string{"GPUBUILD_DESTINATIONS=prometheus", "GPUBUILD_PROMETHEUS_PORT=http"}, `GPUBUILD_PROMETHEUS_PORT: "http" is not a TCP port (accepted: 1-65535)`},
+	} {
+		env := collectorEnv(p, t.TempDir(), tc.env...)
+		out, err := validate(t, env)
+		require.Error(t, err, "%v: %s", tc.env, out)
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, tc.want) {
+				lines = append(lines, l)
+			}
+		}
+		require.Len(t, lines, 1, "%v: one line naming the variable, got:\n%s", tc.env, out)
+	}
+	// cloudwatch-otlp without a region: the collector environment always
+	// sets AWS_REGION, so drop it here.
+	env := slices.DeleteFunc(collectorEnv(p, t.TempDir(), "GPUBUILD_DESTINATIONS=cloudwatch-otlp"), func(kv string) bool { return strings.HasPrefix(kv, "AWS_REGION=") })
+	out, err := validate(t, env)
+	require.Error(t, err)
+	require.Contains(t, out, "AWS_REGION is required by GPUBUILD_DESTINATIONS=cloudwatch-otlp")
+
+	// Every destination, well configured, validates.
+	env = collectorEnv(p, t.TempDir(),
+		"GPUBUILD_DESTINATIONS="+allDestinations,
+		"GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT=http://127.0.0.1:9090/api/v1/write",
+		"GPUBUILD_OTLP_ENDPOINT=127.0.0.1:4317", "GPUBUILD_OTLP_PROTOCOL=grpc", "GPUBUILD_OTLP_TEMPORALITY=delta")
+	out, err = validate(t, env)
+	require.NoError(t, err, out)
+}
