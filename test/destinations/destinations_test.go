@@ -165,6 +165,7 @@ type stores struct {
 	cwOTLP     *otlpSink
 	scrape     *prometheusServer
 	remote     *prometheusServer
+	remoteIn   *countingProxy
 	promTarget string
 }
 
@@ -177,6 +178,7 @@ func startStores(t *testing.T) *stores {
 	s.promTarget = fmt.Sprintf("127.0.0.1:%d", binarytest.FreePort(t))
 	s.scrape = startPrometheus(t, s.promTarget)
 	s.remote = startPrometheus(t, "")
+	s.remoteIn = startCountingProxy(t, s.remote.URL)
 	return s
 }
 
@@ -189,7 +191,7 @@ func (s *stores) env(p collectorPorts, queueDir string) []string {
 		"GPUBUILD_CLOUDWATCH_ENDPOINT="+s.cw.Endpoint(),
 		"GPUBUILD_CLOUDWATCH_OTLP_ENDPOINT="+s.cwOTLP.URL+"/v1/metrics",
 		"GPUBUILD_PROMETHEUS_PORT="+promPort,
-		"GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT="+s.remote.URL+"/api/v1/write",
+		"GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT="+s.remoteIn.URL+"/api/v1/write",
 		"GPUBUILD_OTLP_ENDPOINT="+s.otlp.URL,
 		"GPUBUILD_OTLP_HEADERS=x-tenant=build%20team",
 		"GPUBUILD_DESTINATION_RETRY_MAX_ELAPSED=10m",
@@ -277,8 +279,32 @@ func TestAllDestinationsExact(t *testing.T) {
 			require.Equal(t, "Cumulative", temp.String(), name)
 		}
 	}
-	t.Logf("bytes received: cloudwatch-otlp %d in %d requests, otlp %d in %d requests; PutMetricData %d requests",
-		s.cwOTLP.bytes.Load(), s.cwOTLP.accepted.Load(), s.otlp.bytes.Load(), s.otlp.accepted.Load(), len(s.cw.Requests()))
+	logTraffic(t, s)
+}
+
+// logTraffic prints what each store received, the inputs of the cost table
+// in docs/destinations.md.
+func logTraffic(t *testing.T, s *stores) {
+	metrics := map[string]bool{}
+	var cwBytes int
+	for _, d := range s.cw.Datums() {
+		metrics[fmt.Sprint(d.MetricName, d.Dimensions)] = true
+	}
+	for _, r := range s.cw.Requests() {
+		cwBytes += r.BodyBytes
+	}
+	t.Logf("traffic: PutMetricData %d requests, %d datums, %d distinct metrics, %d bytes uncompressed CBOR", len(s.cw.Requests()), len(s.cw.Datums()), len(metrics), cwBytes)
+	for name, sink := range map[string]*otlpSink{"cloudwatch-otlp": s.cwOTLP, "otlp": s.otlp} {
+		t.Logf("traffic: %s %d requests, %d points, %d bytes sent (gzip), %d bytes serialized OTLP", name, sink.accepted.Load(), sink.points.Load(), sink.bytes.Load(), sink.rawBytes.Load())
+	}
+	series, _ := s.remote.query(`count({__name__=~".+"})`)
+	if len(series) == 1 {
+		t.Logf("traffic: prometheus-remote-write %d requests, %d bytes (snappy), %v series stored", s.remoteIn.requests.Load(), s.remoteIn.bytes.Load(), series[0].Value)
+	}
+	scraped, _ := s.scrape.query(`scrape_samples_scraped`)
+	if len(scraped) == 1 {
+		t.Logf("traffic: prometheus %v samples per scrape", scraped[0].Value)
+	}
 }
 
 // The local CloudWatch OTLP endpoint is only a check if it refuses what AWS

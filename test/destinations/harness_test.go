@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
@@ -143,6 +144,39 @@ func (p *prometheusServer) query(promql string) ([]promSample, error) {
 	return out, nil
 }
 
+// countingProxy forwards to target and counts requests and body bytes:
+// what remote write sends over the wire.
+type countingProxy struct {
+	URL      string
+	requests atomic.Int64
+	bytes    atomic.Int64
+}
+
+func startCountingProxy(t *testing.T, target string) *countingProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	c := &countingProxy{}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.requests.Add(1)
+		c.bytes.Add(int64(len(body)))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c.URL = "http://" + ln.Addr().String()
+	return c
+}
+
 // byLabel runs a `sum by (label)` query and returns label value -> sum.
 func (p *prometheusServer) byLabel(promql, label string) (map[string]float64, error) {
 	samples, err := p.query(promql)
@@ -168,7 +202,9 @@ type otlpSink struct {
 	metrics  []pmetric.Metrics
 	accepted atomic.Int64
 	refused  atomic.Int64
-	bytes    atomic.Int64
+	bytes    atomic.Int64 // request bodies as sent (compressed)
+	rawBytes atomic.Int64 // serialized OTLP, what CloudWatch OTLP bills
+	points   atomic.Int64
 	badSigs  atomic.Int64
 }
 
@@ -222,6 +258,8 @@ func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	s.rawBytes.Add(int64(len(body)))
+	s.points.Add(int64(req.Metrics().DataPointCount()))
 	s.mu.Lock()
 	s.metrics = append(s.metrics, req.Metrics())
 	s.mu.Unlock()
