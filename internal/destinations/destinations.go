@@ -386,8 +386,10 @@ func remoteWriteConfig(env envReader, c common, storage map[string]any) (map[str
 	// restart; it lives beside the persistent queues.
 	if dir, _ := storage["directory"].(string); dir != "" {
 		cfg["wal"] = map[string]any{
-			"directory":          strings.TrimRight(dir, "/") + "/prometheus-remote-write-wal",
-			"truncate_frequency": "1m",
+			"directory": strings.TrimRight(dir, "/") + "/prometheus-remote-write-wal",
+			// The log is sent (and truncated) this often: remote write
+			// lags by up to this much.
+			"truncate_frequency": "5s",
 		}
 	}
 	return cfg, nil

@@ -64,7 +64,7 @@ type prometheusServer struct {
 	URL string
 }
 
-func startPrometheus(t *testing.T, scrapeTarget string) *prometheusServer {
+func startPrometheus(t testing.TB, scrapeTarget string) *prometheusServer {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
@@ -148,11 +148,13 @@ func (p *prometheusServer) query(promql string) ([]promSample, error) {
 // what remote write sends over the wire.
 type countingProxy struct {
 	URL      string
+	down     atomic.Bool
+	refused  atomic.Int64
 	requests atomic.Int64
 	bytes    atomic.Int64
 }
 
-func startCountingProxy(t *testing.T, target string) *countingProxy {
+func startCountingProxy(t testing.TB, target string) *countingProxy {
 	t.Helper()
 	u, err := url.Parse(target)
 	require.NoError(t, err)
@@ -164,6 +166,11 @@ func startCountingProxy(t *testing.T, target string) *countingProxy {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if c.down.Load() {
+			c.refused.Add(1)
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		c.requests.Add(1)
@@ -208,7 +215,7 @@ type otlpSink struct {
 	badSigs  atomic.Int64
 }
 
-func startOTLPSink(t *testing.T, sigv4 bool) *otlpSink {
+func startOTLPSink(t testing.TB, sigv4 bool) *otlpSink {
 	t.Helper()
 	s := &otlpSink{sigv4: sigv4}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -422,7 +429,7 @@ type collectorPorts struct {
 	GRPC, HTTP, Health, Telemetry int
 }
 
-func newCollectorPorts(t *testing.T) collectorPorts {
+func newCollectorPorts(t testing.TB) collectorPorts {
 	return collectorPorts{GRPC: binarytest.FreePort(t), HTTP: binarytest.FreePort(t), Health: binarytest.FreePort(t), Telemetry: binarytest.FreePort(t)}
 }
 
@@ -448,7 +455,7 @@ func collectorEnv(p collectorPorts, queueDir string, extra ...string) []string {
 	return append(env, extra...)
 }
 
-func startCollector(t *testing.T, p collectorPorts, env []string) *collector {
+func startCollector(t testing.TB, p collectorPorts, env []string) *collector {
 	t.Helper()
 	c := &collector{output: &binarytest.Buffer{}, done: make(chan struct{}), health: p.Health}
 	c.cmd = exec.Command(binarytest.Binary(t), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
@@ -493,7 +500,7 @@ func startCollector(t *testing.T, p collectorPorts, env []string) *collector {
 }
 
 // validate runs `otelcol-gpubuild validate` on the default config with env.
-func validate(t *testing.T, env []string) (string, error) {
+func validate(t testing.TB, env []string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(binarytest.Binary(t), "validate", "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
 	cmd.Env = env
