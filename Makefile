@@ -81,6 +81,7 @@ lint:
 ## bench: Go benchmarks of the hot paths, then the load harness against the built binary
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./exporter/...
+	$(GO) test -run '^$$' -bench Destinations -benchtime 3x -count 1 ./test/destinations/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 25 minutes)
