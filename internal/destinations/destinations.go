@@ -45,6 +45,7 @@ const (
 	EnvPrometheusHost         = "GPUBUILD_PROMETHEUS_HOST"
 	EnvPrometheusPort         = "GPUBUILD_PROMETHEUS_PORT"
 	EnvRemoteWriteEndpoint    = "GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT"
+	EnvRemoteWriteWAL         = "GPUBUILD_PROMETHEUS_REMOTE_WRITE_WAL"
 	EnvOTLPEndpoint           = "GPUBUILD_OTLP_ENDPOINT"
 	EnvOTLPProtocol           = "GPUBUILD_OTLP_PROTOCOL"
 	EnvOTLPHeaders            = "GPUBUILD_OTLP_HEADERS"
@@ -382,9 +383,15 @@ func remoteWriteConfig(env envReader, c common, storage map[string]any) (map[str
 		"max_batch_request_parallelism": 1,
 		"remote_write_queue":            map[string]any{"enabled": true, "queue_size": c.queueSize, "num_consumers": 1},
 	}
+	useWAL, err := env.boolean(EnvRemoteWriteWAL, "true")
+	if err != nil {
+		return nil, err
+	}
 	// The write-ahead log keeps what was not yet sent across an outage and a
-	// restart; it lives beside the persistent queues.
-	if dir, _ := storage["directory"].(string); dir != "" {
+	// restart; it lives beside the persistent queues. Without it the
+	// in-memory queue keeps an outage's samples (not a restart's), and a
+	// request the store refuses for good is dropped instead of re-sent.
+	if dir, _ := storage["directory"].(string); dir != "" && *useWAL {
 		cfg["wal"] = map[string]any{
 			"directory": strings.TrimRight(dir, "/") + "/prometheus-remote-write-wal",
 			// The log is sent (and truncated) this often: remote write

@@ -101,6 +101,26 @@ func TestAllDestinations(t *testing.T) {
 	assert.Equal(t, []any{"cloudwatch"}, pipeline(t, cfg, "metrics")["exporters"])
 }
 
+func TestRemoteWriteWithoutWAL(t *testing.T) {
+	cfg := defaultConfig(t)
+	cfg["extensions"].(map[string]any)["file_storage/queue"].(map[string]any)["directory"] = "/q"
+	vals := map[string]string{EnvDestinations: "prometheus-remote-write", EnvRemoteWriteEndpoint: "http://127.0.0.1:9090/api/v1/write"}
+	out, err := Apply(cfg, env(vals))
+	require.NoError(t, err)
+	assert.Contains(t, out["exporters"].(map[string]any)["prometheusremotewrite/destination"], "wal", "the write-ahead log is the default")
+
+	vals[EnvRemoteWriteWAL] = "false"
+	out, err = Apply(cfg, env(vals))
+	require.NoError(t, err)
+	rw := out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
+	assert.NotContains(t, rw, "wal")
+	assert.Equal(t, map[string]any{"enabled": true, "queue_size": 10000, "num_consumers": 1}, rw["remote_write_queue"])
+
+	vals[EnvRemoteWriteWAL] = "sometimes"
+	_, err = Apply(cfg, env(vals))
+	require.ErrorContains(t, err, `GPUBUILD_PROMETHEUS_REMOTE_WRITE_WAL: "sometimes" is not a boolean (accepted: true, false)`)
+}
+
 func TestWithoutCloudWatch(t *testing.T) {
 	out, err := Apply(defaultConfig(t), env(map[string]string{EnvDestinations: "prometheus", EnvPrometheusHost: "0.0.0.0", EnvPrometheusPort: "9999"}))
 	require.NoError(t, err)
