@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
@@ -371,6 +372,47 @@ func TestOneDestinationDownOthersExact(t *testing.T) {
 			awaitExact(t, s, want, destinationNames, 2*time.Minute)
 		})
 	}
+}
+
+// otlp over gRPC with delta temporality: the pass-through cumulative SDK
+// metrics are converted to deltas, the derived build metrics stay deltas,
+// and every delta adds up to the truth.
+func TestOTLPDeltaOverGRPC(t *testing.T) {
+	g := startOTLPGRPCSink(t)
+	p := newCollectorPorts(t)
+	startCollector(t, p, collectorEnv(p, t.TempDir(),
+		"GPUBUILD_DESTINATIONS=otlp",
+		"GPUBUILD_OTLP_ENDPOINT="+g.sink.URL,
+		"GPUBUILD_OTLP_PROTOCOL=grpc",
+		"GPUBUILD_OTLP_TEMPORALITY=delta",
+		"GPUBUILD_OTLP_HEADERS=x-tenant=build%20team",
+	))
+	want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 31)))
+	require.Greater(t, want["sdk.counter"], 0.0)
+	require.Greater(t, want["build.stage.runs"], 0.0)
+	deltaTotals := func() totals {
+		out := totals{}
+		for _, r := range resultsOf(want) {
+			if v := g.sink.deltaTotal("build.jobs", map[string]string{"build.result": r}); v > 0 {
+				out["build.jobs{"+r+"}"] = v
+			}
+		}
+		out["build.stage.runs"] = g.sink.deltaTotal("build.stage.runs", nil)
+		out["api.requests"] = g.sink.deltaTotal("api.requests", nil)
+		out["sdk.counter"] = g.sink.deltaTotal(buildsim.CounterName, nil)
+		out["sdk.histogram.count"] = g.sink.deltaTotal(buildsim.HistogramName, nil)
+		return out
+	}
+	var got totals
+	if !eventually(2*time.Minute, func() bool { got = deltaTotals(); return maps.Equal(got, want) }) {
+		t.Fatalf("otlp (delta, grpc): got %v, want %v", got, want)
+	}
+	for name, temps := range g.sink.temporalities() {
+		require.Equal(t, map[pmetric.AggregationTemporality]bool{pmetric.AggregationTemporalityDelta: true}, temps, name)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.Equal(t, []string{"build team"}, g.metadata.Get("x-tenant"), "GPUBUILD_OTLP_HEADERS arrive as gRPC metadata")
 }
 
 func TestValidateNamesTheVariable(t *testing.T) {

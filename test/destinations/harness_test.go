@@ -29,6 +29,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
@@ -276,6 +278,41 @@ func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(resp)
 }
 
+// grpcSink serves OTLP/gRPC into an otlpSink and records the metadata
+// (headers) of the last request.
+type grpcSink struct {
+	pmetricotlp.UnimplementedGRPCServer
+	sink     *otlpSink
+	mu       sync.Mutex
+	metadata metadata.MD
+}
+
+func (g *grpcSink) Export(ctx context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	g.mu.Lock()
+	g.metadata = md
+	g.mu.Unlock()
+	g.sink.points.Add(int64(req.Metrics().DataPointCount()))
+	g.sink.mu.Lock()
+	g.sink.metrics = append(g.sink.metrics, req.Metrics())
+	g.sink.mu.Unlock()
+	g.sink.accepted.Add(1)
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+func startOTLPGRPCSink(t testing.TB) *grpcSink {
+	t.Helper()
+	g := &grpcSink{sink: &otlpSink{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	pmetricotlp.RegisterGRPCServer(srv, g)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	g.sink.URL = "http://" + ln.Addr().String()
+	return g
+}
+
 // verifySigV4 re-signs the request with the test credentials, using the
 // headers it says it signed and the date it carries, and compares.
 func verifySigV4(r *http.Request, body []byte) error {
@@ -378,6 +415,58 @@ func (s *otlpSink) cumulativeTotal(name string, want map[string]string) float64 
 	var total float64
 	for _, l := range latest {
 		total += l.value
+	}
+	return total
+}
+
+// deltaTotal sums every point of the named metric whose attributes include
+// want: a delta series' total (sums' values, histograms' counts).
+func (s *otlpSink) deltaTotal(name string, want map[string]string) float64 {
+	var total float64
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match := func(attrs pcommon.Map) bool {
+		for wk, wv := range want {
+			if got, ok := attrs.Get(wk); !ok || got.AsString() != wv {
+				return false
+			}
+		}
+		return true
+	}
+	for _, md := range s.metrics {
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			sms := rms.At(i).ScopeMetrics()
+			for j := 0; j < sms.Len(); j++ {
+				ms := sms.At(j).Metrics()
+				for k := 0; k < ms.Len(); k++ {
+					m := ms.At(k)
+					if m.Name() != name {
+						continue
+					}
+					switch m.Type() {
+					case pmetric.MetricTypeSum:
+						dps := m.Sum().DataPoints()
+						for p := 0; p < dps.Len(); p++ {
+							if dp := dps.At(p); match(dp.Attributes()) {
+								if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+									total += float64(dp.IntValue())
+								} else {
+									total += dp.DoubleValue()
+								}
+							}
+						}
+					case pmetric.MetricTypeHistogram:
+						dps := m.Histogram().DataPoints()
+						for p := 0; p < dps.Len(); p++ {
+							if dp := dps.At(p); match(dp.Attributes()) {
+								total += float64(dp.Count())
+							}
+						}
+					}
+				}
+			}
+		}
 	}
 	return total
 }
