@@ -56,12 +56,20 @@ run: build
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
 ## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary
-test: check-generated lint build jsservice-deps
+test: check-generated lint build jsservice-deps deps
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
 unit-test: build jsservice-deps
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
+
+## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
+PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
+deps:
+	@if ! command -v prometheus >/dev/null 2>&1; then \
+		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo="sudo"; \
+		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends prometheus=$(PROMETHEUS_DEB); \
+	fi
 
 ## jsservice-deps: the Node.js build service's pinned npm packages (npm ci), driven by test/lifecycle
 jsservice-deps: test/jsservice/node_modules/.package-lock.json
@@ -76,6 +84,7 @@ lint: $(GOLANGCI_LINT)
 ## bench: Go benchmarks of the hot paths, then the load harness against the built binary
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./exporter/...
+	$(GO) test -run '^$$' -bench Destinations -benchtime 3x -count 1 ./test/destinations/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 25 minutes)

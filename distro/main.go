@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+	destinations "github.com/gpubuild/otelcol-gpubuild/internal/destinations"
 	metricsswitch "github.com/gpubuild/otelcol-gpubuild/internal/metricsswitch"
 	exposedlisteners "github.com/gpubuild/otelcol-gpubuild/internal/exposedlisteners"
 	envprovider "go.opentelemetry.io/collector/confmap/provider/envprovider"
@@ -34,6 +35,7 @@ func main() {
 					yamlprovider.NewFactory(),
 				},
 				ConverterFactories: []confmap.ConverterFactory{
+					destinations.NewFactory(),
 					metricsswitch.NewFactory(),
 					exposedlisteners.NewFactory(),
 				},
