@@ -49,6 +49,7 @@ func main() {
 		ConverterModules: []string{
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
+			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		},
 	}
 
