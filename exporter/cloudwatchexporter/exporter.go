@@ -43,7 +43,8 @@ type cloudWatchExporter struct {
 	telemetry  *metadata.TelemetryBuilder
 	translator *translator
 	deltas     *deltaConverter
-	slots      chan struct{} // bounds the requests in flight, across concurrent exports
+	series     *seriesLimiter // nil: max_series_per_metric 0
+	slots      chan struct{}  // bounds the requests in flight, across concurrent exports
 	pace       *adaptiverate.Limiter
 	now        func() time.Time
 	// throttleDelay is the least wait before a throttled request is retried.
@@ -83,6 +84,7 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		telemetry:  tb,
 		translator: newTranslator(cfg),
 		deltas:     newLoggedDeltaConverter(cfg.CumulativeState, set.Logger),
+		series:     newSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
 
@@ -294,7 +296,11 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 		e.translations.Put(buf)
 	}()
 
-	e.translator.translate(md, e.now(), &buf.translation)
+	now := e.now()
+	e.translator.translate(md, now, &buf.translation)
+	if e.series != nil {
+		e.series.apply(&buf.translation, now)
+	}
 	e.recordDropped(ctx, &buf.dropped)
 	e.recordAltered(ctx, &buf.altered)
 	if len(buf.datums) == 0 {
