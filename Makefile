@@ -9,7 +9,7 @@ TOOLS_BIN    := $(CURDIR)/.tools/bin
 OCB          := $(TOOLS_BIN)/builder
 MDATAGEN     := $(TOOLS_BIN)/mdatagen
 BIN          := bin/otelcol-gpubuild
-COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor exporter/cloudwatchexporter
+COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor connector/buildjobconnector exporter/cloudwatchexporter
 RUN_DIR      := $(CURDIR)/.run
 GO_TEST_TIMEOUT ?= 14m
 
@@ -72,7 +72,7 @@ lint:
 
 ## bench: Go benchmarks of the hot paths, then the load harness against the built binary
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./exporter/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./connector/... ./internal/buildjob/... ./exporter/...
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 25 minutes)

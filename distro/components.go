@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/receiver"
 	otelconftelemetry "go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
-	buildjobconnector "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor/buildjobconnector"
+	buildjobconnector "github.com/gpubuild/otelcol-gpubuild/connector/buildjobconnector"
 	cloudwatchexporter "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 	debugexporter "go.opentelemetry.io/collector/exporter/debugexporter"
 	nopexporter "go.opentelemetry.io/collector/exporter/nopexporter"

@@ -23,14 +23,12 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                       metric.Meter
-	mu                          sync.Mutex
-	registrations               []metric.Registration
-	BuildjobFlushesFailed       metric.Int64Counter
-	BuildjobPointsDropped       metric.Int64Counter
-	BuildjobRecordsDeduplicated metric.Int64Counter
-	BuildjobRecordsSkipped      metric.Int64Counter
-	BuildjobRunsEvicted         metric.Int64Counter
+	meter                  metric.Meter
+	mu                     sync.Mutex
+	registrations          []metric.Registration
+	BuildjobFlushesFailed  metric.Int64Counter
+	BuildjobPointsDropped  metric.Int64Counter
+	BuildjobRecordsSkipped metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -74,22 +72,10 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{point}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobRecordsDeduplicated, err = builder.meter.Int64Counter(
-		"otelcol_buildjob_records_deduplicated",
-		metric.WithDescription("Spans and log records recognized as belonging to a job run that was already counted (the other source, a redelivery, or a late end after a timeout). [Development]"),
-		metric.WithUnit("{record}"),
-	)
-	errs = errors.Join(errs, err)
 	builder.BuildjobRecordsSkipped, err = builder.meter.Int64Counter(
 		"otelcol_buildjob_records_skipped",
-		metric.WithDescription("Spans, log records and data points skipped because they are malformed. [Development]"),
+		metric.WithDescription("Spans, log records and data points skipped because they are malformed (the processor sees data points only, the connector spans and log records). [Development]"),
 		metric.WithUnit("{record}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.BuildjobRunsEvicted, err = builder.meter.Int64Counter(
-		"otelcol_buildjob_runs_evicted",
-		metric.WithDescription("Job runs dropped from state because max_active_jobs was reached. [Development]"),
-		metric.WithUnit("{run}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -21,22 +21,14 @@ func TestSetupTelemetry(t *testing.T) {
 	defer tb.Shutdown()
 	tb.BuildjobFlushesFailed.Add(context.Background(), 1)
 	tb.BuildjobPointsDropped.Add(context.Background(), 1)
-	tb.BuildjobRecordsDeduplicated.Add(context.Background(), 1)
 	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
-	tb.BuildjobRunsEvicted.Add(context.Background(), 1)
 	AssertEqualBuildjobFlushesFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualBuildjobPointsDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobRecordsDeduplicated(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
 	AssertEqualBuildjobRecordsSkipped(t, testTel,
-		[]metricdata.DataPoint[int64]{{Value: 1}},
-		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobRunsEvicted(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

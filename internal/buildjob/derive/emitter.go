@@ -1,0 +1,216 @@
+package derive
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+)
+
+// emitter owns a deriver: it serializes access to it, reports its stats as
+// the component's own telemetry, and emits the derived metrics every
+// metrics_flush_interval and at shutdown.
+//
+// The derived points exist nowhere else, so a flush the next consumer
+// refuses with a retryable error (a full sending queue, memory_limiter) is
+// carried over into the next flush instead of being lost. Flushes never
+// overlap: the loop flushes, and shutdown flushes once the loop has ended.
+type emitter struct {
+	logger    *zap.Logger
+	telemetry Telemetry
+	next      consumer.Metrics
+	interval  time.Duration
+	now       func() time.Time
+
+	mu sync.Mutex
+	d  *deriver
+
+	skippedAttrs [numSkipReasons]metric.AddOption
+	evictedAttrs [2]metric.AddOption
+	carriedAttrs metric.AddOption
+	droppedAttrs metric.AddOption
+
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
+}
+
+// Retries of a refused final flush, within metrics_flush_interval.
+const (
+	finalRetryFirst = 50 * time.Millisecond
+	finalRetryMax   = time.Second
+)
+
+func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, interval time.Duration, next consumer.Metrics) *emitter {
+	e := &emitter{logger: set.Logger, telemetry: tel, next: next, interval: interval, now: time.Now, d: d}
+	for r := range numSkipReasons {
+		e.skippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	e.evictedAttrs[evictedActive] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "active")))
+	e.evictedAttrs[evictedEnded] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "ended")))
+	e.carriedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "carried_over")))
+	e.droppedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "dropped")))
+	return e
+}
+
+// start begins the flush loop.
+func (e *emitter) start() {
+	e.mu.Lock()
+	e.d.setStart(e.now())
+	e.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stopLoop, e.loopDone = cancel, make(chan struct{})
+	go e.loop(ctx)
+}
+
+func (e *emitter) loop(ctx context.Context) {
+	defer close(e.loopDone)
+	ticker := time.NewTicker(e.interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			// A flush blocked on the next consumer (a sending queue that
+			// blocks on overflow) is cancelled by shutdown and carried
+			// over into the final flush.
+			_ = e.flush(ctx)
+		}
+	}
+}
+
+// shutdown stops the loop and emits what was derived since the last flush,
+// including ends still waiting for their start.
+func (e *emitter) shutdown(ctx context.Context) error {
+	if e.stopLoop != nil {
+		e.stopLoop()
+		<-e.loopDone
+		e.stopLoop = nil
+	}
+	err := e.finalFlush(ctx)
+	if e.telemetry.Shutdown != nil {
+		e.telemetry.Shutdown()
+	}
+	return err
+}
+
+// update runs f on the deriver under the lock.
+func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time)) {
+	e.mu.Lock()
+	f(e.d, e.now())
+	stats := e.d.stats
+	e.d.stats = derivationStats{}
+	e.mu.Unlock()
+	e.report(ctx, &stats)
+}
+
+// flush emits what was derived since the last accepted flush. A retryable
+// refusal carries it over into the next flush; a permanent one drops it.
+func (e *emitter) flush(ctx context.Context) error {
+	f := e.take(ctx, false)
+	if f == nil {
+		return nil
+	}
+	err := e.next.ConsumeMetrics(ctx, f.md)
+	switch {
+	case err == nil:
+	case consumererror.IsPermanent(err):
+		e.drop(ctx, f)
+		e.logger.Error("Dropped derived metrics: the next consumer refused them with a permanent error",
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()))
+	default:
+		e.carryOver(ctx, f)
+		e.logger.Warn("Failed to emit derived metrics; carrying them over to the next flush",
+			zap.Error(err), zap.Int("series", f.series), zap.Time("since", f.start.AsTime()))
+	}
+	return err
+}
+
+// finalFlush emits everything at shutdown. A retryable refusal is retried
+// for at most metrics_flush_interval (or until ctx ends), so that a sending
+// queue that stays full cannot block the shutdown; what is then still
+// refused is lost, logged and counted.
+func (e *emitter) finalFlush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.interval)
+	defer cancel()
+	wait := finalRetryFirst
+	for {
+		f := e.take(ctx, true)
+		if f == nil {
+			return nil
+		}
+		err := e.next.ConsumeMetrics(ctx, f.md)
+		if err == nil {
+			return nil
+		}
+		if !consumererror.IsPermanent(err) && sleep(ctx, wait) {
+			e.carryOver(ctx, f)
+			wait = min(2*wait, finalRetryMax)
+			continue
+		}
+		e.drop(ctx, f)
+		e.logger.Error("Derived metrics lost: the final flush at shutdown was refused",
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()), zap.Time("since", f.start.AsTime()))
+		return err
+	}
+}
+
+// take takes a flush from the deriver; nil when there is nothing to emit.
+func (e *emitter) take(ctx context.Context, final bool) *flushed {
+	e.mu.Lock()
+	f := e.d.takeFlush(e.now(), final)
+	stats := e.d.stats
+	e.d.stats = derivationStats{}
+	e.mu.Unlock()
+	e.report(ctx, &stats)
+	if f.md.DataPointCount() == 0 {
+		return nil
+	}
+	return f
+}
+
+func (e *emitter) carryOver(ctx context.Context, f *flushed) {
+	e.mu.Lock()
+	e.d.carryOver(f)
+	e.mu.Unlock()
+	e.telemetry.FlushesFailed.Add(ctx, 1, e.carriedAttrs)
+}
+
+func (e *emitter) drop(ctx context.Context, f *flushed) {
+	e.telemetry.FlushesFailed.Add(ctx, 1, e.droppedAttrs)
+	e.telemetry.PointsDropped.Add(ctx, int64(f.md.DataPointCount()))
+}
+
+// sleep waits for d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (e *emitter) report(ctx context.Context, s *derivationStats) {
+	for r, n := range s.skipped {
+		if n > 0 {
+			e.telemetry.RecordsSkipped.Add(ctx, n, e.skippedAttrs[r])
+		}
+	}
+	if s.deduplicated > 0 && e.telemetry.RecordsDeduplicated != nil {
+		e.telemetry.RecordsDeduplicated.Add(ctx, s.deduplicated)
+	}
+	for st, n := range s.evicted {
+		if n > 0 && e.telemetry.RunsEvicted != nil {
+			e.telemetry.RunsEvicted.Add(ctx, n, e.evictedAttrs[st])
+		}
+	}
+}
