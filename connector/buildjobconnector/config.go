@@ -13,6 +13,11 @@ type Config struct {
 	derive.OutputConfig `mapstructure:",squash"`
 	derive.JobConfig    `mapstructure:",squash"`
 
+	// State keeps the run memory and the derived counts not yet handed
+	// over in a storage extension, so that a restart or a kill neither
+	// loses nor repeats a count.
+	State derive.StateConfig `mapstructure:"state"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -20,10 +25,13 @@ type Config struct {
 var _ component.Config = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
-	return &Config{OutputConfig: derive.DefaultOutputConfig(), JobConfig: derive.DefaultJobConfig()}
+	return &Config{OutputConfig: derive.DefaultOutputConfig(), JobConfig: derive.DefaultJobConfig(), State: derive.DefaultStateConfig()}
 }
 
 // Validate checks the connector settings; each error names its field.
 func (cfg *Config) Validate() error {
-	return errors.Join(append(cfg.OutputConfig.Problems(), cfg.JobConfig.Problems()...)...)
+	errs := cfg.OutputConfig.Problems()
+	errs = append(errs, cfg.JobConfig.Problems()...)
+	errs = append(errs, cfg.State.Problems()...)
+	return errors.Join(errs...)
 }

@@ -48,6 +48,7 @@ func (f *factory) get(set connector.Settings, cfg component.Config, next consume
 		return &derive.ConnectorSpec{
 			Output:    ccfg.OutputConfig,
 			Jobs:      ccfg.JobConfig,
+			State:     ccfg.State,
 			ScopeName: metadata.ScopeName,
 			Telemetry: derive.Telemetry{
 				FlushesFailed:       tb.BuildjobFlushesFailed,
@@ -55,6 +56,9 @@ func (f *factory) get(set connector.Settings, cfg component.Config, next consume
 				RecordsSkipped:      tb.BuildjobRecordsSkipped,
 				RecordsDeduplicated: tb.BuildjobRecordsDeduplicated,
 				RunsEvicted:         tb.BuildjobRunsEvicted,
+				StateEntriesSkipped: tb.BuildjobStateEntriesSkipped,
+				StateRunsEvicted:    tb.BuildjobStateRunsEvicted,
+				StateWriteFailures:  tb.BuildjobStateWriteFailures,
 				Shutdown:            tb.Shutdown,
 			},
 		}, nil

@@ -34,6 +34,12 @@ type series struct {
 	labels seriesLabels
 	count  int64
 	hist   histogram
+	// dirty: changed since the state was last persisted; stateKey: the
+	// key of its persisted entry, once written.
+	dirty    bool
+	stateKey string
+	// handedOver: accepted downstream (or dropped); never written again.
+	handedOver bool
 }
 
 // histogram is an explicit-bucket histogram in seconds.
@@ -115,17 +121,18 @@ func (t *seriesTable) get(l *seriesLabels) *series {
 }
 
 // merge adds s, a series taken from the table by an earlier flush, back
-// into the table: into the series with the same labels, or as itself. Its
-// labels are owned already and its resource must be interned in the current
-// resource table.
-func (t *seriesTable) merge(s *series) {
+// into the table: into the series with the same labels, which it returns,
+// or as itself (nil). Its labels are owned already and its resource must be
+// interned in the current resource table.
+func (t *seriesTable) merge(s *series) *series {
 	cur, slot := t.lookup(&s.labels)
 	if cur == nil {
 		t.insert(slot, s)
-		return
+		return nil
 	}
 	cur.count += s.count
 	cur.hist.merge(&s.hist)
+	return cur
 }
 
 // lookup returns the series for l, or nil and the free slot where it goes.

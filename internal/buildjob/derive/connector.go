@@ -2,6 +2,7 @@ package derive
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +21,9 @@ type ConnectorSpec struct {
 	Jobs      JobConfig
 	ScopeName string // instrumentation scope of the derived metrics
 	Telemetry Telemetry
+	// State persists the run memory and the counts not yet handed over;
+	// a nil Storage keeps them in memory only.
+	State StateConfig
 }
 
 // Connectors maps connector component ids to their shared state: the
@@ -42,6 +46,8 @@ type Connector struct {
 	id       component.ID
 	apiSpans bool
 	emitter  *emitter
+	stateCfg StateConfig
+	state    *stateStore
 
 	mu      sync.Mutex
 	refs    int // instances created and not shut down
@@ -63,11 +69,11 @@ func (s *Connectors) Get(set connector.Settings, newSpec func() (*ConnectorSpec,
 	if err != nil {
 		return nil, err
 	}
-	cfg := &jobSettings{OutputConfig: spec.Output, JobConfig: spec.Jobs}
+	cfg := &jobSettings{OutputConfig: spec.Output, JobConfig: spec.Jobs, State: spec.State}
 	d := newConnectorDeriver(cfg, time.Now())
 	d.scopeName = spec.ScopeName
 	e := newEmitter(set.TelemetrySettings, spec.Telemetry, d, spec.Output.MetricsFlushInterval, next)
-	c := &Connector{id: set.ID, apiSpans: spec.Jobs.APIRequestsFromSpans, emitter: e, refs: 1}
+	c := &Connector{id: set.ID, apiSpans: spec.Jobs.APIRequestsFromSpans, emitter: e, stateCfg: spec.State, refs: 1}
 	c.release = func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -102,11 +108,24 @@ func (s *Connectors) APIRequestsFromSpans() []component.ID {
 	return ids
 }
 
-func (c *Connector) start(context.Context, component.Host) error {
+func (c *Connector) start(ctx context.Context, host component.Host) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started {
 		return nil
+	}
+	if c.stateCfg.Storage != nil {
+		e := c.emitter
+		e.mu.Lock()
+		st, err := openState(ctx, host, c.id, component.KindConnector, c.stateCfg, e.d, e.now(), e.logger)
+		stats := e.d.stats
+		e.d.stats = derivationStats{}
+		e.mu.Unlock()
+		e.report(ctx, &stats)
+		if err != nil {
+			return err
+		}
+		c.state = st
 	}
 	c.started = true
 	c.emitter.start()
@@ -125,7 +144,11 @@ func (c *Connector) shutdown(ctx context.Context) error {
 	if !c.started {
 		return nil
 	}
-	return c.emitter.shutdown(ctx)
+	err := c.emitter.shutdown(ctx)
+	if c.state != nil {
+		err = errors.Join(err, c.state.close(ctx))
+	}
+	return err
 }
 
 // Traces returns an instance handed to the collector for traces -> metrics.

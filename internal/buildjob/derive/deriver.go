@@ -1,6 +1,7 @@
 package derive
 
 import (
+	"context"
 	"hash/maphash"
 	"slices"
 	"time"
@@ -20,6 +21,11 @@ type derivationStats struct {
 	skipped      [numSkipReasons]int64
 	deduplicated int64
 	evicted      [2]int64
+	// Persisted state: entries skipped at start, runs forgotten for the
+	// byte budget, failed writes.
+	stateSkipped       [numStateSkipReasons]int64
+	stateEvicted       int64
+	stateWriteFailures int64
 }
 
 // resourcesKeptEpochs is how many flushes a resource entry survives unused.
@@ -50,6 +56,13 @@ type deriver struct {
 	// Processor only.
 	httpCounts *cumulativeCounts
 
+	// state persists the run memory and the derived counts not yet
+	// accepted downstream; nil keeps them in memory only.
+	state         *stateStore
+	dirtySeries   []*series
+	metaDirty     bool
+	restoredStart pcommon.Timestamp // start of cumulative series saved by a previous process
+
 	// Scratch space reused for every span, record or data point.
 	labels     seriesLabels
 	dimScratch []dimValue
@@ -78,6 +91,7 @@ func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, 
 type jobSettings struct {
 	OutputConfig
 	JobConfig
+	State StateConfig
 }
 
 // newConnectorDeriver derives job, stage and API metrics from spans and logs.
@@ -114,6 +128,10 @@ func newProcessorDeriver(cfg *OutputConfig, start time.Time) *deriver {
 func (d *deriver) setStart(t time.Time) {
 	ts := pcommon.NewTimestampFromTime(t)
 	d.startTime, d.lastFlush = ts, ts
+	if d.restoredStart != 0 {
+		d.startTime = d.restoredStart // the cumulative totals restored began then
+	}
+	d.metaDirty = d.state != nil
 	if d.httpCounts != nil {
 		d.httpCounts.componentStart = ts
 	}
@@ -140,6 +158,28 @@ func (d *deriver) countJob(c countedRun) {
 	if c.hasDuration {
 		s.hist.observe(c.seconds)
 	}
+	d.markDirty(s)
+}
+
+// markDirty lists s among the series to persist with the next batch.
+func (d *deriver) markDirty(s *series) {
+	if d.state != nil && !s.dirty {
+		s.dirty = true
+		d.dirtySeries = append(d.dirtySeries, s)
+	}
+}
+
+// clearDirty forgets the changes, once persisted.
+func (d *deriver) clearDirty() {
+	for i, s := range d.dirtySeries {
+		s.dirty = false
+		d.dirtySeries[i] = nil
+	}
+	d.dirtySeries = d.dirtySeries[:0]
+	d.metaDirty = false
+	if d.jobs != nil {
+		d.jobs.clearDirty()
+	}
 }
 
 // observe adds one stage run or API request to its family.
@@ -148,12 +188,15 @@ func (d *deriver) observe(fam family, res *resourceEntry, a, b, c string, dims [
 	s := d.series.get(&d.labels)
 	s.count++
 	s.hist.observe(seconds)
+	d.markDirty(s)
 }
 
 // addRequests adds n API requests without a duration (processor).
 func (d *deriver) addRequests(res *resourceEntry, route, method, class string, dims []dimValue, n uint64) {
 	d.labels = seriesLabels{res: res, fam: familyAPI, a: route, b: method, c: class, dims: dims}
-	d.series.get(&d.labels).count += int64(n)
+	s := d.series.get(&d.labels)
+	s.count += int64(n)
+	d.markDirty(s)
 }
 
 // flushed is what one flush took from the deriver. It is kept until the
@@ -178,7 +221,14 @@ type flushed struct {
 // result to carryOver if the next consumer refuses it.
 func (d *deriver) takeFlush(now time.Time, final bool) *flushed {
 	if d.jobs != nil {
-		d.jobs.sweep(now, final)
+		// With the state persisted, an end still waiting for its start
+		// stays pending across a restart instead of being counted without
+		// its start at shutdown.
+		d.jobs.sweep(now, final && d.state == nil)
+	}
+	if d.state != nil {
+		// What the sweep counted is written before it is handed over.
+		_ = d.state.persist(context.Background(), d)
 	}
 	nowTS := pcommon.NewTimestampFromTime(now)
 	f := &flushed{start: d.lastFlush}
@@ -224,7 +274,11 @@ func (d *deriver) carryOver(f *flushed) {
 	if !d.cumulative {
 		for _, s := range f.taken {
 			s.labels.res = d.resources.reintern(s.labels.res)
-			d.series.merge(s)
+			if d.state != nil {
+				d.state.mergeSeries(d, s)
+			} else {
+				d.series.merge(s)
+			}
 		}
 		d.lastFlush = f.start
 	}

@@ -31,10 +31,14 @@ type emitter struct {
 	mu sync.Mutex
 	d  *deriver
 
-	skippedAttrs [numSkipReasons]metric.AddOption
-	evictedAttrs [2]metric.AddOption
-	carriedAttrs metric.AddOption
-	droppedAttrs metric.AddOption
+	skippedAttrs      [numSkipReasons]metric.AddOption
+	stateSkippedAttrs [numStateSkipReasons]metric.AddOption
+	evictedAttrs      [2]metric.AddOption
+	carriedAttrs      metric.AddOption
+	droppedAttrs      metric.AddOption
+
+	lastEvictionWarning time.Time
+	evictedSinceWarning int64
 
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
@@ -50,6 +54,9 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 	e := &emitter{logger: set.Logger, telemetry: tel, next: next, interval: interval, now: time.Now, d: d}
 	for r := range numSkipReasons {
 		e.skippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	for r := range numStateSkipReasons {
+		e.stateSkippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
 	e.evictedAttrs[evictedActive] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "active")))
 	e.evictedAttrs[evictedEnded] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "ended")))
@@ -100,10 +107,18 @@ func (e *emitter) shutdown(ctx context.Context) error {
 	return err
 }
 
-// update runs f on the deriver under the lock.
+// update runs f on the deriver under the lock and, when the state is
+// persisted, writes what f changed before returning: the request that
+// carried the input is acknowledged only once its counts are on disk.
 func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time)) {
 	e.mu.Lock()
 	f(e.d, e.now())
+	if e.d.state != nil {
+		if err := e.d.state.persist(ctx, e.d); err != nil {
+			e.logger.Warn("Failed to persist the derivation state; the counts are kept in memory and written with the next batch",
+				zap.String("storage", e.d.state.location), zap.Error(err))
+		}
+	}
 	stats := e.d.stats
 	e.d.stats = derivationStats{}
 	e.mu.Unlock()
@@ -120,7 +135,9 @@ func (e *emitter) flush(ctx context.Context) error {
 	err := e.next.ConsumeMetrics(ctx, f.md)
 	switch {
 	case err == nil:
+		e.handedOver(ctx, f)
 	case consumererror.IsPermanent(err):
+		e.handedOver(ctx, f)
 		e.drop(ctx, f)
 		e.logger.Error("Dropped derived metrics: the next consumer refused them with a permanent error",
 			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()))
@@ -147,6 +164,7 @@ func (e *emitter) finalFlush(ctx context.Context) error {
 		}
 		err := e.next.ConsumeMetrics(ctx, f.md)
 		if err == nil {
+			e.handedOver(ctx, f)
 			return nil
 		}
 		if !consumererror.IsPermanent(err) && sleep(ctx, wait) {
@@ -154,6 +172,14 @@ func (e *emitter) finalFlush(ctx context.Context) error {
 			wait = min(2*wait, finalRetryMax)
 			continue
 		}
+		if e.d.state != nil && !consumererror.IsPermanent(err) {
+			// Their entries stay in the state: the next start emits them.
+			e.telemetry.FlushesFailed.Add(ctx, 1, e.carriedAttrs)
+			e.logger.Warn("The final flush at shutdown was refused; the derived metrics stay in the persisted state for the next start",
+				zap.Error(err), zap.Int("series", f.series), zap.String("storage", e.d.state.location))
+			return err
+		}
+		e.handedOver(ctx, f)
 		e.drop(ctx, f)
 		e.logger.Error("Derived metrics lost: the final flush at shutdown was refused",
 			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()), zap.Time("since", f.start.AsTime()))
@@ -175,6 +201,24 @@ func (e *emitter) take(ctx context.Context, final bool) *flushed {
 	return f
 }
 
+// handedOver deletes the persisted entries of what the next consumer
+// accepted (or refused for good).
+func (e *emitter) handedOver(ctx context.Context, f *flushed) {
+	if e.d.state == nil || len(f.taken) == 0 {
+		return
+	}
+	e.mu.Lock()
+	err := e.d.state.accepted(ctx, f.taken)
+	if err != nil {
+		e.d.stats.stateWriteFailures++
+	}
+	e.mu.Unlock()
+	if err != nil {
+		e.logger.Error("Failed to delete the persisted entries of accepted derived metrics: a restart before they expire would emit them again",
+			zap.String("storage", e.d.state.location), zap.Error(err))
+	}
+}
+
 func (e *emitter) carryOver(ctx context.Context, f *flushed) {
 	e.mu.Lock()
 	e.d.carryOver(f)
@@ -185,6 +229,23 @@ func (e *emitter) carryOver(ctx context.Context, f *flushed) {
 func (e *emitter) drop(ctx context.Context, f *flushed) {
 	e.telemetry.FlushesFailed.Add(ctx, 1, e.droppedAttrs)
 	e.telemetry.PointsDropped.Add(ctx, int64(f.md.DataPointCount()))
+}
+
+// evictionWarningEvery rate-limits the warning about the byte budget.
+const evictionWarningEvery = time.Minute
+
+func (e *emitter) warnEvicted(n int64) {
+	e.mu.Lock()
+	e.evictedSinceWarning += n
+	now := time.Now()
+	if now.Sub(e.lastEvictionWarning) < evictionWarningEvery {
+		e.mu.Unlock()
+		return
+	}
+	n, e.evictedSinceWarning, e.lastEvictionWarning = e.evictedSinceWarning, 0, now
+	e.mu.Unlock()
+	e.logger.Warn("The persisted run memory reached state.max_bytes: the oldest counted runs were forgotten (a late record of one of them would count it again)",
+		zap.Int64("runs", n))
 }
 
 // sleep waits for d; false when ctx ended first.
@@ -212,5 +273,19 @@ func (e *emitter) report(ctx context.Context, s *derivationStats) {
 		if n > 0 && e.telemetry.RunsEvicted != nil {
 			e.telemetry.RunsEvicted.Add(ctx, n, e.evictedAttrs[st])
 		}
+	}
+	for r, n := range s.stateSkipped {
+		if n > 0 && e.telemetry.StateEntriesSkipped != nil {
+			e.telemetry.StateEntriesSkipped.Add(ctx, n, e.stateSkippedAttrs[r])
+		}
+	}
+	if s.stateEvicted > 0 {
+		if e.telemetry.StateRunsEvicted != nil {
+			e.telemetry.StateRunsEvicted.Add(ctx, s.stateEvicted)
+		}
+		e.warnEvicted(s.stateEvicted)
+	}
+	if s.stateWriteFailures > 0 && e.telemetry.StateWriteFailures != nil {
+		e.telemetry.StateWriteFailures.Add(ctx, s.stateWriteFailures)
 	}
 }

@@ -378,7 +378,7 @@ func attrs(kv ...string) map[string]string {
 // testConfig is the default connector configuration with a flush interval
 // the tests reason about.
 func testConfig() *jobSettings {
-	cfg := &jobSettings{OutputConfig: DefaultOutputConfig(), JobConfig: DefaultJobConfig()}
+	cfg := &jobSettings{OutputConfig: DefaultOutputConfig(), JobConfig: DefaultJobConfig(), State: DefaultStateConfig()}
 	cfg.MetricsFlushInterval = 10 * time.Second
 	return cfg
 }
@@ -409,6 +409,9 @@ func testTelemetry(set component.TelemetrySettings) Telemetry {
 		RecordsSkipped:      counter("otelcol_buildjob_records_skipped"),
 		RecordsDeduplicated: counter("otelcol_buildjob_records_deduplicated"),
 		RunsEvicted:         counter("otelcol_buildjob_runs_evicted"),
+		StateEntriesSkipped: counter("otelcol_buildjob_state_entries_skipped"),
+		StateRunsEvicted:    counter("otelcol_buildjob_state_runs_evicted"),
+		StateWriteFailures:  counter("otelcol_buildjob_state_write_failures"),
 	}
 }
 
@@ -430,7 +433,7 @@ func testConnectorFactory() connector.Factory {
 	get := func(set connector.Settings, cfg component.Config, next consumer.Metrics) (*Connector, error) {
 		return conns.Get(set, func() (*ConnectorSpec, error) {
 			c := cfg.(*jobSettings)
-			return &ConnectorSpec{Output: c.OutputConfig, Jobs: c.JobConfig, ScopeName: "buildjob-test", Telemetry: testTelemetry(set.TelemetrySettings)}, nil
+			return &ConnectorSpec{Output: c.OutputConfig, Jobs: c.JobConfig, State: c.State, ScopeName: "buildjob-test", Telemetry: testTelemetry(set.TelemetrySettings)}, nil
 		}, next)
 	}
 	return connector.NewFactory(testType,

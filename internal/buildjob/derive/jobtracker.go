@@ -83,6 +83,7 @@ func (r *run) position() pcommon.Timestamp {
 // jobRuns holds the runs of one job id, ordered by position.
 type jobRuns struct {
 	key    jobKey
+	dirty  bool // changed since the state was last persisted
 	runs   []*run
 	inline [2]*run // backs runs for the usual one or two runs, saving an allocation
 }
@@ -139,6 +140,28 @@ type jobTracker struct {
 	jobs  map[jobKey]*jobRuns
 	open  runList // active and pending runs, in creation order
 	ended runList // counted runs, in the order they were counted
+
+	// track lists the jobs changed since the state was last persisted in
+	// dirty (only when the state is persisted).
+	track bool
+	dirty []*jobRuns
+}
+
+// touch marks jr as changed.
+func (t *jobTracker) touch(jr *jobRuns) {
+	if t.track && !jr.dirty {
+		jr.dirty = true
+		t.dirty = append(t.dirty, jr)
+	}
+}
+
+// clearDirty forgets the changes, once persisted.
+func (t *jobTracker) clearDirty() {
+	for i, jr := range t.dirty {
+		jr.dirty = false
+		t.dirty[i] = nil
+	}
+	t.dirty = t.dirty[:0]
 }
 
 func newJobTracker(timeout, pendingGrace time.Duration, maxRuns int, stats *derivationStats, count func(countedRun)) *jobTracker {
@@ -156,6 +179,7 @@ func newJobTracker(timeout, pendingGrace time.Duration, maxRuns int, stats *deri
 func (t *jobTracker) start(rec *jobRecord, ts pcommon.Timestamp, now time.Time) {
 	jr := t.jobs[rec.key]
 	if jr != nil {
+		t.touch(jr)
 		for _, r := range jr.runs {
 			if r.logStart == ts {
 				t.stats.deduplicated++
@@ -198,6 +222,7 @@ func (t *jobTracker) start(rec *jobRecord, ts pcommon.Timestamp, now time.Time) 
 func (t *jobTracker) end(rec *jobRecord, ts pcommon.Timestamp, result string, now time.Time) {
 	jr := t.jobs[rec.key]
 	if jr != nil {
+		t.touch(jr)
 		for _, r := range jr.runs {
 			if r.logEnd == ts {
 				t.stats.deduplicated++
@@ -252,6 +277,7 @@ func (t *jobTracker) end(rec *jobRecord, ts pcommon.Timestamp, result string, no
 func (t *jobTracker) span(rec *jobRecord, start, end pcommon.Timestamp, result string, now time.Time) {
 	jr := t.jobs[rec.key]
 	if jr != nil {
+		t.touch(jr)
 		for _, r := range jr.runs {
 			if r.hasSpan && r.spanStart == start && r.spanEnd == end {
 				t.stats.deduplicated++
@@ -331,6 +357,7 @@ func (t *jobTracker) newRun(jr *jobRuns, rec *jobRecord, now time.Time) *run {
 		jr.runs = jr.inline[:0]
 		t.jobs[key] = jr
 	}
+	t.touch(jr)
 	return &run{job: jr, res: rec.res, dims: ownedDims(rec.dims), listedAt: now}
 }
 
@@ -352,6 +379,7 @@ func (t *jobTracker) finish(r *run, result string, now time.Time) {
 		t.open.remove(r)
 		r.onOpen = false
 	}
+	t.touch(r.job)
 	r.state = runEnded
 	r.result = result
 	r.listedAt = now
@@ -373,6 +401,7 @@ func (t *jobTracker) finish(r *run, result string, now time.Time) {
 // forget removes r from its job; the job goes when it has no runs left.
 func (t *jobTracker) forget(r *run) {
 	jr := r.job
+	t.touch(jr)
 	for i, x := range jr.runs {
 		if x == r {
 			jr.runs = append(jr.runs[:i], jr.runs[i+1:]...)

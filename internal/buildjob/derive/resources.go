@@ -21,6 +21,10 @@ type resourceEntry struct {
 	dimValues []dimValue
 	// lastUsed is the flush epoch in which the entry was last interned.
 	lastUsed uint64
+	// stateKey and stateEncoded: the key and value of its persisted entry,
+	// once computed.
+	stateKey     string
+	stateEncoded []byte
 }
 
 // resourceTable interns resources so that each distinct resource has one

@@ -14,6 +14,9 @@ type Telemetry struct {
 	RecordsSkipped      metric.Int64Counter
 	RecordsDeduplicated metric.Int64Counter
 	RunsEvicted         metric.Int64Counter
+	StateEntriesSkipped metric.Int64Counter
+	StateRunsEvicted    metric.Int64Counter
+	StateWriteFailures  metric.Int64Counter
 	// Shutdown releases the counters' registration; nil when there is none.
 	Shutdown func()
 }

@@ -31,6 +31,9 @@ type TelemetryBuilder struct {
 	BuildjobRecordsDeduplicated metric.Int64Counter
 	BuildjobRecordsSkipped      metric.Int64Counter
 	BuildjobRunsEvicted         metric.Int64Counter
+	BuildjobStateEntriesSkipped metric.Int64Counter
+	BuildjobStateRunsEvicted    metric.Int64Counter
+	BuildjobStateWriteFailures  metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -90,6 +93,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_buildjob_runs_evicted",
 		metric.WithDescription("Job runs dropped from state because max_active_jobs was reached. [Development]"),
 		metric.WithUnit("{run}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.BuildjobStateEntriesSkipped, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_state_entries_skipped",
+		metric.WithDescription("Entries of the persisted derivation state skipped at start because they could not be read (each is also logged with its key); their runs are unknown and their counts lost, the rest of the state is restored. [Development]"),
+		metric.WithUnit("{entry}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.BuildjobStateRunsEvicted, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_state_runs_evicted",
+		metric.WithDescription("Counted runs forgotten because the persisted run memory reached state.max_bytes (a late record of such a run would count it again). [Development]"),
+		metric.WithUnit("{run}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.BuildjobStateWriteFailures, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_state_write_failures",
+		metric.WithDescription("Failed writes of the persisted derivation state (the counts stay in memory and are written with the next batch). [Development]"),
+		metric.WithUnit("{write}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -24,6 +24,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.BuildjobRecordsDeduplicated.Add(context.Background(), 1)
 	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
 	tb.BuildjobRunsEvicted.Add(context.Background(), 1)
+	tb.BuildjobStateEntriesSkipped.Add(context.Background(), 1)
+	tb.BuildjobStateRunsEvicted.Add(context.Background(), 1)
+	tb.BuildjobStateWriteFailures.Add(context.Background(), 1)
 	AssertEqualBuildjobFlushesFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -37,6 +40,15 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualBuildjobRunsEvicted(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobStateEntriesSkipped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobStateRunsEvicted(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobStateWriteFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

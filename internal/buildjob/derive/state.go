@@ -1,0 +1,471 @@
+package derive
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
+)
+
+// StateConfig says where the derivation keeps its state (the run memory and
+// the derived counts not yet accepted by the next consumer) so that a
+// restarted or killed collector neither loses nor repeats a count.
+type StateConfig struct {
+	// Storage is the storage extension (file_storage) that holds the state;
+	// unset keeps the state in memory only.
+	Storage *component.ID `mapstructure:"storage"`
+	// MaxBytes bounds the persisted run memory; beyond it the oldest
+	// counted runs are forgotten (counted and logged).
+	MaxBytes int64 `mapstructure:"max_bytes"`
+	// ExpiryMargin: a run not updated for job_timeout plus this margin is
+	// not restored at start (the collector was down longer than that).
+	ExpiryMargin time.Duration `mapstructure:"expiry_margin"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// DefaultStateConfig: in memory until a storage is named; 32 MiB of run
+// memory (about 150,000 runs); 10 minutes of margin.
+func DefaultStateConfig() StateConfig {
+	return StateConfig{MaxBytes: 32 << 20, ExpiryMargin: 10 * time.Minute}
+}
+
+// Problems checks the state settings, each error naming its field.
+func (cfg *StateConfig) Problems() []error {
+	var errs []error
+	if cfg.MaxBytes <= 0 {
+		errs = append(errs, errors.New("state.max_bytes: must be positive"))
+	}
+	if cfg.ExpiryMargin < 0 {
+		errs = append(errs, errors.New("state.expiry_margin: must not be negative"))
+	}
+	return errs
+}
+
+// stateClientName names the connector's client of the storage extension;
+// file_storage keeps it in the file connector_<type>_<name>_derivation.
+const stateClientName = "derivation"
+
+// Reasons a persisted entry is skipped at start.
+type stateSkipReason uint8
+
+const (
+	stateSkipUnknownVersion stateSkipReason = iota
+	stateSkipCorrupted
+	stateSkipMissingResource
+	numStateSkipReasons
+)
+
+var stateSkipReasonNames = [numStateSkipReasons]string{
+	stateSkipUnknownVersion:  "unknown_version",
+	stateSkipCorrupted:       "corrupted",
+	stateSkipMissingResource: "missing_resource",
+}
+
+func (r stateSkipReason) String() string { return stateSkipReasonNames[r] }
+
+// stateStore writes the derivation's state to a storage client, batched
+// per request: the entries the request changed, in one transaction, before
+// the request is acknowledged. It is used under the emitter's lock.
+type stateStore struct {
+	client   storage.Client
+	cfg      StateConfig
+	location string // for log messages: extension and file
+
+	// resources already written, by key.
+	resources map[string]bool
+	// bytes of persisted job entries, by key, and their total.
+	jobBytes  map[string]int
+	totalJobs int64
+	nextID    uint64 // next series entry id
+
+	ops     []*storage.Operation
+	deletes []string // series entries to delete with the next write
+	buf     []byte
+}
+
+// openState gets the storage client and loads what a previous process
+// saved into d.
+func openState(ctx context.Context, host component.Host, owner component.ID, kind component.Kind, cfg StateConfig, d *deriver, now time.Time, logger *zap.Logger) (*stateStore, error) {
+	ext, ok := host.GetExtensions()[*cfg.Storage]
+	if !ok {
+		return nil, fmt.Errorf("state.storage: no extension %q is configured", cfg.Storage)
+	}
+	se, ok := ext.(storage.Extension)
+	if !ok {
+		return nil, fmt.Errorf("state.storage: extension %q is not a storage extension", cfg.Storage)
+	}
+	client, err := se.GetClient(ctx, kind, owner, stateClientName)
+	if err != nil {
+		return nil, fmt.Errorf("state.storage: %w", err)
+	}
+	st := &stateStore{
+		client:    client,
+		cfg:       cfg,
+		location:  fmt.Sprintf("%s (file %s_%s_%s_%s)", cfg.Storage, strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName),
+		resources: map[string]bool{},
+		jobBytes:  map[string]int{},
+		nextID:    1,
+	}
+	if err := st.load(ctx, d, now, logger); err != nil {
+		_ = client.Close(ctx)
+		return nil, err
+	}
+	d.state = st
+	if d.jobs != nil {
+		d.jobs.track = true
+	}
+	return st, nil
+}
+
+// load reads every entry. An entry that cannot be read is skipped, counted
+// in d.stats.stateSkipped and logged: its runs are unknown (a late record
+// of one of them may count it again, at most once) and its counts are lost;
+// the rest of the state is restored.
+func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logger *zap.Logger) error {
+	walker, ok := st.client.(storage.Walker)
+	if !ok {
+		return fmt.Errorf("state.storage: extension %q cannot list its entries", st.cfg.Storage)
+	}
+	resources := map[string]pcommon.Map{}
+	jobs := map[string][]byte{}
+	var seriesEntries []struct {
+		id    uint64
+		value []byte
+	}
+	var meta []byte
+	var skipped [numStateSkipReasons]int64
+	var deletes []string
+	skip := func(key string, err error) {
+		r := stateSkipCorrupted
+		if errors.Is(err, errUnknownVersion) {
+			r = stateSkipUnknownVersion
+		}
+		skipped[r]++
+		deletes = append(deletes, key)
+		logger.Warn("Skipped an unreadable entry of the persisted derivation state",
+			zap.String("storage", st.location), zap.String("key", key), zap.String("reason", r.String()), zap.Error(err))
+	}
+	err := walker.Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
+		switch {
+		case key == stateKeyMeta:
+			meta = slices.Clone(value)
+		case len(key) > len(stateKeyResPrefix) && key[:len(stateKeyResPrefix)] == stateKeyResPrefix:
+			m, err := decodeResource(value)
+			if err != nil {
+				skip(key, err)
+				return nil, nil
+			}
+			resources[key] = m
+		case len(key) > len(stateKeyJobPrefix) && key[:len(stateKeyJobPrefix)] == stateKeyJobPrefix:
+			jobs[key] = slices.Clone(value)
+		default:
+			if id, ok := parseSeriesStateKey(key); ok {
+				seriesEntries = append(seriesEntries, struct {
+					id    uint64
+					value []byte
+				}{id, slices.Clone(value)})
+			}
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("state.storage: reading %s: %w", st.location, err)
+	}
+
+	if meta != nil {
+		if start, err := decodeMeta(meta); err != nil {
+			skip(stateKeyMeta, err)
+		} else if d.cumulative {
+			d.restoredStart = start
+		}
+	}
+	used := map[string]bool{}
+	resolve := func(key string) *resourceEntry {
+		m, ok := resources[key]
+		if !ok {
+			return nil
+		}
+		used[key] = true
+		res := pcommon.NewResource()
+		m.CopyTo(res.Attributes())
+		return d.resources.intern(res)
+	}
+
+	// Series: counts derived and not accepted downstream, put back as a
+	// refused flush would be.
+	slices.SortFunc(seriesEntries, func(a, b struct {
+		id    uint64
+		value []byte
+	}) int {
+		return cmp.Compare(a.id, b.id)
+	})
+	restoredSeries := 0
+	for _, e := range seriesEntries {
+		key := seriesStateKey(e.id)
+		st.nextID = max(st.nextID, e.id+1)
+		ds, err := decodeSeries(e.value, len(d.dimensions), d.series.bounds)
+		if err != nil {
+			skip(key, err)
+			continue
+		}
+		res := resolve(ds.resKey)
+		if res == nil {
+			skipped[stateSkipMissingResource]++
+			deletes = append(deletes, key)
+			logger.Warn("Skipped a persisted derived series whose resource entry is missing",
+				zap.String("storage", st.location), zap.String("key", key))
+			continue
+		}
+		s := &ds.series
+		s.labels.res = res
+		s.stateKey = key
+		st.mergeSeries(d, s)
+		restoredSeries++
+	}
+
+	// Runs, oldest first so that the open and ended lists keep their order.
+	restoredRuns, expired := 0, 0
+	if d.jobs != nil {
+		var all []*run
+		keep := d.jobs.timeout + st.cfg.ExpiryMargin
+		for key, v := range jobs {
+			jk, ok := parseJobStateKey(key)
+			if !ok {
+				continue
+			}
+			runs, err := decodeJob(v, len(d.dimensions))
+			if err != nil {
+				skip(key, err)
+				continue
+			}
+			jr := &jobRuns{key: jk}
+			jr.runs = jr.inline[:0]
+			for i := range runs {
+				dr := &runs[i]
+				listed := time.Unix(0, dr.listedAtNanos)
+				res := resolve(dr.resKey)
+				if now.Sub(listed) > keep || res == nil {
+					expired++
+					continue
+				}
+				r := dr.run
+				r.job, r.res, r.listedAt = jr, res, listed
+				jr.runs = append(jr.runs, &r)
+			}
+			if len(jr.runs) == 0 {
+				deletes = append(deletes, key)
+				continue
+			}
+			jr.sort()
+			d.jobs.jobs[jk] = jr
+			st.jobBytes[key] = len(v)
+			st.totalJobs += int64(len(v))
+			all = append(all, jr.runs...)
+			if len(jr.runs) != len(runs) {
+				d.jobs.touch(jr) // rewrite without the expired runs
+			}
+		}
+		slices.SortStableFunc(all, func(a, b *run) int { return a.listedAt.Compare(b.listedAt) })
+		for _, r := range all {
+			if r.state == runEnded {
+				d.jobs.ended.pushBack(r)
+			} else {
+				d.jobs.open.pushBack(r)
+				r.onOpen = true
+			}
+		}
+		restoredRuns = len(all)
+	}
+	for key := range resources {
+		if used[key] {
+			st.resources[key] = true
+		} else {
+			deletes = append(deletes, key)
+		}
+	}
+	for i, n := range skipped {
+		d.stats.stateSkipped[i] += n
+	}
+	if len(deletes) > 0 {
+		ops := make([]*storage.Operation, len(deletes))
+		for i, k := range deletes {
+			ops[i] = storage.DeleteOperation(k)
+		}
+		if err := st.client.Batch(ctx, ops...); err != nil {
+			logger.Warn("Could not delete expired or unreadable derivation state", zap.String("storage", st.location), zap.Error(err))
+		}
+	}
+	logger.Info("Restored the derivation state",
+		zap.String("storage", st.location), zap.Int("runs", restoredRuns), zap.Int("series", restoredSeries),
+		zap.Int("expired_runs", expired), zap.Int64("skipped_entries", sum(skipped[:])))
+	return nil
+}
+
+func sum(v []int64) int64 {
+	var n int64
+	for _, x := range v {
+		n += x
+	}
+	return n
+}
+
+// mergeSeries puts s, persisted under s.stateKey, into d's table: as
+// itself, or added to the series with the same labels, whose entry is then
+// rewritten and s's deleted.
+func (st *stateStore) mergeSeries(d *deriver, s *series) {
+	cur := d.series.merge(s)
+	if cur == nil {
+		return
+	}
+	d.markDirty(cur)
+	if s.stateKey != "" {
+		st.deletes = append(st.deletes, s.stateKey)
+	}
+}
+
+// resourceKey returns the key of res's entry, writing it with the next
+// batch when it is new.
+func (st *stateStore) resourceKey(res *resourceEntry) string {
+	if res.stateKey == "" {
+		res.stateEncoded = encodeAttributes(res.attrs)
+		res.stateKey = resourceStateKey(res.stateEncoded)
+	}
+	if !st.resources[res.stateKey] {
+		st.resources[res.stateKey] = true
+		st.ops = append(st.ops, storage.SetOperation(res.stateKey, encodeResource(res.stateEncoded)))
+	}
+	return res.stateKey
+}
+
+// persist writes what changed since the last call: the dirty jobs and
+// series, and the deletions of forgotten ones, in one batch. On failure the
+// entries stay dirty and are written with the next batch; the counts stay
+// in memory meanwhile. When the run memory is then over its byte budget,
+// the oldest counted runs are forgotten and a second batch writes that.
+func (st *stateStore) persist(ctx context.Context, d *deriver) error {
+	if err := st.write(ctx, d); err != nil {
+		return err
+	}
+	if d.jobs != nil && st.totalJobs > st.cfg.MaxBytes {
+		st.evictOverBudget(d)
+		return st.write(ctx, d)
+	}
+	return nil
+}
+
+func (st *stateStore) write(ctx context.Context, d *deriver) error {
+	st.ops = st.ops[:0]
+	// One fresh buffer per batch: a storage may keep the values.
+	st.buf = make([]byte, 0, len(st.buf))
+	type span struct{ i, start int }
+	var spans []span
+	if d.jobs != nil {
+		for _, jr := range d.jobs.dirty {
+			key := jobStateKey(jr.key)
+			if len(jr.runs) == 0 {
+				st.ops = append(st.ops, storage.DeleteOperation(key))
+				st.totalJobs -= int64(st.jobBytes[key])
+				delete(st.jobBytes, key)
+				continue
+			}
+			start := len(st.buf)
+			st.buf = encodeJob(st.buf, jr, st.resourceKey)
+			n := len(st.buf) - start
+			st.totalJobs += int64(n - st.jobBytes[key])
+			st.jobBytes[key] = n
+			spans = append(spans, span{len(st.ops), start})
+			st.ops = append(st.ops, storage.SetOperation(key, nil))
+		}
+	}
+	for _, key := range st.deletes {
+		st.ops = append(st.ops, storage.DeleteOperation(key))
+	}
+	for _, s := range d.dirtySeries {
+		if s.handedOver {
+			continue
+		}
+		if s.stateKey == "" {
+			s.stateKey = seriesStateKey(st.nextID)
+			st.nextID++
+		}
+		start := len(st.buf)
+		st.buf = encodeSeries(st.buf, s, st.resourceKey(s.labels.res))
+		spans = append(spans, span{len(st.ops), start})
+		st.ops = append(st.ops, storage.SetOperation(s.stateKey, nil))
+	}
+	if d.metaDirty {
+		st.ops = append(st.ops, storage.SetOperation(stateKeyMeta, encodeMeta(d.startTime)))
+	}
+	if len(st.ops) == 0 {
+		return nil
+	}
+	// The buffer no longer moves: slice the values out of it.
+	for i, sp := range spans {
+		end := len(st.buf)
+		if i+1 < len(spans) {
+			end = spans[i+1].start
+		}
+		st.ops[sp.i].Value = st.buf[sp.start:end:end]
+	}
+	if err := st.client.Batch(ctx, st.ops...); err != nil {
+		// Resources are written again when next needed.
+		for _, op := range st.ops {
+			if op.Type == storage.Set && len(op.Key) > len(stateKeyResPrefix) && op.Key[:len(stateKeyResPrefix)] == stateKeyResPrefix {
+				delete(st.resources, op.Key)
+			}
+		}
+		d.stats.stateWriteFailures++
+		return err
+	}
+	st.deletes = st.deletes[:0]
+	d.clearDirty()
+	return nil
+}
+
+// evictOverBudget forgets the oldest counted runs while the persisted run
+// memory is over its byte budget. A forgotten run's late record may count
+// it again, so each eviction is counted and logged.
+func (st *stateStore) evictOverBudget(d *deriver) {
+	t := d.jobs
+	for st.totalJobs > st.cfg.MaxBytes && t.ended.head != nil {
+		r := t.ended.head
+		t.ended.remove(r)
+		t.forget(r)
+		d.stats.stateEvicted++
+		// Until the job is rewritten, estimate what the run took.
+		key := jobStateKey(r.job.key)
+		share := st.jobBytes[key] / (len(r.job.runs) + 1)
+		st.jobBytes[key] -= share
+		st.totalJobs -= int64(share)
+	}
+}
+
+// accepted deletes the entries of series the next consumer accepted (or
+// that were dropped for good).
+func (st *stateStore) accepted(ctx context.Context, taken []*series) error {
+	st.ops = st.ops[:0]
+	for _, s := range taken {
+		s.handedOver = true
+		if s.stateKey != "" {
+			st.ops = append(st.ops, storage.DeleteOperation(s.stateKey))
+		}
+	}
+	if len(st.ops) == 0 {
+		return nil
+	}
+	return st.client.Batch(ctx, st.ops...)
+}
+
+func (st *stateStore) close(ctx context.Context) error {
+	return st.client.Close(ctx)
+}
