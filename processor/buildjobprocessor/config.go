@@ -12,6 +12,15 @@ import (
 type Config struct {
 	derive.OutputConfig `mapstructure:",squash"`
 
+	// Cumulative sets the rules for the first and future points of the
+	// service's cumulative histograms.
+	Cumulative derive.CumulativeConfig `mapstructure:"cumulative"`
+
+	// State keeps the cumulative baselines and the derived counts not yet
+	// handed over in a storage extension, so that a restart neither
+	// repeats nor loses a request.
+	State derive.StateConfig `mapstructure:"state"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -19,10 +28,13 @@ type Config struct {
 var _ component.Config = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
-	return &Config{OutputConfig: derive.DefaultOutputConfig()}
+	return &Config{OutputConfig: derive.DefaultOutputConfig(), Cumulative: derive.DefaultCumulativeConfig(), State: derive.DefaultStateConfig()}
 }
 
 // Validate checks the processor settings; each error names its field.
 func (cfg *Config) Validate() error {
-	return errors.Join(cfg.Problems()...)
+	errs := cfg.OutputConfig.Problems()
+	errs = append(errs, cfg.Cumulative.Problems()...)
+	errs = append(errs, cfg.State.Problems()...)
+	return errors.Join(errs...)
 }

@@ -34,13 +34,18 @@ func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg com
 	p := derive.NewHTTPProcessor(set.TelemetrySettings, derive.ProcessorSpec{
 		ID:            set.ID,
 		Output:        pcfg.OutputConfig,
+		Cumulative:    pcfg.Cumulative,
+		State:         pcfg.State,
 		ScopeName:     metadata.ScopeName,
 		ConnectorType: connectorType,
 		Telemetry: derive.Telemetry{
 			FlushesFailed:  tb.BuildjobFlushesFailed,
 			PointsDropped:  tb.BuildjobPointsDropped,
-			RecordsSkipped: tb.BuildjobRecordsSkipped,
-			Shutdown:       tb.Shutdown,
+			RecordsSkipped:          tb.BuildjobRecordsSkipped,
+			StateEntriesSkipped:     tb.BuildjobStateEntriesSkipped,
+			StateWriteFailures:      tb.BuildjobStateWriteFailures,
+			CumulativePointsRefused: tb.BuildjobCumulativePointsRefused,
+			Shutdown:                tb.Shutdown,
 		},
 	}, next)
 	return processorhelper.NewMetrics(ctx, set, cfg, next, p.ProcessMetrics,

@@ -265,7 +265,7 @@ func BenchmarkDeriveStatusLogs(b *testing.B) {
 // points, as the Python SDK exports them every 60 s.
 func BenchmarkProcessorHistograms(b *testing.B) {
 	const pointsPerBatch = 100
-	d := newProcessorDeriver(defaultOutput(), t0)
+	d := newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), t0, nil)
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	benchResource(rm.Resource())

@@ -93,6 +93,39 @@ type JobConfig struct {
 	_ struct{}
 }
 
+// CumulativeConfig sets the rules for the first and future points of the
+// service's cumulative histograms (see internal/cumulative).
+type CumulativeConfig struct {
+	// MaxAge: the first point of a series never seen is counted from its
+	// start time when that start is at most this old; an older start makes
+	// it a baseline, so that a sidecar added to a long-running service does
+	// not report months of requests in one minute.
+	MaxAge time.Duration `mapstructure:"max_age"`
+	// FutureTolerance: a point stamped more than this ahead of the
+	// collector's clock is refused for its series (counted, warned).
+	FutureTolerance time.Duration `mapstructure:"future_tolerance"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// DefaultCumulativeConfig is internal/cumulative's defaults.
+func DefaultCumulativeConfig() CumulativeConfig {
+	return CumulativeConfig{MaxAge: 24 * time.Hour, FutureTolerance: 5 * time.Minute}
+}
+
+// Problems checks the cumulative settings, each error naming its field.
+func (cfg *CumulativeConfig) Problems() []error {
+	var errs []error
+	if cfg.MaxAge < 0 {
+		errs = append(errs, errors.New("cumulative.max_age: must not be negative (0: no limit)"))
+	}
+	if cfg.FutureTolerance < 0 {
+		errs = append(errs, errors.New("cumulative.future_tolerance: must not be negative (0: no check)"))
+	}
+	return errs
+}
+
 // Builds take from seconds to hours.
 var defaultJobDurationBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 7200, 14400}
 

@@ -8,6 +8,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
 const (
@@ -23,7 +26,10 @@ type derivationStats struct {
 	evicted      [2]int64
 	// Persisted state: entries skipped at start, runs forgotten for the
 	// byte budget, failed writes.
-	stateSkipped       [numStateSkipReasons]int64
+	stateSkipped [numStateSkipReasons]int64
+	// cumulativeRefused: cumulative points that gave no increment, by
+	// reason (baselines are not counted here).
+	cumulativeRefused  [cumulative.NumReasons]int64
 	stateEvicted       int64
 	stateWriteFailures int64
 }
@@ -53,8 +59,10 @@ type deriver struct {
 	jobStatus      map[string]string // status value -> action
 	apiFromSpans   bool
 
-	// Processor only.
-	httpCounts *cumulativeCounts
+	// Processor only: the cumulative-to-delta state of the HTTP server
+	// histograms, and what its last calls did (records to save, reasons).
+	httpTracker *cumulative.Tracker
+	httpResult  cumulative.Result
 
 	// state persists the run memory and the derived counts not yet
 	// accepted downstream; nil keeps them in memory only.
@@ -116,10 +124,15 @@ func newConnectorDeriver(cfg *jobSettings, start time.Time) *deriver {
 }
 
 // newProcessorDeriver derives api.requests from HTTP server histograms.
-func newProcessorDeriver(cfg *OutputConfig, start time.Time) *deriver {
+func newProcessorDeriver(cfg *OutputConfig, cum CumulativeConfig, start time.Time, logger *zap.Logger) *deriver {
 	// The processor counts requests only: no histograms of its own.
 	d := newDeriver(cfg, nil, nil, nil, start)
-	d.httpCounts = newCumulativeCounts(maphash.MakeSeed(), pcommon.NewTimestampFromTime(start))
+	d.httpTracker = cumulative.New(cumulative.Config{
+		TTL:             cumulativeIdleTTL,
+		MaxSeries:       maxCumulativeSeries,
+		MaxAge:          cum.MaxAge,
+		FutureTolerance: cum.FutureTolerance,
+	}, logger)
 	return d
 }
 
@@ -132,9 +145,6 @@ func (d *deriver) setStart(t time.Time) {
 		d.startTime = d.restoredStart // the cumulative totals restored began then
 	}
 	d.metaDirty = d.state != nil
-	if d.httpCounts != nil {
-		d.httpCounts.componentStart = ts
-	}
 }
 
 // resolveDims looks every configured dimension up on attrs, then on the
@@ -159,6 +169,16 @@ func (d *deriver) countJob(c countedRun) {
 		s.hist.observe(c.seconds)
 	}
 	d.markDirty(s)
+}
+
+// countRefused moves the tracker's reasons into the stats.
+func (d *deriver) countRefused() {
+	for r, n := range d.httpResult.Dropped {
+		if cumulative.Reason(r) != cumulative.ReasonBaseline {
+			d.stats.cumulativeRefused[r] += int64(n)
+		}
+		d.httpResult.Dropped[r] = 0
+	}
 }
 
 // markDirty lists s among the series to persist with the next batch.
@@ -258,9 +278,6 @@ func (d *deriver) takeFlush(now time.Time, final bool) *flushed {
 	}
 	d.lastFlush = nowTS
 	d.resources.forgetUnused(resourcesKeptEpochs)
-	if d.httpCounts != nil {
-		d.httpCounts.forgetIdle(now)
-	}
 	return f
 }
 

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
 // emitter owns a deriver: it serializes access to it, reports its stats as
@@ -33,6 +35,7 @@ type emitter struct {
 
 	skippedAttrs      [numSkipReasons]metric.AddOption
 	stateSkippedAttrs [numStateSkipReasons]metric.AddOption
+	refusedAttrs      [cumulative.NumReasons]metric.AddOption
 	evictedAttrs      [2]metric.AddOption
 	carriedAttrs      metric.AddOption
 	droppedAttrs      metric.AddOption
@@ -54,6 +57,9 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 	e := &emitter{logger: set.Logger, telemetry: tel, next: next, interval: interval, now: time.Now, d: d}
 	for r := range numSkipReasons {
 		e.skippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	for r := range cumulative.NumReasons {
+		e.refusedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
 	for r := range numStateSkipReasons {
 		e.stateSkippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
@@ -284,6 +290,11 @@ func (e *emitter) report(ctx context.Context, s *derivationStats) {
 			e.telemetry.StateRunsEvicted.Add(ctx, s.stateEvicted)
 		}
 		e.warnEvicted(s.stateEvicted)
+	}
+	for r, n := range s.cumulativeRefused {
+		if n > 0 && e.telemetry.CumulativePointsRefused != nil {
+			e.telemetry.CumulativePointsRefused.Add(ctx, n, e.refusedAttrs[r])
+		}
 	}
 	if s.stateWriteFailures > 0 && e.telemetry.StateWriteFailures != nil {
 		e.telemetry.StateWriteFailures.Add(ctx, s.stateWriteFailures)

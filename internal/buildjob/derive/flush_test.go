@@ -365,7 +365,7 @@ func TestProcessorCarriesOverRefusedFlush(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	next := &scriptedConsumer{}
-	te := newTestEmitter(t, newProcessorDeriver(defaultOutput(), start), 10*time.Second, next)
+	te := newTestEmitter(t, newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), start, nil), 10*time.Second, next)
 	p := &HTTPProcessor{emitter: te.emitter}
 	sink := newOTLPSink(t)
 	svc := newSDKMeter(t, sink, false)

@@ -1,16 +1,22 @@
 package derive
 
 import (
-	"hash/maphash"
+	"context"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
 // consumeHTTPMetrics derives api.requests from the request counts of HTTP
 // server duration histograms. The input is only read.
 func (d *deriver) consumeHTTPMetrics(md pmetric.Metrics, now time.Time) {
+	if d.state == nil {
+		d.httpResult.Reset() // nothing to save
+	}
+	defer d.countRefused()
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
@@ -33,20 +39,23 @@ func (d *deriver) consumeHTTPMetrics(md pmetric.Metrics, now time.Time) {
 }
 
 func (d *deriver) httpServerMetric(res *resourceEntry, m pmetric.Metric, now time.Time) {
+	// The identity of the metric in the cumulative tracker: the resource and
+	// the name (no scope: one instrumentation records it).
+	metricID := cumulative.NewMetricID(res.attrs, "", "", m.Name(), m.Type())
 	switch m.Type() {
 	case pmetric.MetricTypeHistogram:
 		temporality := m.Histogram().AggregationTemporality()
 		points := m.Histogram().DataPoints()
 		for i := 0; i < points.Len(); i++ {
 			p := points.At(i)
-			d.httpPoint(res, m.Name(), temporality, httpPoint{p.Attributes(), p.StartTimestamp(), p.Count(), p.Flags().NoRecordedValue()}, now)
+			d.httpPoint(res, metricID, m.Name(), temporality, httpPoint{p.Attributes(), p.StartTimestamp(), p.Timestamp(), p.Count(), p.Flags().NoRecordedValue()}, now)
 		}
 	case pmetric.MetricTypeExponentialHistogram:
 		temporality := m.ExponentialHistogram().AggregationTemporality()
 		points := m.ExponentialHistogram().DataPoints()
 		for i := 0; i < points.Len(); i++ {
 			p := points.At(i)
-			d.httpPoint(res, m.Name(), temporality, httpPoint{p.Attributes(), p.StartTimestamp(), p.Count(), p.Flags().NoRecordedValue()}, now)
+			d.httpPoint(res, metricID, m.Name(), temporality, httpPoint{p.Attributes(), p.StartTimestamp(), p.Timestamp(), p.Count(), p.Flags().NoRecordedValue()}, now)
 		}
 	default:
 		// A gauge or sum under this name is not what the conventions define.
@@ -57,12 +66,12 @@ func (d *deriver) httpServerMetric(res *resourceEntry, m pmetric.Metric, now tim
 // httpPoint is what a histogram data point of either kind contributes.
 type httpPoint struct {
 	attrs      pcommon.Map
-	start      pcommon.Timestamp
+	start, ts  pcommon.Timestamp
 	count      uint64
 	noRecorded bool
 }
 
-func (d *deriver) httpPoint(res *resourceEntry, name string, temporality pmetric.AggregationTemporality, p httpPoint, now time.Time) {
+func (d *deriver) httpPoint(res *resourceEntry, metricID cumulative.MetricID, name string, temporality pmetric.AggregationTemporality, p httpPoint, now time.Time) {
 	if p.noRecorded {
 		return // a staleness marker, not a measurement
 	}
@@ -71,7 +80,11 @@ func (d *deriver) httpPoint(res *resourceEntry, name string, temporality pmetric
 	case pmetric.AggregationTemporalityDelta:
 		n = p.count
 	case pmetric.AggregationTemporalityCumulative:
-		n = d.httpCounts.delta(res.attrs, name, p.attrs, p.start, p.count, now)
+		// Counted from its start when first seen (a collector started after
+		// the service loses nothing), resets and late or future points
+		// handled as everywhere in the distribution; a point that gives no
+		// increment still has its attributes checked below.
+		n, _ = d.httpTracker.Count(context.Background(), metricID.Series(p.attrs), name, p.start, p.ts, p.count, now, &d.httpResult)
 	default:
 		d.stats.skipped[skipInvalidValue]++
 		return
@@ -108,84 +121,12 @@ func (d *deriver) httpPoint(res *resourceEntry, name string, temporality pmetric
 	d.addRequests(res, route, method, class, d.resolveDims(p.attrs, res), n)
 }
 
-// Bounds of the cumulative series memory of the processor.
+// Bounds of the processor's cumulative series memory.
 const (
-	// cumulativeIdleTTL forgets a series not seen for this long; the Python
-	// SDK exports every 60 s, so an hour means the series is gone.
+	// cumulativeIdleTTL forgets a series not seen for this long; the SDKs
+	// export every 60 s by default, so an hour means the series is gone.
 	cumulativeIdleTTL = time.Hour
-	// maxCumulativeSeries caps the memory; further series are not counted
-	// until idle ones are forgotten.
+	// maxCumulativeSeries caps the memory; the least recently updated
+	// series is evicted to make room.
 	maxCumulativeSeries = 100_000
 )
-
-// cumulativeCounts turns cumulative histogram counts into increments. It
-// keeps the last count per series (resource, metric name, point attributes).
-type cumulativeCounts struct {
-	seed           maphash.Seed
-	componentStart pcommon.Timestamp
-	// horizon is the latest start time among forgotten series: a series
-	// seen again after being forgotten must not be counted from zero.
-	horizon pcommon.Timestamp
-	entries map[uint64]*cumulativeEntry
-}
-
-type cumulativeEntry struct {
-	start    pcommon.Timestamp
-	count    uint64
-	lastSeen time.Time
-}
-
-func newCumulativeCounts(seed maphash.Seed, componentStart pcommon.Timestamp) *cumulativeCounts {
-	return &cumulativeCounts{seed: seed, componentStart: componentStart, entries: map[uint64]*cumulativeEntry{}}
-}
-
-// delta returns how many requests a cumulative point adds since the last
-// point of its series.
-//
-// A series seen for the first time counts from zero when it started after
-// this component did (the service started or restarted meanwhile);
-// otherwise its history is unknown and the point is only a baseline. A new
-// start time means the service restarted: the whole count is new. An older
-// start time or a smaller count is a late, out-of-order point: nothing new.
-func (c *cumulativeCounts) delta(resAttrs pcommon.Map, name string, attrs pcommon.Map, start pcommon.Timestamp, count uint64, now time.Time) uint64 {
-	key := hashMap(c.seed, resAttrs)*31 + maphash.String(c.seed, name)*17 + hashMap(c.seed, attrs)
-	e, ok := c.entries[key]
-	if !ok {
-		if len(c.entries) >= maxCumulativeSeries {
-			return 0
-		}
-		c.entries[key] = &cumulativeEntry{start: start, count: count, lastSeen: now}
-		if start != 0 && start >= c.componentStart && start > c.horizon {
-			return count
-		}
-		return 0
-	}
-	e.lastSeen = now
-	switch {
-	case start > e.start:
-		e.start, e.count = start, count
-		return count
-	case start < e.start:
-		return 0
-	case count >= e.count:
-		n := count - e.count
-		e.count = count
-		return n
-	case start == 0:
-		// No start time to tell a restart from a late point: a drop in a
-		// monotonic count can only be a restart.
-		e.count = count
-		return count
-	}
-	return 0
-}
-
-// forgetIdle drops series not seen for cumulativeIdleTTL.
-func (c *cumulativeCounts) forgetIdle(now time.Time) {
-	for k, e := range c.entries {
-		if now.Sub(e.lastSeen) >= cumulativeIdleTTL {
-			c.horizon = max(c.horizon, e.start)
-			delete(c.entries, k)
-		}
-	}
-}

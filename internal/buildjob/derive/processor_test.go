@@ -2,8 +2,10 @@ package derive
 
 import (
 	"context"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"testing"
 	"time"
 
@@ -75,7 +77,7 @@ func consumeAll(d *deriver, batches []pmetric.Metrics, now time.Time) {
 
 func TestProcessorCountsRequestsFromCumulativeHistograms(t *testing.T) {
 	sink := newOTLPSink(t)
-	d := newProcessorDeriver(defaultOutput(), time.Now())
+	d := newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), time.Now(), nil)
 
 	svc := newSDKMeter(t, sink, false, attribute.String("service.name", "vector-index-build"), attribute.String("service.instance.id", "pod-a"))
 	h := svc.serverDuration()
@@ -121,28 +123,79 @@ func TestProcessorCountsRequestsFromCumulativeHistograms(t *testing.T) {
 	assert.Equal(t, int64(2), total(ps, metricAPIRequests, nil))
 }
 
-func TestProcessorBaselinesSeriesOlderThanItself(t *testing.T) {
+// A collector started after the service served requests counts them: the
+// first point of a series counts from its start time.
+func TestProcessorCountsRequestsServedBeforeItStarted(t *testing.T) {
 	sink := newOTLPSink(t)
 	svc := newSDKMeter(t, sink, false)
 	h := svc.serverDuration()
 	request(h, "POST", "/_build", 202, 0.2) // before the collector started
-	time.Sleep(time.Millisecond)
-	d := newProcessorDeriver(defaultOutput(), time.Now())
+	request(h, "POST", "/_build", 202, 0.2)
+	time.Sleep(time.Millisecond) // the start of the SDK's series is before the processor's
+	d := newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), time.Now(), nil)
 
 	svc.export()
 	consumeAll(d, sink.takeMetrics(), time.Now())
-	assert.Empty(t, points(d.flush(time.Now(), false)), "what happened before the collector started is unknown")
+	assert.Equal(t, int64(2), total(points(d.flush(time.Now(), false)), metricAPIRequests, nil))
 
 	request(h, "POST", "/_build", 202, 0.2)
 	svc.export()
 	consumeAll(d, sink.takeMetrics(), time.Now())
-	ps := points(d.flush(time.Now(), false))
-	assert.Equal(t, int64(1), total(ps, metricAPIRequests, nil))
+	assert.Equal(t, int64(1), total(points(d.flush(time.Now(), false)), metricAPIRequests, nil))
+}
+
+// A series that started longer than cumulative.max_age ago is a baseline:
+// a sidecar added to a long-running service does not report its whole
+// history at once.
+func TestProcessorBaselinesSeriesOlderThanMaxAge(t *testing.T) {
+	cum := DefaultCumulativeConfig()
+	cum.MaxAge = time.Hour
+	d := newProcessorDeriver(defaultOutput(), cum, time.Now(), nil)
+	now := time.Now()
+	md := httpHistogram(now.Add(-2*time.Hour), now, 500)
+	consumeAll(d, []pmetric.Metrics{md}, now)
+	assert.Empty(t, points(d.flush(now, false)))
+	consumeAll(d, []pmetric.Metrics{httpHistogram(now.Add(-2*time.Hour), now.Add(time.Minute), 503)}, now.Add(time.Minute))
+	assert.Equal(t, int64(3), total(points(d.flush(now.Add(time.Minute), false)), metricAPIRequests, nil))
+}
+
+// A point stamped hours ahead is refused for its series and counted; the
+// series goes on with its next good point.
+func TestProcessorRefusesPointsFromTheFuture(t *testing.T) {
+	now := time.Now()
+	d := newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), now, nil)
+	start := now.Add(-time.Minute)
+	consumeAll(d, []pmetric.Metrics{httpHistogram(start, now, 10)}, now)
+	consumeAll(d, []pmetric.Metrics{httpHistogram(start, now.Add(3*time.Hour), 1000)}, now)
+	consumeAll(d, []pmetric.Metrics{httpHistogram(start, now.Add(time.Minute), 12)}, now.Add(time.Minute))
+	assert.Equal(t, int64(12), total(points(d.flush(now.Add(time.Minute), false)), metricAPIRequests, nil))
+	assert.Equal(t, int64(1), d.stats.cumulativeRefused[cumulative.ReasonFuture])
+}
+
+// httpHistogram is one cumulative http.server.request.duration point of
+// POST /_build 202 with count requests.
+func httpHistogram(start, ts time.Time, count uint64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "vector-index-build")
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("http.server.request.duration")
+	m.SetUnit("s")
+	h := m.SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+	dp.SetCount(count)
+	dp.Attributes().PutStr("http.request.method", "POST")
+	dp.Attributes().PutStr("http.route", "/_build")
+	dp.Attributes().PutInt("http.response.status_code", 202)
+	return md
 }
 
 func TestProcessorDeltaHistogramsAndOldConventions(t *testing.T) {
 	sink := newOTLPSink(t)
-	d := newProcessorDeriver(defaultOutput(), time.Now())
+	d := newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), time.Now(), nil)
 	svc := newSDKMeter(t, sink, true)
 	h := svc.serverDuration()
 	request(h, "GET", "/_status/{job_id}", 200, 0.01)
@@ -174,7 +227,7 @@ func TestProcessorCumulativeOutput(t *testing.T) {
 	cfg.Temporality = TemporalityCumulative
 	cfg.Dimensions = []string{"deployment.environment.name"}
 	start := time.Now()
-	d := newProcessorDeriver(cfg, start)
+	d := newProcessorDeriver(cfg, DefaultCumulativeConfig(), start, nil)
 	svc := newSDKMeter(t, sink, false, attribute.String("service.name", "vector-index-build"), attribute.String("deployment.environment.name", "prod"))
 	h := svc.serverDuration()
 	request(h, "POST", "/_build", 202, 0.2)
@@ -219,25 +272,4 @@ func TestProcessorPassesMetricsThroughAndFlushesOnShutdown(t *testing.T) {
 	ps := points(next.AllMetrics()[0])
 	assert.Equal(t, int64(1), one(t, ps, metricAPIRequests, attrs("http.route", "/_build", "http.request.method", "POST", "http.response.status_class", "2xx")).value)
 	assert.Equal(t, int64(1), one(t, ps, metricAPIRequests, attrs("http.route", "/_build", "http.request.method", "POST", "http.response.status_class", "5xx")).value)
-}
-
-func TestCumulativeCountsRules(t *testing.T) {
-	// The rules of cumulativeCounts.delta, one transition each.
-	const startA, startB = 1000, 2000
-	c := newCumulativeCounts(testSeed, startA)
-	res, attrs := testMap("service.name", "svc"), testMap("http.route", "/x")
-	now := time.Now()
-	assert.Equal(t, uint64(5), c.delta(res, "m", attrs, startA, 5, now), "new series since the component started")
-	assert.Equal(t, uint64(3), c.delta(res, "m", attrs, startA, 8, now), "increase")
-	assert.Equal(t, uint64(0), c.delta(res, "m", attrs, startA, 8, now), "repeat")
-	assert.Equal(t, uint64(0), c.delta(res, "m", attrs, startA, 6, now), "late, out of order")
-	assert.Equal(t, uint64(2), c.delta(res, "m", attrs, startB, 2, now), "restart: new start time")
-	assert.Equal(t, uint64(0), c.delta(res, "m", attrs, startA, 9, now), "a point of the old process arriving late")
-	assert.Equal(t, uint64(0), c.delta(res, "m", testMap("http.route", "/y"), startA-1, 7, now), "started before the component: baseline")
-
-	// Forgotten after an hour idle; seen again, it is a baseline, not new.
-	c.forgetIdle(now.Add(cumulativeIdleTTL))
-	assert.Empty(t, c.entries)
-	assert.Equal(t, uint64(0), c.delta(res, "m", attrs, startB, 4, now.Add(2*cumulativeIdleTTL)))
-	assert.Equal(t, uint64(1), c.delta(res, "m", attrs, startB, 5, now.Add(2*cumulativeIdleTTL)))
 }

@@ -90,7 +90,10 @@ type stateStore struct {
 
 	ops     []*storage.Operation
 	deletes []string // series entries to delete with the next write
-	buf     []byte
+	// joined holds the cumulative tracker's operations, written with the
+	// next batch (batchJoiner).
+	joined []*storage.Operation
+	buf    []byte
 }
 
 // openState gets the storage client and loads what a previous process
@@ -353,6 +356,11 @@ func (st *stateStore) resourceKey(res *resourceEntry) string {
 // in memory meanwhile. When the run memory is then over its byte budget,
 // the oldest counted runs are forgotten and a second batch writes that.
 func (st *stateStore) persist(ctx context.Context, d *deriver) error {
+	if d.httpTracker != nil {
+		// Joins this batch through batchJoiner; it cannot fail.
+		_ = d.httpTracker.Save(ctx, d.httpResult.Records)
+		d.httpResult.Records = d.httpResult.Records[:0]
+	}
 	if err := st.write(ctx, d); err != nil {
 		return err
 	}
@@ -364,7 +372,7 @@ func (st *stateStore) persist(ctx context.Context, d *deriver) error {
 }
 
 func (st *stateStore) write(ctx context.Context, d *deriver) error {
-	st.ops = st.ops[:0]
+	st.ops = append(st.ops[:0], st.joined...)
 	// One fresh buffer per batch: a storage may keep the values.
 	st.buf = make([]byte, 0, len(st.buf))
 	type span struct{ i, start int }
@@ -425,8 +433,12 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 			}
 		}
 		d.stats.stateWriteFailures++
+		// The tracker's operations are not retried: the series are written
+		// again at their next point (see README.md).
+		st.joined = st.joined[:0]
 		return err
 	}
+	st.joined = st.joined[:0]
 	st.deletes = st.deletes[:0]
 	d.clearDirty()
 	return nil
@@ -465,6 +477,31 @@ func (st *stateStore) accepted(ctx context.Context, taken []*series) error {
 	}
 	return st.client.Batch(ctx, st.ops...)
 }
+
+// batchJoiner is the storage client handed to the processor's cumulative
+// tracker: its batches join the state store's next write, so that a
+// baseline and the counts it produced are written in one transaction.
+type batchJoiner struct {
+	storage.Client
+	st *stateStore
+}
+
+// Batch copies the operations (the tracker reuses them) for the next write.
+func (b batchJoiner) Batch(_ context.Context, ops ...*storage.Operation) error {
+	for _, op := range ops {
+		c := *op
+		b.st.joined = append(b.st.joined, &c)
+	}
+	return nil
+}
+
+// Walk lists the shared client's entries (the tracker reads its own).
+func (b batchJoiner) Walk(ctx context.Context, fn storage.WalkFunc) error {
+	return b.Client.(storage.Walker).Walk(ctx, fn)
+}
+
+// Close does nothing: the state store closes the shared client.
+func (batchJoiner) Close(context.Context) error { return nil }
 
 func (st *stateStore) close(ctx context.Context) error {
 	return st.client.Close(ctx)

@@ -459,3 +459,49 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	assert.Empty(t, matching(ps, metricBuildJobs, nil))
 	assert.Equal(t, int64(1), one(t, ps, metricBuildJobsActive, nil).value)
 }
+
+// startProcessor starts an HTTP processor with its state in dir.
+func startProcessor(t *testing.T, dir string, next consumer.Metrics) (*HTTPProcessor, extension.Extension) {
+	t.Helper()
+	ext := startFileStorage(t, dir)
+	set := componenttest.NewNopTelemetrySettings()
+	cfg := DefaultStateConfig()
+	cfg.Storage = &stateStorageID
+	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), State: cfg, ConnectorType: testType, Telemetry: testTelemetry(set)}, next)
+	require.NoError(t, p.Start(context.Background(), storageHost{Host: componenttest.NewNopHost(), ext: ext}))
+	return p, ext
+}
+
+// The processor's baselines and unflushed counts survive SIGTERM and
+// kill -9: the service's next cumulative point after the restart gives
+// only what is new, and nothing counted before is lost.
+func TestProcessorRestartNeitherRepeatsNorZeroes(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sigterm", true: "kill9"}[kill], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			now := time.Now()
+			start := now.Add(-10 * time.Minute) // the service ran before the collector
+			first := new(consumertest.MetricsSink)
+			p, ext := startProcessor(t, dir, first)
+			_, err := p.ProcessMetrics(ctx, httpHistogram(start, now, 10))
+			require.NoError(t, err)
+			if kill {
+				p.emitter.stopLoop()
+				<-p.emitter.loopDone
+				require.NoError(t, p.state.close(ctx))
+			} else {
+				require.NoError(t, p.Shutdown(ctx))
+			}
+			require.NoError(t, ext.Shutdown(ctx))
+
+			second := new(consumertest.MetricsSink)
+			p, ext = startProcessor(t, dir, second)
+			_, err = p.ProcessMetrics(ctx, httpHistogram(start, now.Add(time.Minute), 15))
+			require.NoError(t, err)
+			require.NoError(t, p.Shutdown(ctx))
+			require.NoError(t, ext.Shutdown(ctx))
+			assert.Equal(t, int64(15), landed(metricAPIRequests, nil, first, second))
+		})
+	}
+}

@@ -23,14 +23,17 @@ import (
 //	meta                   start time of cumulative series
 //	res/<16 hex>           a resource's attributes (FNV-64a of the value)
 //	job/<service>\x00<id>  the runs of one job
-//	series/<16 hex>        derived counts not yet accepted by the next consumer
+//	counts/<16 hex>        derived counts not yet accepted by the next consumer
+//
+// The processor shares the client with its cumulative tracker
+// (internal/cumulative), whose keys are series/<16 hex> and watermark.
 const (
 	stateFormatV1 = 1
 
 	stateKeyMeta         = "meta"
 	stateKeyResPrefix    = "res/"
 	stateKeyJobPrefix    = "job/"
-	stateKeySeriesPrefix = "series/"
+	stateKeySeriesPrefix = "counts/"
 )
 
 var (

@@ -17,6 +17,9 @@ type Telemetry struct {
 	StateEntriesSkipped metric.Int64Counter
 	StateRunsEvicted    metric.Int64Counter
 	StateWriteFailures  metric.Int64Counter
+	// CumulativePointsRefused: the processor's cumulative points that gave
+	// no increment, by reason.
+	CumulativePointsRefused metric.Int64Counter
 	// Shutdown releases the counters' registration; nil when there is none.
 	Shutdown func()
 }

@@ -21,6 +21,22 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 	return set
 }
 
+func AssertEqualBuildjobCumulativePointsRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_buildjob_cumulative_points_refused",
+		Description: "Cumulative HTTP server histogram points that gave no increment for a reason other than being a series' first point (late, repeated, changed bucket layout, stamped in the future, or starting before cumulative.max_age). [Development]",
+		Unit:        "{point}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_buildjob_cumulative_points_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualBuildjobFlushesFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_buildjob_flushes_failed",
@@ -65,6 +81,38 @@ func AssertEqualBuildjobRecordsSkipped(t *testing.T, tt *componenttest.Telemetry
 		},
 	}
 	got, err := tt.GetMetric("otelcol_buildjob_records_skipped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualBuildjobStateEntriesSkipped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_buildjob_state_entries_skipped",
+		Description: "Entries of the persisted derivation state skipped at start because they could not be read (each is also logged with its key); their runs are unknown and their counts lost, the rest of the state is restored. [Development]",
+		Unit:        "{entry}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_buildjob_state_entries_skipped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualBuildjobStateWriteFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_buildjob_state_write_failures",
+		Description: "Failed writes of the persisted derivation state (the counts stay in memory and are written with the next batch). [Development]",
+		Unit:        "{write}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_buildjob_state_write_failures")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -19,9 +19,15 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.BuildjobCumulativePointsRefused.Add(context.Background(), 1)
 	tb.BuildjobFlushesFailed.Add(context.Background(), 1)
 	tb.BuildjobPointsDropped.Add(context.Background(), 1)
 	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
+	tb.BuildjobStateEntriesSkipped.Add(context.Background(), 1)
+	tb.BuildjobStateWriteFailures.Add(context.Background(), 1)
+	AssertEqualBuildjobCumulativePointsRefused(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualBuildjobFlushesFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
@@ -29,6 +35,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualBuildjobRecordsSkipped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobStateEntriesSkipped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobStateWriteFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
