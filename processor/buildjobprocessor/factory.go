@@ -39,8 +39,8 @@ func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg com
 		ScopeName:     metadata.ScopeName,
 		ConnectorType: connectorType,
 		Telemetry: derive.Telemetry{
-			FlushesFailed:  tb.BuildjobFlushesFailed,
-			PointsDropped:  tb.BuildjobPointsDropped,
+			FlushesFailed:           tb.BuildjobFlushesFailed,
+			PointsDropped:           tb.BuildjobPointsDropped,
 			RecordsSkipped:          tb.BuildjobRecordsSkipped,
 			StateEntriesSkipped:     tb.BuildjobStateEntriesSkipped,
 			StateWriteFailures:      tb.BuildjobStateWriteFailures,
