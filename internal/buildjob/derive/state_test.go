@@ -50,10 +50,16 @@ func (h storageHost) GetExtensions() map[component.ID]component.Component {
 
 // startFileStorage starts the real file_storage extension over dir.
 func startFileStorage(t *testing.T, dir string) extension.Extension {
+	return startFileStorageSync(t, dir, false)
+}
+
+// startFileStorageSync starts file_storage with its fsync setting.
+func startFileStorageSync(t *testing.T, dir string, fsync bool) extension.Extension {
 	t.Helper()
 	f := filestorage.NewFactory()
 	cfg := f.CreateDefaultConfig().(*filestorage.Config)
 	cfg.Directory = dir
+	cfg.FSync = fsync
 	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
 	require.NoError(t, err)
 	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
@@ -74,12 +80,17 @@ type sidecar struct {
 // is the connector's clock.
 func startSidecar(t *testing.T, dir string, cfg *jobSettings, next consumer.Metrics, clock func() time.Time) *sidecar {
 	t.Helper()
+	return startSidecarSync(t, dir, false, cfg, next, clock)
+}
+
+func startSidecarSync(t *testing.T, dir string, fsync bool, cfg *jobSettings, next consumer.Metrics, clock func() time.Time) *sidecar {
+	t.Helper()
 	ctx := context.Background()
 	if cfg == nil {
 		cfg = testConfig()
 	}
 	cfg.State.Storage = &stateStorageID
-	s := &sidecar{t: t, ext: startFileStorage(t, dir), tel: componenttest.NewTelemetry()}
+	s := &sidecar{t: t, ext: startFileStorageSync(t, dir, fsync), tel: componenttest.NewTelemetry()}
 	t.Cleanup(func() { _ = s.tel.Shutdown(ctx) })
 	set := connectortest.NewNopSettings(testType)
 	set.ID = component.NewID(testType)
@@ -504,4 +515,53 @@ func TestProcessorRestartNeitherRepeatsNorZeroes(t *testing.T) {
 			assert.Equal(t, int64(15), landed(metricAPIRequests, nil, first, second))
 		})
 	}
+}
+
+// With fsync on the extension (the power-loss option) every batch is synced
+// before the request is acknowledged; the state reads back the same.
+func TestStateWithFsync(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	first := new(consumertest.MetricsSink)
+	a := startSidecarSync(t, dir, true, nil, first, nil)
+	svc.status("job-1", running, now.Add(-time.Minute))
+	svc.status("job-1", completed, now)
+	a.consumeLogs(svc)
+	a.kill9()
+	second := new(consumertest.MetricsSink)
+	b := startSidecarSync(t, dir, true, nil, second, nil)
+	require.NoError(t, b.sigterm())
+	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first, second))
+}
+
+// Disk loss: the state directory is gone. The collector starts empty, the
+// unflushed counts are lost, and a run counted before whose span arrives
+// later counts again, as docs/guarantees.md says.
+func TestStateDiskLossStartsEmpty(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	first := new(consumertest.MetricsSink)
+	a := startSidecar(t, dir, nil, first, nil)
+	svc.status("job-1", running, now.Add(-time.Minute))
+	svc.status("job-1", completed, now)
+	svc.status("job-2", running, now.Add(-time.Minute))
+	svc.status("job-2", completed, now)
+	a.consumeLogs(svc)
+	require.NoError(t, a.conn.emitter.flush(context.Background()))
+	svc.status("job-3", running, now.Add(-time.Minute))
+	svc.status("job-3", completed, now)
+	a.consumeLogs(svc)
+	a.kill9()
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.Mkdir(dir, 0o700))
+
+	second := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, nil, second, nil)
+	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
+	b.consumeTraces(svc)
+	require.NoError(t, b.sigterm())
+	assert.Equal(t, int64(2), landed(metricBuildJobs, success, first), "job-1 and job-2 flushed before the loss")
+	assert.Equal(t, int64(1), landed(metricBuildJobs, success, second), "job-3's count is lost; job-1 counts again")
 }
