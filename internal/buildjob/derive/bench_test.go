@@ -261,11 +261,9 @@ func BenchmarkDeriveStatusLogs(b *testing.B) {
 	reportPerItem(b, "record", benchBatch, mallocs()-before)
 }
 
-// BenchmarkProcessorHistograms: cumulative http.server.request.duration
-// points, as the Python SDK exports them every 60 s.
-func BenchmarkProcessorHistograms(b *testing.B) {
-	const pointsPerBatch = 100
-	d := newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), t0, nil)
+// processorBatch is pointsPerBatch cumulative http.server.request.duration
+// points of distinct routes.
+func processorBatch(pointsPerBatch int) (pmetric.Metrics, pmetric.HistogramDataPointSlice) {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	benchResource(rm.Resource())
@@ -284,14 +282,32 @@ func BenchmarkProcessorHistograms(b *testing.B) {
 		dp.ExplicitBounds().FromRaw(defaultAPIDurationBuckets)
 		dp.BucketCounts().FromRaw(make([]uint64, len(defaultAPIDurationBuckets)+1))
 	}
+	return md, h.DataPoints()
+}
+
+// nextExport advances every point of the batch to export i: one more
+// request per series, one millisecond later.
+func nextExport(points pmetric.HistogramDataPointSlice, i int) time.Time {
+	now := t0.Add(time.Duration(i+1) * time.Millisecond)
+	for k := 0; k < points.Len(); k++ {
+		points.At(k).SetCount(uint64(i + 1))
+		points.At(k).SetTimestamp(pcommon.NewTimestampFromTime(now))
+	}
+	return now
+}
+
+// BenchmarkProcessorHistograms: cumulative http.server.request.duration
+// points, as the SDKs export them, each export one request more per series.
+func BenchmarkProcessorHistograms(b *testing.B) {
+	const pointsPerBatch = 100
+	d := newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), t0, nil)
+	md, points := processorBatch(pointsPerBatch)
 	b.ReportAllocs()
 	before := mallocs()
 	b.ResetTimer()
 	for i := range b.N {
-		for k := 0; k < pointsPerBatch; k++ {
-			h.DataPoints().At(k).SetCount(uint64(i + 1))
-		}
-		d.consumeHTTPMetrics(md, at(time.Second))
+		now := nextExport(points, i)
+		d.consumeHTTPMetrics(md, now)
 	}
 	b.StopTimer()
 	reportPerItem(b, "point", pointsPerBatch, mallocs()-before)

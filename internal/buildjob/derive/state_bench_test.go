@@ -120,3 +120,39 @@ func BenchmarkConnectorBuildSpansPersisted(b *testing.B) {
 func BenchmarkConnectorAPISpansPersisted(b *testing.B) {
 	runConnectorBench(b, true, []ptrace.Traces{apiSpanBatch()}, 0)
 }
+
+// BenchmarkProcessorHistogramsPersisted: the processor's ProcessMetrics with
+// its baselines and counts written to a real file_storage per call.
+func BenchmarkProcessorHistogramsPersisted(b *testing.B) {
+	const pointsPerBatch = 100
+	ctx := context.Background()
+	var written atomic.Int64
+	ext := startFileStorage(&testing.T{}, b.TempDir())
+	defer func() { _ = ext.Shutdown(ctx) }()
+	set := componenttest.NewNopTelemetrySettings()
+	cfg := DefaultStateConfig()
+	cfg.Storage = &stateStorageID
+	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), State: cfg, ConnectorType: testType, Telemetry: testTelemetry(set)}, consumertest.NewNop())
+	var clock time.Time
+	p.emitter.now = func() time.Time { return clock }
+	clock = t0
+	host := storageHost{Host: componenttest.NewNopHost(), ext: countingStorage{Extension: ext, written: &written}}
+	if err := p.Start(ctx, host); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(ctx) }()
+	md, points := processorBatch(pointsPerBatch)
+	b.ReportAllocs()
+	before := mallocs()
+	written.Store(0)
+	b.ResetTimer()
+	for i := range b.N {
+		clock = nextExport(points, i)
+		if _, err := p.ProcessMetrics(ctx, md); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportPerItem(b, "point", pointsPerBatch, mallocs()-before)
+	b.ReportMetric(float64(written.Load())/float64(b.N), "B-written/batch")
+}
