@@ -33,7 +33,7 @@ func createDefaultConfig() component.Config {
 
 // Validate checks the processor settings; each error names its field.
 func (cfg *Config) Validate() error {
-	errs := cfg.OutputConfig.Problems()
+	errs := cfg.Problems()
 	errs = append(errs, cfg.Cumulative.Problems()...)
 	errs = append(errs, cfg.State.Problems()...)
 	return errors.Join(errs...)

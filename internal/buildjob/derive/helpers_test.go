@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
-	"hash/maphash"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -453,16 +452,6 @@ func testConnectorFactory() connector.Factory {
 			return c.Logs(), nil
 		}, component.StabilityLevelDevelopment),
 	)
-}
-
-var testSeed = maphash.MakeSeed()
-
-func testMap(kv ...string) pcommon.Map {
-	m := pcommon.NewMap()
-	for i := 0; i+1 < len(kv); i += 2 {
-		m.PutStr(kv[i], kv[i+1])
-	}
-	return m
 }
 
 // flush emits what was derived, as when the next consumer accepts it.

@@ -33,7 +33,7 @@ type StateConfig struct {
 	_ struct{}
 }
 
-// DefaultStateConfig: in memory until a storage is named; 32 MiB of run
+// DefaultStateConfig is in memory until a storage is named, with 32 MiB of run
 // memory (about 150,000 runs); 10 minutes of margin.
 func DefaultStateConfig() StateConfig {
 	return StateConfig{MaxBytes: 32 << 20, ExpiryMargin: 10 * time.Minute}
