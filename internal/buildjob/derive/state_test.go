@@ -165,8 +165,7 @@ func TestStateKill9KeepsCountsNotYetFlushed(t *testing.T) {
 
 	first := new(consumertest.MetricsSink)
 	a := startSidecar(t, dir, nil, first, nil)
-	svc.status("job-1", running, now.Add(-time.Minute))
-	svc.status("job-1", completed, now)
+	ranJob(svc, "job-1", now)
 	a.consumeLogs(svc)
 	svc.request("POST", "/_build", 202, now.Add(-time.Second), now)
 	a.consumeTraces(svc)
@@ -198,8 +197,7 @@ func TestStateSIGTERMRemembersRunsAcrossRestart(t *testing.T) {
 
 	first := new(consumertest.MetricsSink)
 	a := startSidecar(t, dir, nil, first, nil)
-	svc.status("job-1", running, now.Add(-time.Minute))
-	svc.status("job-1", completed, now)
+	ranJob(svc, "job-1", now)
 	svc.status("job-2", completed, now) // its start is still in the SDK's batch
 	a.consumeLogs(svc)
 	require.NoError(t, a.sigterm())
@@ -234,8 +232,7 @@ func TestStateAcceptedFlushIsNotRepeated(t *testing.T) {
 
 	first := new(consumertest.MetricsSink)
 	a := startSidecar(t, dir, nil, first, nil)
-	svc.status("job-1", running, now.Add(-time.Minute))
-	svc.status("job-1", completed, now)
+	ranJob(svc, "job-1", now)
 	a.consumeLogs(svc)
 	require.NoError(t, a.conn.emitter.flush(context.Background()))
 	a.kill9()
@@ -257,12 +254,10 @@ func TestStateRefusedFinalFlushStaysForNextStart(t *testing.T) {
 	cfg.MetricsFlushInterval = 200 * time.Millisecond
 
 	a := startSidecar(t, dir, cfg, &refuseAlways{}, nil)
-	svc.status("job-1", running, now.Add(-time.Minute))
-	svc.status("job-1", completed, now)
+	ranJob(svc, "job-1", now)
 	a.consumeLogs(svc)
 	require.Error(t, a.conn.emitter.flush(context.Background()))
-	svc.status("job-2", running, now.Add(-time.Minute))
-	svc.status("job-2", completed, now)
+	ranJob(svc, "job-2", now)
 	a.consumeLogs(svc)
 	require.Error(t, a.sigterm())
 
@@ -318,31 +313,36 @@ func writeFixtureState(t *testing.T, dir string) {
 	a.kill9()
 }
 
-// readEntries lists the entries of the connector's state in dir.
-func readEntries(t *testing.T, dir string) map[string][]byte {
+// withStateClient opens the connector's client of a file_storage over dir,
+// as the connector does, for f.
+func withStateClient(t *testing.T, dir string, f func(storage.Client)) {
 	ext := startFileStorage(t, dir)
 	defer func() { require.NoError(t, ext.Shutdown(context.Background())) }()
 	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindConnector, component.NewID(testType), stateClientName)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, client.Close(context.Background())) }()
+	f(client)
+}
+
+// readEntries lists the entries of the connector's state in dir.
+func readEntries(t *testing.T, dir string) map[string][]byte {
 	out := map[string][]byte{}
-	require.NoError(t, client.(storage.Walker).Walk(context.Background(), func(k string, v []byte) ([]*storage.Operation, error) {
-		out[k] = slices.Clone(v)
-		return nil, nil
-	}))
+	withStateClient(t, dir, func(client storage.Client) {
+		require.NoError(t, client.(storage.Walker).Walk(context.Background(), func(k string, v []byte) ([]*storage.Operation, error) {
+			out[k] = slices.Clone(v)
+			return nil, nil
+		}))
+	})
 	return out
 }
 
 // writeEntries sets entries in the connector's state in dir.
 func writeEntries(t *testing.T, dir string, entries map[string][]byte) {
-	ext := startFileStorage(t, dir)
-	defer func() { require.NoError(t, ext.Shutdown(context.Background())) }()
-	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindConnector, component.NewID(testType), stateClientName)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, client.Close(context.Background())) }()
-	for k, v := range entries {
-		require.NoError(t, client.Set(context.Background(), k, v))
-	}
+	withStateClient(t, dir, func(client storage.Client) {
+		for k, v := range entries {
+			require.NoError(t, client.Set(context.Background(), k, v))
+		}
+	})
 }
 
 const fixturePath = "testdata/state_v1.txt"
@@ -525,8 +525,7 @@ func TestStateWithFsync(t *testing.T) {
 	now := time.Now()
 	first := new(consumertest.MetricsSink)
 	a := startSidecarSync(t, dir, true, nil, first, nil)
-	svc.status("job-1", running, now.Add(-time.Minute))
-	svc.status("job-1", completed, now)
+	ranJob(svc, "job-1", now)
 	a.consumeLogs(svc)
 	a.kill9()
 	second := new(consumertest.MetricsSink)
@@ -544,14 +543,11 @@ func TestStateDiskLossStartsEmpty(t *testing.T) {
 	now := time.Now()
 	first := new(consumertest.MetricsSink)
 	a := startSidecar(t, dir, nil, first, nil)
-	svc.status("job-1", running, now.Add(-time.Minute))
-	svc.status("job-1", completed, now)
-	svc.status("job-2", running, now.Add(-time.Minute))
-	svc.status("job-2", completed, now)
+	ranJob(svc, "job-1", now)
+	ranJob(svc, "job-2", now)
 	a.consumeLogs(svc)
 	require.NoError(t, a.conn.emitter.flush(context.Background()))
-	svc.status("job-3", running, now.Add(-time.Minute))
-	svc.status("job-3", completed, now)
+	ranJob(svc, "job-3", now)
 	a.consumeLogs(svc)
 	a.kill9()
 	require.NoError(t, os.RemoveAll(dir))
@@ -564,4 +560,10 @@ func TestStateDiskLossStartsEmpty(t *testing.T) {
 	require.NoError(t, b.sigterm())
 	assert.Equal(t, int64(2), landed(metricBuildJobs, success, first), "job-1 and job-2 flushed before the loss")
 	assert.Equal(t, int64(1), landed(metricBuildJobs, success, second), "job-3's count is lost; job-1 counts again")
+}
+
+// ranJob reports a run of id that started a minute before end and succeeded.
+func ranJob(svc *testService, id string, end time.Time) {
+	svc.status(id, running, end.Add(-time.Minute))
+	svc.status(id, completed, end)
 }
