@@ -39,12 +39,12 @@ func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg com
 		ScopeName:     metadata.ScopeName,
 		ConnectorType: connectorType,
 		Telemetry: derive.Telemetry{
-			FlushesFailed:           tb.BuildjobFlushesFailed,
-			PointsDropped:           tb.BuildjobPointsDropped,
-			RecordsSkipped:          tb.BuildjobRecordsSkipped,
-			StateEntriesSkipped:     tb.BuildjobStateEntriesSkipped,
-			StateWriteFailures:      tb.BuildjobStateWriteFailures,
-			CumulativePointsRefused: tb.BuildjobCumulativePointsRefused,
+			FlushesFailed:           tb.BuildjobProcessorFlushesFailed,
+			PointsDropped:           tb.BuildjobProcessorPointsDropped,
+			RecordsSkipped:          tb.BuildjobProcessorRecordsSkipped,
+			StateEntriesSkipped:     tb.BuildjobProcessorStateEntriesSkipped,
+			StateWriteFailures:      tb.BuildjobProcessorStateWriteFailures,
+			CumulativePointsRefused: tb.BuildjobProcessorCumulativePointsRefused,
 			Shutdown:                tb.Shutdown,
 		},
 	}, next)

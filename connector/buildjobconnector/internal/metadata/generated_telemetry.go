@@ -85,7 +85,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.BuildjobRecordsSkipped, err = builder.meter.Int64Counter(
 		"otelcol_buildjob_records_skipped",
-		metric.WithDescription("Spans, log records and data points skipped because they are malformed (the processor sees data points only, the connector spans and log records). [Development]"),
+		metric.WithDescription("Spans and log records skipped because they are malformed. [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)

@@ -72,7 +72,7 @@ func AssertEqualBuildjobRecordsDeduplicated(t *testing.T, tt *componenttest.Tele
 func AssertEqualBuildjobRecordsSkipped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_buildjob_records_skipped",
-		Description: "Spans, log records and data points skipped because they are malformed (the processor sees data points only, the connector spans and log records). [Development]",
+		Description: "Spans and log records skipped because they are malformed. [Development]",
 		Unit:        "{record}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

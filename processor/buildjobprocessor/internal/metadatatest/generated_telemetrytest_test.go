@@ -19,28 +19,28 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
-	tb.BuildjobCumulativePointsRefused.Add(context.Background(), 1)
-	tb.BuildjobFlushesFailed.Add(context.Background(), 1)
-	tb.BuildjobPointsDropped.Add(context.Background(), 1)
-	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
-	tb.BuildjobStateEntriesSkipped.Add(context.Background(), 1)
-	tb.BuildjobStateWriteFailures.Add(context.Background(), 1)
-	AssertEqualBuildjobCumulativePointsRefused(t, testTel,
+	tb.BuildjobProcessorCumulativePointsRefused.Add(context.Background(), 1)
+	tb.BuildjobProcessorFlushesFailed.Add(context.Background(), 1)
+	tb.BuildjobProcessorPointsDropped.Add(context.Background(), 1)
+	tb.BuildjobProcessorRecordsSkipped.Add(context.Background(), 1)
+	tb.BuildjobProcessorStateEntriesSkipped.Add(context.Background(), 1)
+	tb.BuildjobProcessorStateWriteFailures.Add(context.Background(), 1)
+	AssertEqualBuildjobProcessorCumulativePointsRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobFlushesFailed(t, testTel,
+	AssertEqualBuildjobProcessorFlushesFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobPointsDropped(t, testTel,
+	AssertEqualBuildjobProcessorPointsDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobRecordsSkipped(t, testTel,
+	AssertEqualBuildjobProcessorRecordsSkipped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobStateEntriesSkipped(t, testTel,
+	AssertEqualBuildjobProcessorStateEntriesSkipped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobStateWriteFailures(t, testTel,
+	AssertEqualBuildjobProcessorStateWriteFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
