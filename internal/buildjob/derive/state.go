@@ -119,13 +119,19 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 		jobBytes:  map[string]int{},
 		nextID:    1,
 	}
-	if err := st.load(ctx, d, now, logger); err != nil {
-		_ = client.Close(ctx)
-		return nil, err
-	}
+	// Tracking is on while loading: what the load merges or trims is
+	// written with the first batch.
 	d.state = st
 	if d.jobs != nil {
 		d.jobs.track = true
+	}
+	if err := st.load(ctx, d, now, logger); err != nil {
+		d.state, d.dirtySeries = nil, nil
+		if d.jobs != nil {
+			d.jobs.track, d.jobs.dirty = false, nil
+		}
+		_ = client.Close(ctx)
+		return nil, err
 	}
 	return st, nil
 }

@@ -567,3 +567,38 @@ func ranJob(svc *testService, id string, end time.Time) {
 	svc.status(id, running, end.Add(-time.Minute))
 	svc.status(id, completed, end)
 }
+
+// Two persisted entries of the same series (a flush taken and not yet
+// accepted, and the counts derived meanwhile) are merged at start; the
+// merge is written with the next batch, so a second crash after it still
+// holds their sum.
+func TestStateMergedSeriesSurviveASecondCrash(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	a := startSidecar(t, dir, nil, new(consumertest.MetricsSink), nil)
+	ranJob(svc, "job-1", now)
+	a.consumeLogs(svc)
+	require.NotNil(t, a.conn.emitter.take(context.Background(), false), "a flush in flight")
+	ranJob(svc, "job-2", now)
+	a.consumeLogs(svc)
+	a.kill9()
+	counts := 0
+	for k := range readEntries(t, dir) {
+		if strings.HasPrefix(k, stateKeySeriesPrefix) {
+			counts++
+		}
+	}
+	require.Equal(t, 2, counts, "two entries of the build.jobs success series")
+
+	b := startSidecar(t, dir, nil, new(consumertest.MetricsSink), nil)
+	svc.request("GET", "/_status/{job_id}", 200, now.Add(-time.Second), now)
+	b.consumeTraces(svc) // a batch after the start writes the merge
+	b.kill9()
+
+	sink := new(consumertest.MetricsSink)
+	c := startSidecar(t, dir, nil, sink, nil)
+	require.NoError(t, c.sigterm())
+	assert.Equal(t, int64(2), landed(metricBuildJobs, success, sink))
+	assert.Equal(t, int64(1), landed(metricAPIRequests, nil, sink))
+}
