@@ -45,13 +45,13 @@ func (c countingClient) Walk(ctx context.Context, fn storage.WalkFunc) error {
 
 // benchConnector starts a connector on benchConfig, its state in a real
 // file_storage when persisted.
-func benchConnector(b *testing.B, persisted bool, written *atomic.Int64) (*Connector, func()) {
+func benchConnector(b *testing.B, persisted, fsync bool, written *atomic.Int64) (*Connector, func()) {
 	ctx := context.Background()
 	cfg := benchConfig()
 	host := component.Host(componenttest.NewNopHost())
 	var ext extension.Extension
 	if persisted {
-		ext = startFileStorage(&testing.T{}, b.TempDir())
+		ext = startFileStorageSync(&testing.T{}, b.TempDir(), fsync)
 		cfg.State.Storage = &stateStorageID
 		host = storageHost{Host: host, ext: countingStorage{Extension: ext, written: written}}
 	}
@@ -73,9 +73,9 @@ func benchConnector(b *testing.B, persisted bool, written *atomic.Int64) (*Conne
 
 // runConnectorBench feeds batches through ConsumeTraces, flushing every
 // len(batches) batches as the flush interval would.
-func runConnectorBench(b *testing.B, persisted bool, batches []ptrace.Traces, jobsPerBatch int) {
+func runConnectorBench(b *testing.B, persisted, fsync bool, batches []ptrace.Traces, jobsPerBatch int) {
 	var written atomic.Int64
-	c, stop := benchConnector(b, persisted, &written)
+	c, stop := benchConnector(b, persisted, fsync, &written)
 	defer stop()
 	ctx := context.Background()
 	tc := c.Traces()
@@ -106,19 +106,25 @@ func runConnectorBench(b *testing.B, persisted bool, batches []ptrace.Traces, jo
 // BenchmarkConnectorBuildSpans: whole builds through ConsumeTraces, state
 // in memory (the baseline of the persisted variant below).
 func BenchmarkConnectorBuildSpans(b *testing.B) {
-	runConnectorBench(b, false, buildMixBatches(64), 0)
+	runConnectorBench(b, false, false, buildMixBatches(64), 0)
 }
 
 // BenchmarkConnectorBuildSpansPersisted: the same, each batch's changes
 // written to a real file_storage before ConsumeTraces returns.
 func BenchmarkConnectorBuildSpansPersisted(b *testing.B) {
-	runConnectorBench(b, true, buildMixBatches(64), benchBatch/9)
+	runConnectorBench(b, true, false, buildMixBatches(64), benchBatch/9)
+}
+
+// BenchmarkConnectorBuildSpansPersistedFsync: the same with fsync on the
+// extension (the power-loss option): one fsync per ConsumeTraces call.
+func BenchmarkConnectorBuildSpansPersistedFsync(b *testing.B) {
+	runConnectorBench(b, true, true, buildMixBatches(64), benchBatch/9)
 }
 
 // BenchmarkConnectorAPISpansPersisted: HTTP server spans only, persisted
 // (one or two series change per batch).
 func BenchmarkConnectorAPISpansPersisted(b *testing.B) {
-	runConnectorBench(b, true, []ptrace.Traces{apiSpanBatch()}, 0)
+	runConnectorBench(b, true, false, []ptrace.Traces{apiSpanBatch()}, 0)
 }
 
 // BenchmarkProcessorHistogramsPersisted: the processor's ProcessMetrics with
