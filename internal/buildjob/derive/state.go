@@ -262,9 +262,15 @@ func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logge
 			for i := range runs {
 				dr := &runs[i]
 				listed := time.Unix(0, dr.listedAtNanos)
-				res := resolve(dr.resKey)
-				if now.Sub(listed) > keep || res == nil {
+				if now.Sub(listed) > keep {
 					expired++
+					continue
+				}
+				res := resolve(dr.resKey)
+				if res == nil {
+					skipped[stateSkipMissingResource]++
+					logger.Warn("Skipped a persisted run whose resource entry is missing",
+						zap.String("storage", st.location), zap.String("key", key))
 					continue
 				}
 				r := dr.run

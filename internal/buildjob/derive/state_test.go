@@ -418,7 +418,7 @@ func TestStateFormatOneFixtureIsRestored(t *testing.T) {
 }
 
 // Damaged entries (an unknown format byte, a truncated value, garbage, a
-// series whose resource is gone) are skipped with a counted reason and a
+// series and a run whose resource is gone) are skipped with a counted reason and a
 // warning naming the storage file and the key; the rest is restored and
 // nothing is counted twice.
 func TestStateDamagedEntriesAreSkipped(t *testing.T) {
@@ -444,6 +444,9 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	entries["job/vector-index-build\x00job-x"] = []byte{1, 0xff, 0xff}
 	orphan := encodeSeries(nil, &series{labels: seriesLabels{fam: familyJobs, a: "success"}, count: 5}, "res/00000000000000ff")
 	entries[seriesStateKey(99)] = orphan
+	orphanJob := &jobRuns{key: jobKey{service: "vector-index-build", jobID: "job-y"}}
+	orphanJob.runs = []*run{{job: orphanJob, state: runEnded, start: 1, end: 2, result: resultSuccess, listedAt: fixtureTime}}
+	entries[jobStateKey(orphanJob.key)] = encodeJob(nil, orphanJob, func(*resourceEntry) string { return "res/00000000000000ff" })
 	writeEntries(t, dir, entries)
 	require.Contains(t, entries, resKey)
 
@@ -452,7 +455,7 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	s := startSidecar(t, dir, nil, sink, clock)
 
 	warnings := s.logs.FilterLevelExact(zapcore.WarnLevel).All()
-	require.Len(t, warnings, 4)
+	require.Len(t, warnings, 5)
 	for _, w := range warnings {
 		assert.Contains(t, w.ContextMap()["storage"], "connector_buildjob__derivation")
 		assert.NotEmpty(t, w.ContextMap()["key"])
@@ -460,7 +463,7 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	assertCounter(t, s.tel, "otelcol_buildjob_state_entries_skipped", []metricdata.DataPoint[int64]{
 		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "unknown_version"))},
 		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "corrupted"))},
-		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "missing_resource"))},
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "missing_resource"))},
 	}, metricdatatest.IgnoreTimestamp())
 	require.NoError(t, s.sigterm())
 	// The damaged series held job-7's and job-8's count: lost, not doubled;
