@@ -118,8 +118,7 @@ func (c *Connector) start(ctx context.Context, host component.Host) error {
 		e := c.emitter
 		e.mu.Lock()
 		st, err := openState(ctx, host, c.id, component.KindConnector, c.stateCfg, e.d, e.now(), e.logger)
-		stats := e.d.stats
-		e.d.stats = derivationStats{}
+		stats := e.d.takeStats()
 		e.mu.Unlock()
 		e.report(ctx, &stats)
 		if err != nil {

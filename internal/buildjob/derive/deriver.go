@@ -52,7 +52,7 @@ type deriver struct {
 	prevActive []seriesLabels    // build.jobs.active groups non-zero at the last flush, or reported by a refused one
 
 	// Connector only.
-	jobs           *jobTracker
+	jobs           *runTracker
 	recentSpans    *recentSpans
 	jobSpanNames   map[string]bool
 	stageSpanNames map[string]string
@@ -105,7 +105,7 @@ type jobSettings struct {
 // newConnectorDeriver derives job, stage and API metrics from spans and logs.
 func newConnectorDeriver(cfg *jobSettings, start time.Time) *deriver {
 	d := newDeriver(&cfg.OutputConfig, cfg.JobDurationBuckets, cfg.StageDurationBuckets, cfg.APIDurationBuckets, start)
-	d.jobs = newJobTracker(cfg.JobTimeout, cfg.MetricsFlushInterval, cfg.MaxActiveJobs, &d.stats, d.countJob)
+	d.jobs = newRunTracker(cfg, d.countJob)
 	d.recentSpans = newRecentSpans(recentSpansPerJob * cfg.MaxActiveJobs)
 	d.jobSpanNames = make(map[string]bool, len(cfg.JobSpanNames))
 	for _, n := range cfg.JobSpanNames {
@@ -198,7 +198,7 @@ func (d *deriver) clearDirty() {
 	d.dirtySeries = d.dirtySeries[:0]
 	d.metaDirty = false
 	if d.jobs != nil {
-		d.jobs.clearDirty()
+		d.jobs.ClearDirty()
 	}
 }
 
@@ -244,7 +244,7 @@ func (d *deriver) takeFlush(now time.Time, final bool) *flushed {
 		// With the state persisted, an end still waiting for its start
 		// stays pending across a restart instead of being counted without
 		// its start at shutdown.
-		d.jobs.sweep(now, final && d.state == nil)
+		d.jobs.Sweep(now, final && d.state == nil)
 	}
 	if d.state != nil {
 		// What the sweep counted is written before it is handed over.
@@ -317,8 +317,8 @@ func (d *deriver) activeGauge() *seriesTable {
 		d.prevActive[i].res = d.resources.reintern(d.prevActive[i].res)
 		gauges.get(&d.prevActive[i])
 	}
-	d.jobs.forEachActive(func(r *run) {
-		l := seriesLabels{res: d.resources.reintern(r.res), fam: familyJobs, dims: r.dims}
+	d.jobs.ForEachActive(func(p runPayload) {
+		l := seriesLabels{res: d.resources.reintern(p.res), fam: familyJobs, dims: p.dims}
 		gauges.get(&l).count++
 	})
 	d.prevActive = d.prevActive[:0]

@@ -125,8 +125,7 @@ func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time))
 				zap.String("storage", e.d.state.location), zap.Error(err))
 		}
 	}
-	stats := e.d.stats
-	e.d.stats = derivationStats{}
+	stats := e.d.takeStats()
 	e.mu.Unlock()
 	e.report(ctx, &stats)
 }
@@ -197,8 +196,7 @@ func (e *emitter) finalFlush(ctx context.Context) error {
 func (e *emitter) take(ctx context.Context, final bool) *flushed {
 	e.mu.Lock()
 	f := e.d.takeFlush(e.now(), final)
-	stats := e.d.stats
-	e.d.stats = derivationStats{}
+	stats := e.d.takeStats()
 	e.mu.Unlock()
 	e.report(ctx, &stats)
 	if f.md.DataPointCount() == 0 {

@@ -149,7 +149,7 @@ func TestBothSourcesCountedOnceInAnyOrder(t *testing.T) {
 			dur := one(t, ps, metricBuildJobDuration, attrs("build.result", "success"))
 			assert.Equal(t, uint64(1), dur.count)
 			assert.Equal(t, 90.0, dur.sum)
-			assert.Equal(t, tc.deduplicated, d.stats.deduplicated)
+			assert.Equal(t, tc.deduplicated, d.peekStats().deduplicated)
 			// Nothing is left to time out later.
 			ps = points(d.flush(at(3*time.Hour), false))
 			assert.Equal(t, int64(0), total(ps, metricBuildJobs, nil), dump(ps))
@@ -195,7 +195,7 @@ func TestDuplicateDeliveryCountedOnce(t *testing.T) {
 	assert.Equal(t, 90.0, one(t, ps, metricBuildJobDuration, attrs("build.result", "success")).sum)
 	assert.Equal(t, int64(1), total(ps, metricBuildStageRuns, nil))
 	// 2 records + 1 job span + 1 stage span, delivered twice more.
-	assert.Equal(t, int64(8), d.stats.deduplicated)
+	assert.Equal(t, int64(8), d.peekStats().deduplicated)
 }
 
 // The service reuses a job id when a build is retried: a start after an end
@@ -248,7 +248,7 @@ func TestTimeoutCountedOnceAndLateEndIgnored(t *testing.T) {
 	d.consumeTraces(svc.traces(), at(35*time.Minute))
 	ps = points(d.flush(at(36*time.Minute), false))
 	assert.Empty(t, matching(ps, metricBuildJobs, nil), dump(ps))
-	assert.Equal(t, int64(2), d.stats.deduplicated)
+	assert.Equal(t, int64(2), d.peekStats().deduplicated)
 
 	// A later retry is a new run.
 	svc.status("job-1", running, at(40*time.Minute))
@@ -352,7 +352,7 @@ func TestEndStampedBeforeItsStartIsSkipped(t *testing.T) {
 	svc.status("job-1", completed, at(50*time.Second))
 	d.consumeLogs(svc.logs(), at(101*time.Second))
 
-	assert.Equal(t, int64(1), d.stats.skipped[skipEndBeforeStart])
+	assert.Equal(t, int64(1), d.peekStats().skipped[skipEndBeforeStart])
 	ps := points(d.flush(at(110*time.Second), false))
 	assert.Empty(t, matching(ps, metricBuildJobs, nil))
 	assert.Equal(t, int64(1), one(t, ps, metricBuildJobsActive, attrs()).value)
@@ -386,10 +386,10 @@ func TestMalformedInputIsSkippedAndCounted(t *testing.T) {
 	svc.status("job-good-log", running, at(time.Second))
 	d.consumeLogs(svc.logs(), at(30*time.Second))
 
-	assert.Equal(t, int64(5), d.stats.skipped[skipWrongType], "int job id on a span and on a record, bool result, int stage, int status")
-	assert.Equal(t, int64(2), d.stats.skipped[skipInvalidValue], "empty job id, unknown result")
-	assert.Equal(t, int64(1), d.stats.skipped[skipMissingAttribute], "status without job id")
-	assert.Equal(t, int64(0), d.stats.skipped[skipNegativeDuration])
+	assert.Equal(t, int64(5), d.peekStats().skipped[skipWrongType], "int job id on a span and on a record, bool result, int stage, int status")
+	assert.Equal(t, int64(2), d.peekStats().skipped[skipInvalidValue], "empty job id, unknown result")
+	assert.Equal(t, int64(1), d.peekStats().skipped[skipMissingAttribute], "status without job id")
+	assert.Equal(t, int64(0), d.peekStats().skipped[skipNegativeDuration])
 	ps := points(d.flush(at(30*time.Second), false))
 	assert.Equal(t, int64(1), total(ps, metricBuildJobs, nil), "the good span is still counted")
 	assert.Equal(t, int64(1), one(t, ps, metricBuildJobsActive, attrs()).value, "the good record is still counted")
@@ -412,8 +412,8 @@ func TestMalformedTimestampsAreSkipped(t *testing.T) {
 	unended.Attributes().PutStr("build.stage", "upload")
 	unended.SetStartTimestamp(ts(at(10 * time.Second)))
 	d.consumeTraces(td, at(20*time.Second))
-	assert.Equal(t, int64(1), d.stats.skipped[skipNegativeDuration])
-	assert.Equal(t, int64(1), d.stats.skipped[skipMissingTimestamp])
+	assert.Equal(t, int64(1), d.peekStats().skipped[skipNegativeDuration])
+	assert.Equal(t, int64(1), d.peekStats().skipped[skipMissingTimestamp])
 
 	svc := newTestService(t, newOTLPSink(t))
 	svc.status("job-2", running, at(0))
@@ -422,7 +422,7 @@ func TestMalformedTimestampsAreSkipped(t *testing.T) {
 	lr.SetTimestamp(0)
 	lr.SetObservedTimestamp(0)
 	d.consumeLogs(ld, at(20*time.Second))
-	assert.Equal(t, int64(2), d.stats.skipped[skipMissingTimestamp])
+	assert.Equal(t, int64(2), d.peekStats().skipped[skipMissingTimestamp])
 	assert.Empty(t, points(d.flush(at(30*time.Second), false)))
 }
 
@@ -452,7 +452,7 @@ func TestActiveRunsAreBounded(t *testing.T) {
 	svc.status("job-3", running, at(2*time.Second))
 	d.consumeLogs(svc.logs(), at(3*time.Second))
 
-	assert.Equal(t, int64(1), d.stats.evicted[evictedActive])
+	assert.Equal(t, int64(1), d.peekStats().evicted[evictedActive])
 	ps := points(d.flush(at(10*time.Second), false))
 	assert.Equal(t, int64(2), one(t, ps, metricBuildJobsActive, attrs()).value)
 
@@ -461,7 +461,7 @@ func TestActiveRunsAreBounded(t *testing.T) {
 	svc.status("job-3", completed, at(62*time.Second))
 	svc.status("job-1", completed, at(60*time.Second))
 	d.consumeLogs(svc.logs(), at(63*time.Second))
-	assert.Equal(t, int64(1), d.stats.evicted[evictedActive], "the held end fits in the bound")
+	assert.Equal(t, int64(1), d.peekStats().evicted[evictedActive], "the held end fits in the bound")
 	ps = points(d.flush(at(80*time.Second), false))
 	assert.Equal(t, int64(2), one(t, ps, metricBuildJobs, attrs("build.result", "success")).value)
 	dur := one(t, ps, metricBuildJobDuration, attrs("build.result", "success"))
@@ -481,13 +481,13 @@ func TestEndedRunMemoryIsBounded(t *testing.T) {
 		batches[id] = svc.traces()
 		d.consumeTraces(batches[id], at(11*time.Second))
 	}
-	assert.Equal(t, int64(1), d.stats.evicted[evictedEnded], "job-1 is forgotten")
+	assert.Equal(t, int64(1), d.peekStats().evicted[evictedEnded], "job-1 is forgotten")
 
 	// Redelivered: the runs still remembered are recognized; the forgotten
 	// one is counted again (the documented cost of the bound).
 	d.consumeTraces(batches["job-3"], at(12*time.Second))
 	d.consumeTraces(batches["job-2"], at(12*time.Second))
-	assert.Equal(t, int64(2), d.stats.deduplicated)
+	assert.Equal(t, int64(2), d.peekStats().deduplicated)
 	d.consumeTraces(batches["job-1"], at(12*time.Second))
 	ps := points(d.flush(at(20*time.Second), false))
 	assert.Equal(t, int64(4), one(t, ps, metricBuildJobs, attrs("build.result", "success")).value)
@@ -499,10 +499,10 @@ func TestEndedRunsAreForgottenAfterJobTimeout(t *testing.T) {
 	svc.jobSpan("job-1", at(0), at(10*time.Second), codes.Unset)
 	d.consumeTraces(svc.traces(), at(11*time.Second))
 	d.flush(at(20*time.Second), false)
-	require.Len(t, d.jobs.jobs, 1)
+	require.Equal(t, 1, d.jobs.Jobs())
 	d.flush(at(11*time.Second+30*time.Minute), false)
-	assert.Empty(t, d.jobs.jobs)
-	assert.Zero(t, d.jobs.ended.len)
+	assert.Zero(t, d.jobs.Jobs())
+	assert.Zero(t, d.jobs.EndedRuns())
 }
 
 func TestDimensions(t *testing.T) {

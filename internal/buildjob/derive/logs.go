@@ -5,6 +5,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
 // consumeLogs feeds job status log records to the job tracker.
@@ -65,15 +67,16 @@ func (d *deriver) statusRecord(res *resourceEntry, lr plog.LogRecord, now time.T
 		d.stats.skipped[skipMissingTimestamp]++
 		return
 	}
-	rec := jobRecord{key: jobKey{service: res.serviceName, jobID: idV.Str()}, res: res, dims: d.resolveDims(attrs, res)}
+	key := runmemory.Key{Service: res.serviceName, JobID: idV.Str()}
+	p := runPayload{res: res, dims: d.resolveDims(attrs, res)}
 	switch action {
 	case StatusActionStart:
-		d.jobs.start(&rec, ts, now)
+		d.jobs.Start(key, p, ts, now)
 	case StatusActionSuccess:
-		d.jobs.end(&rec, ts, resultSuccess, now)
+		d.jobs.End(key, p, ts, resultSuccess, now)
 	case StatusActionFailure:
-		d.jobs.end(&rec, ts, resultFailure, now)
+		d.jobs.End(key, p, ts, resultFailure, now)
 	case StatusActionCancellation:
-		d.jobs.end(&rec, ts, resultCancellation, now)
+		d.jobs.End(key, p, ts, resultCancellation, now)
 	}
 }

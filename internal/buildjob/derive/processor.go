@@ -85,8 +85,7 @@ func (p *HTTPProcessor) openState(ctx context.Context, host component.Host) erro
 	e := p.emitter
 	e.mu.Lock()
 	defer func() {
-		stats := e.d.stats
-		e.d.stats = derivationStats{}
+		stats := e.d.takeStats()
 		e.mu.Unlock()
 		e.report(ctx, &stats)
 	}()

@@ -169,7 +169,7 @@ func TestProcessorRefusesPointsFromTheFuture(t *testing.T) {
 	consumeAll(d, []pmetric.Metrics{httpHistogram(start, now.Add(3*time.Hour), 1000)}, now)
 	consumeAll(d, []pmetric.Metrics{httpHistogram(start, now.Add(time.Minute), 12)}, now.Add(time.Minute))
 	assert.Equal(t, int64(12), total(points(d.flush(now.Add(time.Minute), false)), metricAPIRequests, nil))
-	assert.Equal(t, int64(1), d.stats.cumulativeRefused[cumulative.ReasonFuture])
+	assert.Equal(t, int64(1), d.peekStats().cumulativeRefused[cumulative.ReasonFuture])
 }
 
 // httpHistogram is one cumulative http.server.request.duration point of

@@ -72,7 +72,7 @@ func TestSpanNameRules(t *testing.T) {
 	gpu := one(t, ps, metricBuildStageDuration, attrs("build.stage", "gpu_build", "build.result", "success"))
 	assert.Equal(t, uint64(2), gpu.count)
 	assert.Equal(t, 90.0, gpu.sum)
-	assert.Equal(t, int64(5), d.stats.deduplicated)
+	assert.Equal(t, int64(5), d.peekStats().deduplicated)
 }
 
 func TestAPIRequestsFromServerSpans(t *testing.T) {
@@ -140,8 +140,8 @@ func TestAPIRequestsFromServerSpans(t *testing.T) {
 	assert.Equal(t, int64(12), total(ps, metricAPIRequestDuration, nil))
 	assert.Empty(t, matching(ps, metricBuildJobs, nil))
 
-	assert.Equal(t, int64(1), d.stats.skipped[skipMissingAttribute])
-	assert.Equal(t, int64(1), d.stats.skipped[skipInvalidValue])
+	assert.Equal(t, int64(1), d.peekStats().skipped[skipMissingAttribute])
+	assert.Equal(t, int64(1), d.peekStats().skipped[skipInvalidValue])
 }
 
 func TestAPIRequestsFromSpansCanBeTurnedOff(t *testing.T) {

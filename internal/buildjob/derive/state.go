@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
 // StateConfig says where the derivation keeps its state (the run memory and
@@ -123,12 +125,12 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 	// written with the first batch.
 	d.state = st
 	if d.jobs != nil {
-		d.jobs.track = true
+		d.jobs.Track()
 	}
 	if err := st.load(ctx, d, now, logger); err != nil {
 		d.state, d.dirtySeries = nil, nil
 		if d.jobs != nil {
-			d.jobs.track, d.jobs.dirty = false, nil
+			d.jobs.Untrack()
 		}
 		_ = client.Close(ctx)
 		return nil, err
@@ -245,8 +247,9 @@ func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logge
 	// Runs, oldest first so that the open and ended lists keep their order.
 	restoredRuns, expired := 0, 0
 	if d.jobs != nil {
-		var all []*run
-		keep := d.jobs.timeout + st.cfg.ExpiryMargin
+		restored := map[runmemory.Key][]*runmemory.Run[runPayload]{}
+		trimmed := map[runmemory.Key]bool{}
+		keep := d.jobs.Timeout() + st.cfg.ExpiryMargin
 		for key, v := range jobs {
 			jk, ok := parseJobStateKey(key)
 			if !ok {
@@ -257,8 +260,7 @@ func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logge
 				skip(key, err)
 				continue
 			}
-			jr := &jobRuns{key: jk}
-			jr.runs = jr.inline[:0]
+			var kept []*runmemory.Run[runPayload]
 			for i := range runs {
 				dr := &runs[i]
 				listed := time.Unix(0, dr.listedAtNanos)
@@ -273,33 +275,25 @@ func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logge
 						zap.String("storage", st.location), zap.String("key", key))
 					continue
 				}
-				r := dr.run
-				r.job, r.res, r.listedAt = jr, res, listed
-				jr.runs = append(jr.runs, &r)
+				r := dr.Run
+				r.Payload.res, r.ListedAt = res, listed
+				kept = append(kept, &r)
 			}
-			if len(jr.runs) == 0 {
+			if len(kept) == 0 {
 				deletes = append(deletes, key)
 				continue
 			}
-			jr.sort()
-			d.jobs.jobs[jk] = jr
+			restored[jk] = kept
+			trimmed[jk] = len(kept) != len(runs)
 			st.jobBytes[key] = len(v)
 			st.totalJobs += int64(len(v))
-			all = append(all, jr.runs...)
-			if len(jr.runs) != len(runs) {
-				d.jobs.touch(jr) // rewrite without the expired runs
+			restoredRuns += len(kept)
+		}
+		for jk, jr := range d.jobs.Restore(restored) {
+			if trimmed[jk] {
+				d.jobs.Touch(jr) // rewrite without the expired runs
 			}
 		}
-		slices.SortStableFunc(all, func(a, b *run) int { return a.listedAt.Compare(b.listedAt) })
-		for _, r := range all {
-			if r.state == runEnded {
-				d.jobs.ended.pushBack(r)
-			} else {
-				d.jobs.open.pushBack(r)
-				r.onOpen = true
-			}
-		}
-		restoredRuns = len(all)
 	}
 	for key := range resources {
 		if used[key] {
@@ -390,16 +384,16 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 	type span struct{ i, start int }
 	var spans []span
 	if d.jobs != nil {
-		for _, jr := range d.jobs.dirty {
-			key := jobStateKey(jr.key)
-			if len(jr.runs) == 0 {
+		for _, jr := range d.jobs.Dirty() {
+			key := jobStateKey(jr.Key())
+			if len(jr.Runs()) == 0 {
 				st.ops = append(st.ops, storage.DeleteOperation(key))
 				st.totalJobs -= int64(st.jobBytes[key])
 				delete(st.jobBytes, key)
 				continue
 			}
 			start := len(st.buf)
-			st.buf = encodeJob(st.buf, jr, st.resourceKey)
+			st.buf = encodeJob(st.buf, jr.Runs(), st.resourceKey)
 			n := len(st.buf) - start
 			st.totalJobs += int64(n - st.jobBytes[key])
 			st.jobBytes[key] = n
@@ -460,15 +454,15 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 // memory is over its byte budget. A forgotten run's late record may count
 // it again, so each eviction is counted and logged.
 func (st *stateStore) evictOverBudget(d *deriver) {
-	t := d.jobs
-	for st.totalJobs > st.cfg.MaxBytes && t.ended.head != nil {
-		r := t.ended.head
-		t.ended.remove(r)
-		t.forget(r)
+	for st.totalJobs > st.cfg.MaxBytes {
+		jr, ok := d.jobs.EvictOldestEnded()
+		if !ok {
+			return
+		}
 		d.stats.stateEvicted++
 		// Until the job is rewritten, estimate what the run took.
-		key := jobStateKey(r.job.key)
-		share := st.jobBytes[key] / (len(r.job.runs) + 1)
+		key := jobStateKey(jr.Key())
+		share := st.jobBytes[key] / (len(jr.Runs()) + 1)
 		st.jobBytes[key] -= share
 		st.totalJobs -= int64(share)
 	}

@@ -32,6 +32,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
 var updateFixtures = flag.Bool("update", false, "rewrite testdata/state_v1.txt from this version's encoder")
@@ -444,9 +446,8 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	entries["job/vector-index-build\x00job-x"] = []byte{1, 0xff, 0xff}
 	orphan := encodeSeries(nil, &series{labels: seriesLabels{fam: familyJobs, a: "success"}, count: 5}, "res/00000000000000ff")
 	entries[seriesStateKey(99)] = orphan
-	orphanJob := &jobRuns{key: jobKey{service: "vector-index-build", jobID: "job-y"}}
-	orphanJob.runs = []*run{{job: orphanJob, state: runEnded, start: 1, end: 2, result: resultSuccess, listedAt: fixtureTime}}
-	entries[jobStateKey(orphanJob.key)] = encodeJob(nil, orphanJob, func(*resourceEntry) string { return "res/00000000000000ff" })
+	orphanRun := &runmemory.Run[runPayload]{State: runmemory.Ended, Start: 1, End: 2, Result: resultSuccess, ListedAt: fixtureTime}
+	entries[jobStateKey(runmemory.Key{Service: "vector-index-build", JobID: "job-y"})] = encodeJob(nil, []*runmemory.Run[runPayload]{orphanRun}, func(*resourceEntry) string { return "res/00000000000000ff" })
 	writeEntries(t, dir, entries)
 	require.Contains(t, entries, resKey)
 

@@ -10,6 +10,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
 // The persisted derivation state, format version 1. Every value starts with
@@ -178,17 +180,17 @@ func decodeResource(v []byte) (pcommon.Map, error) {
 	return decodeAttributes(b)
 }
 
-func jobStateKey(k jobKey) string {
-	return stateKeyJobPrefix + k.service + "\x00" + k.jobID
+func jobStateKey(k runmemory.Key) string {
+	return stateKeyJobPrefix + k.Service + "\x00" + k.JobID
 }
 
-func parseJobStateKey(key string) (jobKey, bool) {
+func parseJobStateKey(key string) (runmemory.Key, bool) {
 	rest, ok := strings.CutPrefix(key, stateKeyJobPrefix)
 	if !ok {
-		return jobKey{}, false
+		return runmemory.Key{}, false
 	}
 	service, id, ok := strings.Cut(rest, "\x00")
-	return jobKey{service: service, jobID: id}, ok
+	return runmemory.Key{Service: service, JobID: id}, ok
 }
 
 func seriesStateKey(id uint64) string {
@@ -262,34 +264,34 @@ const (
 // encodeJob: the format byte, the number of runs, then per run its state,
 // flags, the six timestamps, result, when it entered its list (Unix
 // nanoseconds), its resource's key and its dimensions.
-func encodeJob(buf []byte, jr *jobRuns, resKey func(*resourceEntry) string) []byte {
+func encodeJob(buf []byte, runs []*runmemory.Run[runPayload], resKey func(*resourceEntry) string) []byte {
 	w := stateWriter{b: buf}
 	w.byte1(stateFormatV1)
-	w.uvarint(uint64(len(jr.runs)))
-	for _, r := range jr.runs {
-		w.byte1(byte(r.state))
+	w.uvarint(uint64(len(runs)))
+	for _, r := range runs {
+		w.byte1(byte(r.State))
 		var flags byte
-		if r.hasSpan {
+		if r.HasSpan {
 			flags |= runFlagSpan
 		}
 		w.byte1(flags)
-		w.ts(r.start)
-		w.ts(r.end)
-		w.ts(r.logStart)
-		w.ts(r.logEnd)
-		w.ts(r.spanStart)
-		w.ts(r.spanEnd)
-		w.str(r.result)
-		w.varint(r.listedAt.UnixNano())
-		w.str(resKey(r.res))
-		w.dims(r.dims)
+		w.ts(r.Start)
+		w.ts(r.End)
+		w.ts(r.LogStart)
+		w.ts(r.LogEnd)
+		w.ts(r.SpanStart)
+		w.ts(r.SpanEnd)
+		w.str(r.Result)
+		w.varint(r.ListedAt.UnixNano())
+		w.str(resKey(r.Payload.res))
+		w.dims(r.Payload.dims)
 	}
 	return w.b
 }
 
 // decodedRun is a run as read, before its resource is resolved.
 type decodedRun struct {
-	run
+	runmemory.Run[runPayload]
 	listedAtNanos int64
 	resKey        string
 }
@@ -304,19 +306,19 @@ func decodeJob(v []byte, numDims int) ([]decodedRun, error) {
 	var runs []decodedRun
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		var d decodedRun
-		d.state = runState(r.byte1())
-		if d.state > runEnded {
+		d.State = runmemory.State(r.byte1())
+		if d.State > runmemory.Ended {
 			r.fail()
 		}
 		flags := r.byte1()
-		d.hasSpan = flags&runFlagSpan != 0
-		d.start, d.end = r.ts(), r.ts()
-		d.logStart, d.logEnd = r.ts(), r.ts()
-		d.spanStart, d.spanEnd = r.ts(), r.ts()
-		d.result = r.str()
+		d.HasSpan = flags&runFlagSpan != 0
+		d.Start, d.End = r.ts(), r.ts()
+		d.LogStart, d.LogEnd = r.ts(), r.ts()
+		d.SpanStart, d.SpanEnd = r.ts(), r.ts()
+		d.Result = r.str()
 		d.listedAtNanos = r.varint()
 		d.resKey = r.str()
-		d.dims = r.dims(numDims)
+		d.Payload.dims = r.dims(numDims)
 		runs = append(runs, d)
 	}
 	if err := r.done(); err != nil {

@@ -5,6 +5,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
 // consumeTraces derives job runs, stage runs and API requests from spans.
@@ -129,8 +131,8 @@ func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Ma
 		d.stats.skipped[reason]++
 		return
 	}
-	rec := jobRecord{key: jobKey{service: res.serviceName, jobID: id.Str()}, res: res, dims: d.resolveDims(attrs, res)}
-	d.jobs.span(&rec, span.StartTimestamp(), span.EndTimestamp(), result, now)
+	key := runmemory.Key{Service: res.serviceName, JobID: id.Str()}
+	d.jobs.Span(key, runPayload{res: res, dims: d.resolveDims(attrs, res)}, span.StartTimestamp(), span.EndTimestamp(), result, now)
 }
 
 // unnamedJobSpan counts a span matched by job_span_names that has no job
