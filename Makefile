@@ -10,7 +10,7 @@ OCB          := $(TOOLS_BIN)/builder
 MDATAGEN     := $(TOOLS_BIN)/mdatagen
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 BIN          := bin/otelcol-gpubuild
-COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor exporter/cloudwatchexporter
+COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor connector/buildjobconnector exporter/cloudwatchexporter
 RUN_DIR      := $(CURDIR)/.run
 GO_TEST_TIMEOUT ?= 14m
 
@@ -83,7 +83,7 @@ lint: $(GOLANGCI_LINT)
 
 ## bench: Go benchmarks of the hot paths, then the load harness against the built binary
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./exporter/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./connector/... ./internal/buildjob/... ./exporter/...
 	$(GO) test -run '^$$' -bench Destinations -benchtime 3x -count 1 ./test/destinations/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 

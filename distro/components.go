@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 	otelconftelemetry "go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 	forwardconnector "go.opentelemetry.io/collector/connector/forwardconnector"
-	buildjobconnector "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor/buildjobconnector"
+	buildjobconnector "github.com/gpubuild/otelcol-gpubuild/connector/buildjobconnector"
 	cloudwatchexporter "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 	debugexporter "go.opentelemetry.io/collector/exporter/debugexporter"
 	nopexporter "go.opentelemetry.io/collector/exporter/nopexporter"

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,4 +221,24 @@ func TestExposedListenerWarning(t *testing.T) {
 	quiet := startSidecar(t)
 	require.NoError(t, quiet.terminate(t, 20*time.Second))
 	assert.NotContains(t, quiet.Output.String(), warning)
+}
+
+// api.requests from spans (connector) and from histograms (processor) in one
+// collector would count every request twice: the default pipelines with
+// GPUBUILD_API_REQUESTS_FROM_SPANS=true keep the processor, so start-up
+// fails, naming both components and the setting.
+func TestStartRefusesAPIRequestsFromBothSources(t *testing.T) {
+	env := append(cleanEnv(t),
+		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_QUEUE_DIR="+t.TempDir(),
+	)
+	out, err := runBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
+	require.Error(t, err, "the collector must not run:\n%s", out)
+	assert.Contains(t, out, `processor "buildjob"`)
+	assert.Contains(t, out, `connector "buildjob"`)
+	assert.Contains(t, out, "api_requests_from_spans: false")
 }

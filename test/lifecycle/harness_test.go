@@ -37,6 +37,9 @@ type env struct {
 	health   int
 	stateDir string
 	config   string
+	// previousConfig is the same configuration without the keys the
+	// previous release does not know (the derivation state).
+	previousConfig string
 }
 
 func newEnv(t *testing.T) *env {
@@ -48,12 +51,17 @@ func newEnv(t *testing.T) *env {
 		health: binarytest.FreePort(t), stateDir: t.TempDir()}
 	tmpl, err := template.ParseFiles(filepath.Join("testdata", "collector.yaml.tmpl"))
 	require.NoError(t, err)
-	var b bytes.Buffer
-	require.NoError(t, tmpl.Execute(&b, map[string]any{
-		"Health": e.health, "GRPC": e.grpc, "HTTP": e.http, "StateDir": e.stateDir, "Endpoint": cw.Endpoint(),
-	}))
-	e.config = filepath.Join(t.TempDir(), "config.yaml")
-	require.NoError(t, os.WriteFile(e.config, b.Bytes(), 0o600))
+	render := func(persistDerivation bool) string {
+		var b bytes.Buffer
+		require.NoError(t, tmpl.Execute(&b, map[string]any{
+			"Health": e.health, "GRPC": e.grpc, "HTTP": e.http, "StateDir": e.stateDir, "Endpoint": cw.Endpoint(),
+			"PersistDerivation": persistDerivation,
+		}))
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o600))
+		return path
+	}
+	e.config, e.previousConfig = render(true), render(false)
 	return e
 }
 
@@ -68,10 +76,22 @@ type collector struct {
 
 // startCollector runs bin on the env's config and waits until it is healthy.
 func (e *env) startCollector(bin string) *collector {
+	e.t.Helper()
+	return e.startCollectorOn(bin, e.config)
+}
+
+// startPreviousRelease runs the previous release's binary on the same
+// directories and ports, with the configuration it understands.
+func (e *env) startPreviousRelease(bin string) *collector {
+	e.t.Helper()
+	return e.startCollectorOn(bin, e.previousConfig)
+}
+
+func (e *env) startCollectorOn(bin, config string) *collector {
 	t := e.t
 	t.Helper()
 	c := &collector{t: t, output: &binarytest.Buffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(bin, "--config", e.config)
+	c.cmd = exec.Command(bin, "--config", config)
 	c.cmd.Env = append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_"),
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIDLIFECYCLE000001",
 		"AWS_SECRET_ACCESS_KEY=lifecycleSecret", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")

@@ -1,5 +1,3 @@
-//go:build lifecycle_pending
-
 package lifecycle
 
 import (

@@ -1,5 +1,3 @@
-//go:build lifecycle_pending
-
 package lifecycle
 
 import (
@@ -51,7 +49,7 @@ func TestLifecycleUpgrade(t *testing.T) {
 	const name = "lifecycle-upgrade"
 	old := baseBinary(t)
 	e := newEnv(t)
-	col := e.startCollector(old)
+	col := e.startPreviousRelease(old)
 	svc := e.startService(name, shortMetrics)
 	tr := newTally()
 	svc.wave(tr, 20)
