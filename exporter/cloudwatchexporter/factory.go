@@ -27,7 +27,7 @@ const (
 	defaultRequestTimeout = 30 * time.Second
 	// defaultMaxSeriesPerMetric: a metric with more dimension sets than this
 	// is almost surely carrying an identifier (a job id, a pid) as a dimension.
-	defaultMaxSeriesPerMetric    = 1000
+	defaultMaxSeriesPerMetric    = 5000
 	defaultStorageResolution     = 60
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute

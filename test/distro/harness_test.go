@@ -18,8 +18,8 @@ import (
 // free ports, with no AWS credentials reachable (dry run).
 type sidecar struct {
 	*binarytest.Process
-	httpPort int
-	health   string
+	httpPort, grpcPort int
+	health             string
 }
 
 // cleanEnv is the environment of a machine with no AWS account: nothing from
@@ -37,11 +37,11 @@ func cleanEnv(t *testing.T) []string {
 
 func startSidecar(t *testing.T, extraEnv ...string) *sidecar {
 	t.Helper()
-	s := &sidecar{httpPort: binarytest.FreePort(t)}
+	s := &sidecar{httpPort: binarytest.FreePort(t), grpcPort: binarytest.FreePort(t)}
 	healthPort := binarytest.FreePort(t)
 	s.health = fmt.Sprintf("http://127.0.0.1:%d/", healthPort)
 	env := append(cleanEnv(t),
-		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(s.grpcPort),
 		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(s.httpPort),
 		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(healthPort),
 		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
