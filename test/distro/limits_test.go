@@ -101,7 +101,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		conns = append(conns, c)
 	}
 	for range each {
-		dial("")                                              // nothing sent
+		dial("")                                               // nothing sent
 		dial("POST /v1/metrics HTTP/1.1\r\nHost: sidecar\r\n") // headers never finished
 		dial("GET /v1/metrics HTTP/1.1\r\nHost: sidecar\r\n\r\n")
 	}
