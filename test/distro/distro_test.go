@@ -171,6 +171,7 @@ func TestDefaultConfigDryRun(t *testing.T) {
 	require.True(t, s.healthy())
 	require.NoError(t, s.terminate(t, 20*time.Second), "exit code must be 0 after SIGTERM")
 	assert.Contains(t, s.Output.String(), "Shutdown complete")
+	assert.NotContains(t, s.Output.String(), "deprecated", "the default config uses no deprecated setting")
 }
 
 func TestNoNVMLStaysHealthy(t *testing.T) {
