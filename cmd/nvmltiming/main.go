@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command nvmltiming times each NVML entry point the nvml receiver calls, on
 // the first GPU: where a scrape's time goes on real hardware. It needs an
 // NVIDIA driver; `make gpu-smoke` runs the receiver itself.
