@@ -40,7 +40,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, CumulativeStateConfig{TTL: 30 * time.Minute, MaxSeries: 50_000, MaxAge: 24 * time.Hour, FutureTolerance: 5 * time.Minute}, cfg.CumulativeState)
 	assert.Nil(t, cfg.CumulativeState.StorageID, "the state is in memory unless a storage is named")
 	assert.Contains(t, cfg.ResourceToDimensions, "service.name")
-	assert.Contains(t, cfg.ResourceToDimensions, "gpu.uuid")
+	assert.Contains(t, cfg.ResourceToDimensions, "hw.id")
 	assert.NotContains(t, cfg.ResourceToDimensions, "service.instance.id")
 	assert.True(t, cfg.QueueConfig.HasValue(), "the sending queue is on by default")
 	assert.True(t, cfg.BackOffConfig.Enabled, "retries are on by default")

@@ -41,7 +41,7 @@ const (
 // never per process (service.instance.id would make every restart a new
 // set of billed metrics).
 func defaultResourceToDimensions() []string {
-	return []string{"service.name", "deployment.environment.name", "gpu.uuid", "gpu.index", "gpu.model"}
+	return []string{"service.name", "deployment.environment.name", "hw.id", "gpu.index", "hw.model"}
 }
 
 // NewFactory returns the factory of the cloudwatch exporter.

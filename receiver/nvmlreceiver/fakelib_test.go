@@ -33,16 +33,18 @@ import (
 
 // Metric names as the receiver emits them, in one place.
 const (
-	mUtilization    = "gpu.utilization"
-	mMemUtilization = "gpu.memory.utilization"
-	mMemUsage       = "gpu.memory.usage"
-	mMemLimit       = "gpu.memory.limit"
-	mTemperature    = "gpu.temperature"
-	mPower          = "gpu.power.usage"
+	mUtilization    = "hw.gpu.utilization"
+	mMemController  = "gpu.memory.controller.utilization"
+	mMemUtilization = "hw.gpu.memory.utilization"
+	mMemUsage       = "hw.gpu.memory.usage"
+	mMemReserved    = "gpu.memory.reserved"
+	mMemLimit       = "hw.gpu.memory.limit"
+	mTemperature    = "hw.temperature"
+	mPower          = "hw.power"
 	mPowerLimit     = "gpu.power.limit"
-	mEnergy         = "gpu.energy.consumption"
+	mEnergy         = "hw.energy"
 	mClock          = "gpu.clock.frequency"
-	mECC            = "gpu.ecc.errors"
+	mECC            = "hw.errors"
 	mThrottled      = "gpu.clock.throttled"
 	mPCIe           = "gpu.pcie.throughput"
 	mXID            = "gpu.xid.errors"
@@ -195,8 +197,8 @@ func (tr *truth) scrape(step childStep, retry time.Duration) map[string]float64 
 			tr.gone[i] = false
 		}
 		res := map[string]string{
-			"gpu.uuid": g.UUID, "gpu.index": strconv.Itoa(i), "gpu.model": g.Name, "gpu.pci.bus_id": g.BusID,
-			"gpu.driver.version": tr.sc.Driver, "host.name": tr.host,
+			"hw.id": g.UUID, "hw.type": "gpu", "hw.vendor": "NVIDIA", "hw.model": g.Name, "hw.driver_version": tr.sc.Driver,
+			"gpu.index": strconv.Itoa(i), "gpu.pci.bus_id": g.BusID, "host.name": tr.host,
 		}
 		rk := resourceKey(res)
 		put := func(rk, metric, unit string, v float64, attrs ...string) {
@@ -213,17 +215,17 @@ func (tr *truth) scrape(step childStep, retry time.Duration) map[string]float64 
 				util = float64(g.UtilGPU)
 			}
 			tr.last[i] = newest
-			put(rk, mUtilization, "1", util/100)
+			put(rk, mUtilization, "1", util/100, "hw.gpu.task", "general")
 			mem, _, ok := average(g.MemSamples, prev, clock)
 			if !ok {
 				mem = float64(g.UtilMem)
 			}
-			put(rk, mMemUtilization, "1", mem/100)
+			put(rk, mMemController, "1", mem/100)
 		}
-		put(rk, mMemUsage, "By", float64(g.MemUsed), "gpu.memory.state", "used")
-		put(rk, mMemUsage, "By", float64(g.MemTotal-g.MemUsed-g.MemReserved), "gpu.memory.state", "free")
-		put(rk, mMemUsage, "By", float64(g.MemReserved), "gpu.memory.state", "reserved")
+		put(rk, mMemUsage, "By", float64(g.MemUsed))
+		put(rk, mMemReserved, "By", float64(g.MemReserved))
 		put(rk, mMemLimit, "By", float64(g.MemTotal))
+		put(rk, mMemUtilization, "1", float64(g.MemUsed)/float64(g.MemTotal))
 		put(rk, mTemperature, "Cel", float64(g.Temperature))
 		if !g.PowerUnsupported {
 			put(rk, mPower, "W", float64(g.PowerMW)/1000)
@@ -234,8 +236,8 @@ func (tr *truth) scrape(step childStep, retry time.Duration) map[string]float64 
 		put(rk, mClock, "Hz", float64(g.ClockMem)*1e6, "gpu.clock.type", "memory")
 		put(rk, mClock, "Hz", float64(g.ClockGraphics)*1e6, "gpu.clock.type", "graphics")
 		if !g.ECCUnsupported {
-			put(rk, mECC, "{error}", float64(g.ECCCorrected), "gpu.error.type", "corrected")
-			put(rk, mECC, "{error}", float64(g.ECCUncorrected), "gpu.error.type", "uncorrected")
+			put(rk, mECC, "{error}", float64(g.ECCCorrected), "error.type", "corrected")
+			put(rk, mECC, "{error}", float64(g.ECCUncorrected), "error.type", "uncorrected")
 		}
 		for _, r := range throttleNames {
 			if g.ThrottleSupported&r.bit != 0 {
@@ -280,10 +282,10 @@ func (tr *truth) scrape(step childStep, retry time.Duration) map[string]float64 
 				mres[k] = v
 			}
 			mk := resourceKey(mres)
-			put(mk, mMemUsage, "By", float64(m.MemUsed), "gpu.memory.state", "used")
-			put(mk, mMemUsage, "By", float64(m.MemTotal-m.MemUsed-m.MemReserv), "gpu.memory.state", "free")
-			put(mk, mMemUsage, "By", float64(m.MemReserv), "gpu.memory.state", "reserved")
+			put(mk, mMemUsage, "By", float64(m.MemUsed))
+			put(mk, mMemReserved, "By", float64(m.MemReserv))
 			put(mk, mMemLimit, "By", float64(m.MemTotal))
+			put(mk, mMemUtilization, "1", float64(m.MemUsed)/float64(m.MemTotal))
 			for _, p := range m.Processes {
 				put(mk, mProcMemory, "By", float64(p.UsedBytes), procAttrs(p.PID)...)
 			}

@@ -146,7 +146,7 @@ func compareWithNvidiaSMI(t *testing.T, s *gpuScraper, interval time.Duration) {
 		recv := "n/a"
 		var recvPct float64
 		haveRecv := false
-		if m, ok := findMetric(rm, "gpu.utilization"); ok && m.Gauge().DataPoints().Len() == 1 {
+		if m, ok := findMetric(rm, "hw.gpu.utilization"); ok && m.Gauge().DataPoints().Len() == 1 {
 			recvPct, haveRecv = m.Gauge().DataPoints().At(0).DoubleValue()*100, true
 			recv = fmt.Sprintf("%.1f", recvPct)
 		}

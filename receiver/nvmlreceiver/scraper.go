@@ -223,11 +223,13 @@ func (s *gpuScraper) newGPUState(h device, index int, uuid string) *gpuState {
 
 func (s *gpuScraper) gpuResource(g *gpuState) *metadata.ResourceBuilder {
 	rb := s.mb.NewResourceBuilder()
-	rb.SetGpuUUID(g.uuid)
+	rb.SetHwID(g.uuid)
+	rb.SetHwType("gpu")
+	rb.SetHwVendor("NVIDIA")
+	rb.SetHwModel(g.model)
+	rb.SetHwDriverVersion(s.driver)
 	rb.SetGpuIndex(int64(g.index))
-	rb.SetGpuModel(g.model)
 	rb.SetGpuPciBusID(g.busID)
-	rb.SetGpuDriverVersion(s.driver)
 	if s.hostname != "" {
 		rb.SetHostName(s.hostname)
 	}

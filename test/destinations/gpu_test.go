@@ -17,7 +17,7 @@ import (
 )
 
 // latestGPUValue is the value of the newest point of a gauge or sum whose
-// resource has gpu.uuid = uuid; ok is false when there is none.
+// resource has hw.id = uuid; ok is false when there is none.
 func (s *otlpSink) latestGPUValue(name, uuid string) (value float64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -25,7 +25,7 @@ func (s *otlpSink) latestGPUValue(name, uuid string) (value float64, ok bool) {
 	for _, md := range s.metrics {
 		rms := md.ResourceMetrics()
 		for i := 0; i < rms.Len(); i++ {
-			if v, found := rms.At(i).Resource().Attributes().Get("gpu.uuid"); !found || v.AsString() != uuid {
+			if v, found := rms.At(i).Resource().Attributes().Get("hw.id"); !found || v.AsString() != uuid {
 				continue
 			}
 			sms := rms.At(i).ScopeMetrics()
@@ -101,8 +101,8 @@ func TestGPUMetricsInEveryStore(t *testing.T) {
 		want         func(fakenvml.GPU) float64
 	}
 	checks := []check{
-		{"gpu.temperature", "gpu_temperature_celsius", func(g fakenvml.GPU) float64 { return float64(g.Temperature) }},
-		{"gpu.memory.limit", "gpu_memory_limit_bytes", func(g fakenvml.GPU) float64 { return float64(g.MemTotal) }},
+		{"hw.temperature", "hw_temperature_celsius", func(g fakenvml.GPU) float64 { return float64(g.Temperature) }},
+		{"hw.gpu.memory.limit", "hw_gpu_memory_limit_bytes", func(g fakenvml.GPU) float64 { return float64(g.MemTotal) }},
 	}
 	var missing []string
 	ok := eventually(2*time.Minute, func() bool {
@@ -113,7 +113,7 @@ func TestGPUMetricsInEveryStore(t *testing.T) {
 				label := fmt.Sprintf("%s %s", c.metric, g.UUID)
 				found := false
 				for _, d := range s.cw.Datums() {
-					if d.MetricName == c.metric && d.Dimensions["gpu.uuid"] == g.UUID && d.Value != nil && *d.Value == want {
+					if d.MetricName == c.metric && d.Dimensions["hw.id"] == g.UUID && d.Value != nil && *d.Value == want {
 						found = true
 					}
 				}
@@ -126,7 +126,7 @@ func TestGPUMetricsInEveryStore(t *testing.T) {
 					}
 				}
 				for name, prom := range map[string]*prometheusServer{"prometheus": s.scrape, "prometheus-remote-write": s.remote} {
-					samples, err := prom.query(fmt.Sprintf(`%s{gpu_uuid=%q}`, c.prom, g.UUID))
+					samples, err := prom.query(fmt.Sprintf(`%s{hw_id=%q}`, c.prom, g.UUID))
 					if err != nil || len(samples) != 1 || samples[0].Value != want {
 						missing = append(missing, fmt.Sprintf("%s: %s (%v, err %v)", name, label, samples, err))
 					}

@@ -92,21 +92,21 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 	var wants []want
 	for i, g := range sc.GPUs {
 		wants = append(wants,
-			want{"gpu.temperature", "None", i, float64(g.Temperature)},
-			want{"gpu.utilization", "None", i, float64(g.UtilGPU) / 100},
-			want{"gpu.memory.utilization", "None", i, float64(g.UtilMem) / 100},
+			want{"hw.temperature", "None", i, float64(g.Temperature)},
+			want{"hw.gpu.utilization", "None", i, float64(g.UtilGPU) / 100},
+			want{"gpu.memory.controller.utilization", "None", i, float64(g.UtilMem) / 100},
 		)
 		if !g.PowerUnsupported {
 			wants = append(wants,
-				want{"gpu.power.usage", "None", i, float64(g.PowerMW) / 1000},
+				want{"hw.power", "None", i, float64(g.PowerMW) / 1000},
 				want{"gpu.power.limit", "None", i, float64(g.PowerLimitMW) / 1000})
 		}
 	}
 	found := func(w want) bool {
 		for _, d := range cw.Datums() {
 			if d.Namespace == namespace && d.MetricName == w.metric && d.Unit == w.unit && d.Value != nil &&
-				d.Dimensions["gpu.uuid"] == sc.GPUs[w.gpu].UUID && d.Dimensions["gpu.index"] == strconv.Itoa(w.gpu) &&
-				d.Dimensions["gpu.model"] == sc.GPUs[w.gpu].Name && math.Abs(*d.Value-w.value) < 1e-9 {
+				d.Dimensions["hw.id"] == sc.GPUs[w.gpu].UUID && d.Dimensions["gpu.index"] == strconv.Itoa(w.gpu) &&
+				d.Dimensions["hw.model"] == sc.GPUs[w.gpu].Name && math.Abs(*d.Value-w.value) < 1e-9 {
 				return true
 			}
 		}
@@ -119,8 +119,8 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 		require.True(t, ok, "no %s datum for GPU %d with value %v (unit %s) within 90 s", w.metric, w.gpu, w.value, w.unit)
 	}
 	for _, d := range cw.Datums() {
-		if d.MetricName == "gpu.power.usage" || d.MetricName == "gpu.power.limit" || d.MetricName == "gpu.energy.consumption" {
-			require.NotEqual(t, sc.GPUs[1].UUID, d.Dimensions["gpu.uuid"], "GPU 1 answers NOT_SUPPORTED for power")
+		if d.MetricName == "hw.power" || d.MetricName == "gpu.power.limit" || d.MetricName == "hw.energy" {
+			require.NotEqual(t, sc.GPUs[1].UUID, d.Dimensions["hw.id"], "GPU 1 answers NOT_SUPPORTED for power")
 		}
 	}
 	require.Contains(t, col.Output.String(), "NVML loaded")
