@@ -229,12 +229,13 @@ func TestExposedListenerWarning(t *testing.T) {
 // GPUBUILD_API_REQUESTS_FROM_SPANS=true keep the processor, so start-up
 // fails, naming both components and the setting.
 func TestStartRefusesAPIRequestsFromBothSources(t *testing.T) {
+	ports := binarytest.FreePorts(t, 4)
 	env := append(cleanEnv(t),
 		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
-		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(ports[0]),
+		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(ports[1]),
+		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(ports[2]),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(ports[3]),
 		"GPUBUILD_QUEUE_DIR="+t.TempDir(),
 	)
 	out, err := runBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
