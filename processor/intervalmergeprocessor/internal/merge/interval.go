@@ -88,7 +88,9 @@ func New(opts Options) *Interval {
 }
 
 // Empty tells whether nothing was added.
-func (iv *Interval) Empty() bool { return iv.stats.PointsIn == 0 && iv.out.ResourceMetrics().Len() == 0 }
+func (iv *Interval) Empty() bool {
+	return iv.stats.PointsIn == 0 && iv.out.ResourceMetrics().Len() == 0
+}
 
 // Stats are the counts so far.
 func (iv *Interval) Stats() Stats { return iv.stats }
