@@ -47,26 +47,32 @@ func baseEnv() []string {
 }
 
 func newNode(t testing.TB, config string, extra ...string) *node {
-	n := &node{
-		t: t, config: filepath.Join(binarytest.RepoRoot(), config),
-		grpc: binarytest.FreePort(t), health: binarytest.FreePort(t), telemetry: binarytest.FreePort(t),
-		queueDir: t.TempDir(),
-	}
-	n.env = append(baseEnv(),
+	n := &node{t: t, config: filepath.Join(binarytest.RepoRoot(), config), queueDir: t.TempDir()}
+	n.pickPorts()
+	n.env = extra
+	return n
+}
+
+// pickPorts chooses the listeners' ports. A gateway keeps its ports across
+// restarts (the sidecars' lists name them); a sidecar picks new ones right
+// before each start, so that no client's ephemeral port took them meanwhile.
+func (n *node) pickPorts() {
+	n.grpc, n.health, n.telemetry = binarytest.FreePort(n.t), binarytest.FreePort(n.t), binarytest.FreePort(n.t)
+}
+
+// start runs the node (again, on the same queue directory); later entries of
+// env win.
+func (n *node) start() {
+	n.t.Helper()
+	env := append(baseEnv(),
 		fmt.Sprintf("GPUBUILD_OTLP_GRPC_PORT=%d", n.grpc),
-		fmt.Sprintf("GPUBUILD_OTLP_HTTP_PORT=%d", binarytest.FreePort(t)),
+		fmt.Sprintf("GPUBUILD_OTLP_HTTP_PORT=%d", binarytest.FreePort(n.t)),
 		fmt.Sprintf("GPUBUILD_HEALTH_PORT=%d", n.health),
 		fmt.Sprintf("GPUBUILD_TELEMETRY_PORT=%d", n.telemetry),
 		"GPUBUILD_QUEUE_DIR="+n.queueDir,
 	)
-	n.env = append(n.env, extra...)
-	return n
-}
-
-// start runs the node (again, on the same ports and queue directory).
-func (n *node) start() {
-	n.t.Helper()
-	n.Process = binarytest.StartBinary(n.t, n.env, "--config", n.config)
+	env = append(env, n.env...)
+	n.Process = binarytest.StartBinary(n.t, env, "--config", n.config)
 	require.NoError(n.t, n.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", n.health), 60*time.Second))
 }
 
