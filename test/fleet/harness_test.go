@@ -103,7 +103,7 @@ func sidecarEnv(gateways []*node, interval time.Duration) []string {
 		hosts[i] = fmt.Sprintf("127.0.0.1:%d", g.grpc)
 	}
 	return []string{
-		"GPUBUILD_GATEWAYS=[" + strings.Join(hosts, ", ") + "]",
+		"GPUBUILD_GATEWAY_RESOLVER={static: {hostnames: [" + strings.Join(hosts, ", ") + "]}}",
 		"GPUBUILD_GATEWAY_TIMEOUT=" + (2*interval + 10*time.Second).String(),
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
