@@ -76,7 +76,7 @@ lint: $(GOLANGCI_LINT)
 ## bench: Go benchmarks of the hot paths, then the load harness against the built binary
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./exporter/...
-	GOMAXPROCS=1 $(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 25 minutes)
