@@ -54,17 +54,20 @@ func BenchmarkRequestsDirectVsGateway(b *testing.B) {
 		}
 		start := time.Now()
 		var wg sync.WaitGroup
+		errs := make([]error, workers)
 		for i, n := range nodes {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				cfg := workload(n, i)
 				cfg.Jobs, cfg.Rate = 20, 1
-				_, err := buildsim.Run(context.Background(), cfg)
-				require.NoError(b, err)
+				_, errs[i] = buildsim.Run(context.Background(), cfg)
 			}()
 		}
 		wg.Wait()
+		for _, err := range errs {
+			require.NoError(b, err)
+		}
 		for _, n := range nodes {
 			_, _ = n.Stop(60 * time.Second)
 		}
