@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/merge"
@@ -40,6 +42,7 @@ type mergeProcessor struct {
 	mu      sync.Mutex
 	cur     *open
 	stopped bool
+	held    atomic.Int64 // ConsumeMetrics calls waiting for their flush
 
 	flushMu sync.Mutex // one flush at a time (ticker and shutdown)
 	stop    chan struct{}
@@ -57,6 +60,12 @@ func newMergeProcessor(set processor.Settings, cfg *Config, next consumer.Metric
 		stop: make(chan struct{}),
 	}
 	p.cur = p.newOpen()
+	if err := tel.RegisterIntervalmergeRequestsHeldCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(p.held.Load())
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -98,8 +107,10 @@ func (p *mergeProcessor) ConsumeMetrics(_ context.Context, md pmetric.Metrics) e
 	}
 	o := p.cur
 	o.iv.Add(md)
+	p.held.Add(1)
 	p.mu.Unlock()
 	<-o.done
+	p.held.Add(-1)
 	return o.err
 }
 

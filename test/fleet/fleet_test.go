@@ -72,9 +72,16 @@ func TestFleetThroughGateways(t *testing.T) {
 	require.True(t, binarytest.Eventually(90*time.Second, func() bool {
 		return gateways[0].flushes() >= 2 && gateways[1].flushes() >= 2
 	}), "both gateways flushed data")
+	// Kill it while it holds sidecars' requests it has not acknowledged:
+	// their data must come back through the sidecars' retries.
+	var held float64
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
+		held = gateways[1].held()
+		return held >= 5
+	}), "gateway 1 holds requests")
 	killedFlushes := gateways[1].flushes()
 	gateways[1].Kill9()
-	t.Logf("gateway 1 killed with SIGKILL after %v flushes", killedFlushes)
+	t.Logf("gateway 1 killed with SIGKILL after %v flushes, holding %v unacknowledged requests", killedFlushes, held)
 	gateways[1].start()
 
 	wg.Wait()

@@ -76,10 +76,15 @@ func (n *node) start() {
 	require.NoError(n.t, n.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", n.health), 60*time.Second))
 }
 
-func (n *node) flushes() float64 {
+func (n *node) flushes() float64 { return n.telemetryValue("otelcol_intervalmerge_flushes") }
+
+// held is how many sidecar requests the gateway holds unacknowledged.
+func (n *node) held() float64 { return n.telemetryValue("otelcol_intervalmerge_requests_held") }
+
+func (n *node) telemetryValue(name string) float64 {
 	f, err := promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", n.telemetry))
 	require.NoError(n.t, err)
-	v, _ := f.Sum("otelcol_intervalmerge_flushes", nil)
+	v, _ := f.Sum(name, nil)
 	return v
 }
 

@@ -3,10 +3,12 @@
 package metadata
 
 import (
+	"context"
 	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.opentelemetry.io/otel/trace"
 
 	"go.opentelemetry.io/collector/component"
@@ -30,6 +32,7 @@ type TelemetryBuilder struct {
 	IntervalmergeFlushes      metric.Int64Counter
 	IntervalmergePointsIn     metric.Int64Counter
 	IntervalmergePointsMerged metric.Int64Counter
+	IntervalmergeRequestsHeld metric.Int64ObservableUpDownCounter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -41,6 +44,31 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterIntervalmergeRequestsHeldCallback sets callback for observable IntervalmergeRequestsHeld metric.
+func (builder *TelemetryBuilder) RegisterIntervalmergeRequestsHeldCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.IntervalmergeRequestsHeld, obs: o})
+		return nil
+	}, builder.IntervalmergeRequestsHeld)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+type observerInt64 struct {
+	embedded.Int64Observer
+	inst metric.Int64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveInt64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -83,6 +111,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_intervalmerge_points_merged",
 		metric.WithDescription("Data points folded into a point of the same series from another request or worker. [Development]"),
 		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergeRequestsHeld, err = builder.meter.Int64ObservableUpDownCounter(
+		"otelcol_intervalmerge_requests_held",
+		metric.WithDescription("Requests waiting for their interval to be handed on (not yet acknowledged to their senders). [Development]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs
