@@ -69,10 +69,10 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 	assert.Equal(t, map[string]int{"otlp-grpc": 4317, "health": 13133, "telemetry": 8888}, ports, "the gateway config's default ports")
 
 	svc := kinds["Service"]
-	assert.Equal(t, "None", dig(svc, "spec", "clusterIP"), "headless: the dns resolver sees every gateway")
+	assert.Nil(t, dig(svc, "spec", "clusterIP"), "a load-balanced Service: each sidecar's connection lands on one gateway")
 	host := dig(svc, "metadata", "name").(string) + "." + dig(svc, "metadata", "namespace").(string) + ".svc.cluster.local"
-	assert.Contains(t, readRepoFile(t, "deploy/gateway-sidecar.yaml"), "hostname: "+host)
-	assert.Contains(t, readRepoFile(t, "deploy/gateway-kubernetes.yaml"), "hostname: "+host)
+	assert.Contains(t, readRepoFile(t, "deploy/gateway-sidecar.yaml"), "GPUBUILD_GATEWAY_ENDPOINT="+host+":4317")
+	assert.Contains(t, readRepoFile(t, "deploy/gateway-kubernetes.yaml"), "GPUBUILD_GATEWAY_ENDPOINT="+host+":4317")
 	assert.Equal(t, "otelcol-gateway", dig(kinds["HorizontalPodAutoscaler"], "spec", "scaleTargetRef", "name"))
 	assert.Equal(t, 1, dig(kinds["PodDisruptionBudget"], "spec", "minAvailable"))
 }

@@ -49,7 +49,7 @@ func TestFleetThroughGateways(t *testing.T) {
 	}
 	nodes := make([]*node, sidecars)
 	for i := range nodes {
-		nodes[i] = newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnv(gateways, gatewayInterval)...)
+		nodes[i] = newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnv(gateways[i%len(gateways)], gatewayInterval)...)
 		nodes[i].start()
 	}
 

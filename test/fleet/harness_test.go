@@ -102,13 +102,9 @@ func gatewayEnv(cw *cloudwatchtest.Server, interval time.Duration) []string {
 	}
 }
 
-func sidecarEnv(gateways []*node, interval time.Duration) []string {
-	hosts := make([]string, len(gateways))
-	for i, g := range gateways {
-		hosts[i] = fmt.Sprintf("127.0.0.1:%d", g.grpc)
-	}
+func sidecarEnv(gateway *node, interval time.Duration) []string {
 	return []string{
-		"GPUBUILD_GATEWAY_RESOLVER={static: {hostnames: [" + strings.Join(hosts, ", ") + "]}}",
+		fmt.Sprintf("GPUBUILD_GATEWAY_ENDPOINT=127.0.0.1:%d", gateway.grpc),
 		"GPUBUILD_GATEWAY_TIMEOUT=" + (2*interval + 10*time.Second).String(),
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
