@@ -39,6 +39,11 @@ type Config struct {
 	// than cut off and sent again.
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
 
+	// MaxSeriesPerMetric bounds the billed series (dimension sets) of each
+	// metric name; past it, new series are folded into one overflow series.
+	// 0: no bound.
+	MaxSeriesPerMetric int `mapstructure:"max_series_per_metric"`
+
 	// Namespace is the CloudWatch namespace of every metric. Required.
 	Namespace string `mapstructure:"namespace"`
 	// Region is the AWS region; empty means the standard chain (AWS_REGION, profile).
@@ -162,6 +167,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
+	}
+	if cfg.MaxSeriesPerMetric < 0 {
+		errs = append(errs, errors.New("max_series_per_metric: must not be negative (0 means no bound)"))
 	}
 	if cfg.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("request_timeout: must be positive"))

@@ -44,8 +44,9 @@ type cloudWatchExporter struct {
 	telemetry  *metadata.TelemetryBuilder
 	translator *translator
 	deltas     *deltaConverter
-	slots      chan struct{} // bounds the requests in flight, across concurrent exports
-	limiter    *rate.Limiter // nil: no rate limit
+	series     *seriesLimiter // nil: max_series_per_metric 0
+	slots      chan struct{}  // bounds the requests in flight, across concurrent exports
+	limiter    *rate.Limiter  // nil: no rate limit
 	now        func() time.Time
 	// throttleDelay is the least wait before a throttled request is retried.
 	throttleDelay time.Duration
@@ -84,6 +85,7 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		telemetry:  tb,
 		translator: newTranslator(cfg),
 		deltas:     newDeltaConverter(cfg.CumulativeState),
+		series:     newSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
 
@@ -290,7 +292,11 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 		e.translations.Put(buf)
 	}()
 
-	e.translator.translate(md, e.now(), &buf.translation)
+	now := e.now()
+	e.translator.translate(md, now, &buf.translation)
+	if e.series != nil {
+		e.series.apply(&buf.translation, now)
+	}
 	e.recordDropped(ctx, &buf.dropped)
 	e.recordAltered(ctx, &buf.altered)
 	if len(buf.datums) == 0 {

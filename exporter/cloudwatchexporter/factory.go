@@ -22,7 +22,10 @@ const (
 	defaultTimeout = 15 * time.Second
 	// defaultRequestTimeout: CloudWatch answers in well under a second; an
 	// answer later than this is the residual window for a duplicate.
-	defaultRequestTimeout        = 30 * time.Second
+	defaultRequestTimeout = 30 * time.Second
+	// defaultMaxSeriesPerMetric: a metric with more dimension sets than this
+	// is almost surely carrying an identifier (a job id, a pid) as a dimension.
+	defaultMaxSeriesPerMetric    = 1000
 	defaultStorageResolution     = 60
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute
@@ -55,6 +58,7 @@ func createDefaultConfig() component.Config {
 		BackOffConfig:         configretry.NewDefaultBackOffConfig(),
 		ShutdownDrainTimeout:  defaultShutdownDrainTimeout,
 		RequestTimeout:        defaultRequestTimeout,
+		MaxSeriesPerMetric:    defaultMaxSeriesPerMetric,
 		OutputDestination:     destinationCloudWatch,
 		ResourceToDimensions:  defaultResourceToDimensions(),
 		StorageResolution:     defaultStorageResolution,

@@ -3,6 +3,7 @@ package cloudwatchexporter
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
@@ -327,4 +330,67 @@ func TestEndpointRefusesBadMetricNames(t *testing.T) {
 		assert.Contains(t, err.Error(), "InvalidParameterValue")
 		assert.Empty(t, te.server.Datums(), "the whole request is refused")
 	}
+}
+
+// A job id in a metric attribute: 30,000 distinct values beside a
+// well-behaved neighbour. Billed series of that metric stay within
+// max_series_per_metric plus the overflow series, no increment is lost
+// (the overflow series carries the rest), the neighbour is exact, and one
+// warning names the metric and the exploding dimension.
+func TestCardinalityFloodIsBoundedPerMetric(t *testing.T) {
+	var logs *observer.ObservedLogs
+	te := newTestExporterWith(t, func(cfg *Config) {
+		cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	}, func() *zap.Logger {
+		core, observed := observer.New(zapcore.InfoLevel)
+		logs = observed
+		return zap.New(core)
+	})
+	const jobs = 30_000
+	now := newest()
+	md := pmetric.NewMetrics()
+	sum := newMetric(md, "build.jobs", "{job}").SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	for i := range jobs {
+		dp := sum.DataPoints().AppendEmpty()
+		dp.SetTimestamp(now)
+		dp.SetIntValue(1)
+		dp.Attributes().PutStr("job.id", fmt.Sprintf("job-%05d", i))
+		dp.Attributes().PutStr("build.engine", "faiss")
+	}
+	gpu := newMetric(md, "gpu.utilization", "1").SetEmptyGauge().DataPoints()
+	for i, v := range []float64{0.25, 0.5, 0.75} {
+		dp := gpu.AppendEmpty()
+		dp.SetTimestamp(now)
+		dp.SetDoubleValue(v)
+		dp.Attributes().PutInt("gpu.index", int64(i))
+	}
+
+	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+
+	series := map[string]bool{}
+	total := 0.0
+	neighbour := map[string]float64{}
+	for _, d := range te.server.Datums() {
+		switch d.MetricName {
+		case "build.jobs":
+			series[seriesKey(d)] = true
+			total += *d.Value
+		case "gpu.utilization":
+			neighbour[d.Dimensions["gpu.index"]] = *d.Value
+		}
+	}
+	assert.Len(t, series, defaultMaxSeriesPerMetric+1, "the budget plus one overflow series")
+	assert.True(t, series["build.jobs{otel.metric.overflow=true}"])
+	assert.Equal(t, float64(jobs), total, "no increment lost")
+	assert.Equal(t, map[string]float64{"0": 0.25, "1": 0.5, "2": 0.75}, neighbour, "the neighbour is exact")
+	assert.Equal(t, map[string]int64{"series_overflow": jobs - defaultMaxSeriesPerMetric},
+		te.counter(t, "points_altered", "reason"))
+	warned := logs.FilterMessageSnippet("max_series_per_metric").All()
+	require.Len(t, warned, 1, "rate limited")
+	assert.Equal(t, zapcore.WarnLevel, warned[0].Level)
+	fields := warned[0].ContextMap()
+	assert.Equal(t, "build.jobs", fields["metric"])
+	assert.Equal(t, "job.id", fields["exploding_dimension"])
 }

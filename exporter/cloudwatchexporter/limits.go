@@ -77,6 +77,7 @@ const (
 	alterMetricName       alterReason = iota // control characters, invalid UTF-8 or length
 	alterDimension                           // a dimension name or value: non-printable-ASCII characters or length
 	alterDimensionDropped                    // a dimension left out: its name or value is blank once sanitized
+	alterSeriesOverflow                      // folded into the metric's overflow series (max_series_per_metric)
 	numAlterReasons
 )
 
@@ -84,6 +85,7 @@ var alterReasonNames = [numAlterReasons]string{
 	alterMetricName:       "metric_name_sanitized",
 	alterDimension:        "dimension_sanitized",
 	alterDimensionDropped: "dimension_dropped",
+	alterSeriesOverflow:   "series_overflow",
 }
 
 func (r alterReason) String() string { return alterReasonNames[r] }

@@ -140,7 +140,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchPointsAltered, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_points_altered",
-		metric.WithDescription("Data points sent with a name or dimensions changed to what CloudWatch accepts, by `reason` (metric_name_sanitized, dimension_sanitized, dimension_dropped); a point counts once per reason. [Development]"),
+		metric.WithDescription("Data points sent with a name or dimensions changed to what CloudWatch accepts, by `reason` (metric_name_sanitized, dimension_sanitized, dimension_dropped, series_overflow = folded into the overflow series of a metric past max_series_per_metric); a point counts once per reason. [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)

@@ -102,7 +102,7 @@ func AssertEqualExporterCloudwatchDryRun(t *testing.T, tt *componenttest.Telemet
 func AssertEqualExporterCloudwatchPointsAltered(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_points_altered",
-		Description: "Data points sent with a name or dimensions changed to what CloudWatch accepts, by `reason` (metric_name_sanitized, dimension_sanitized, dimension_dropped); a point counts once per reason. [Development]",
+		Description: "Data points sent with a name or dimensions changed to what CloudWatch accepts, by `reason` (metric_name_sanitized, dimension_sanitized, dimension_dropped, series_overflow = folded into the overflow series of a metric past max_series_per_metric); a point counts once per reason. [Development]",
 		Unit:        "{datapoint}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -1,0 +1,49 @@
+package seriesbudget
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func dims(job uint64) func() []Dimension {
+	return func() []Dimension { return []Dimension{{"service.name", 1}, {"job.id", job}} }
+}
+
+func TestBudgetFoldsPastTheLimitAndNamesTheDimension(t *testing.T) {
+	b := New(3, time.Hour, time.Minute)
+	now := time.Unix(1000, 0)
+	for s := uint64(1); s <= 3; s++ {
+		ok, o := b.Admit("jobs", s, now, dims(s))
+		require.True(t, ok)
+		require.Nil(t, o)
+	}
+	ok, o := b.Admit("jobs", 4, now, dims(4))
+	assert.False(t, ok)
+	require.NotNil(t, o)
+	assert.Equal(t, Overflow{Metric: "jobs", Series: 3, Dimension: "job.id", Distinct: 3}, *o)
+
+	ok, o = b.Admit("jobs", 5, now.Add(time.Second), dims(5))
+	assert.False(t, ok)
+	assert.Nil(t, o, "the warning is rate limited")
+	ok, _ = b.Admit("jobs", 2, now.Add(time.Second), dims(2))
+	assert.True(t, ok, "a known series stays itself")
+	ok, _ = b.Admit("other", 4, now, dims(4))
+	assert.True(t, ok, "each metric has its own budget")
+
+	ok, o = b.Admit("jobs", 6, now.Add(2*time.Minute), dims(6))
+	assert.False(t, ok)
+	assert.NotNil(t, o, "warned again after warnEvery")
+}
+
+func TestBudgetForgetsIdleSeries(t *testing.T) {
+	b := New(2, time.Hour, time.Minute)
+	now := time.Unix(1000, 0)
+	b.Admit("m", 1, now, dims(1))
+	b.Admit("m", 2, now.Add(50*time.Minute), dims(2))
+	ok, _ := b.Admit("m", 3, now.Add(61*time.Minute), dims(3))
+	assert.True(t, ok, "series 1 idle past the TTL frees its place")
+	assert.Equal(t, 2, b.Series("m"))
+}
