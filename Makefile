@@ -8,23 +8,28 @@ GO           ?= go
 TOOLS_BIN    := $(CURDIR)/.tools/bin
 OCB          := $(TOOLS_BIN)/builder
 MDATAGEN     := $(TOOLS_BIN)/mdatagen
+GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 BIN          := bin/otelcol-gpubuild
-COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor exporter/cloudwatchexporter
+COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor connector/buildjobconnector exporter/cloudwatchexporter
 RUN_DIR      := $(CURDIR)/.run
 GO_TEST_TIMEOUT ?= 14m
 
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench demo tools gpu-smoke clean deps
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps
 
-## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod
+## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
 $(OCB) $(MDATAGEN) &: internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && $(GO) build -o $(TOOLS_BIN)/ \
 		go.opentelemetry.io/collector/cmd/builder \
 		go.opentelemetry.io/collector/cmd/mdatagen
 	@touch $(OCB) $(MDATAGEN)
+# golangci-lint has a module of its own so that its dependencies never move ours.
+$(GOLANGCI_LINT): internal/tools/lint/go.mod internal/tools/lint/go.sum
+	cd internal/tools/lint && $(GO) build -o $(TOOLS_BIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	@touch $(GOLANGCI_LINT)
 
 ## generate: regenerate mdatagen code of each component and the ocb sources in distro/
 generate: tools
@@ -51,24 +56,40 @@ run: build
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
 ## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary
-test: check-generated lint build
+test: check-generated lint build jsservice-deps deps
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
-unit-test: build
+unit-test: build jsservice-deps
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
-## lint: gofmt, go vet, and the build without cgo (the nvml receiver's fallback)
-lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^distro/') 2>/dev/null); \
-		if [ -n "$$out" ]; then echo "gofmt needed:" >&2; echo "$$out" >&2; exit 1; fi
-	$(GO) vet ./...
+## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
+PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
+deps:
+	@if ! command -v prometheus >/dev/null 2>&1; then \
+		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo="sudo"; \
+		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends prometheus=$(PROMETHEUS_DEB); \
+	fi
+
+## jsservice-deps: the Node.js build service's pinned npm packages (npm ci), driven by test/lifecycle
+jsservice-deps: test/jsservice/node_modules/.package-lock.json
+test/jsservice/node_modules/.package-lock.json: test/jsservice/package.json test/jsservice/package-lock.json
+	cd test/jsservice && npm ci --no-audit --no-fund
+
+## lint: golangci-lint (.golangci.yml: gofmt, govet, errcheck, staticcheck, unused, revive, ...) and the build without cgo (the nvml receiver's fallback)
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
 	CGO_ENABLED=0 $(GO) build ./...
 
 ## bench: Go benchmarks of the hot paths, then the load harness against the built binary
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./exporter/...
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./connector/... ./internal/buildjob/... ./exporter/...
+	$(GO) test -run '^$$' -bench Destinations -benchtime 3x -count 1 ./test/destinations/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
+
+## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 25 minutes)
+bench-peers: build tools
+	$(GO) run ./test/load -peers -rounds 3 -duration 30s -warmup 8s -splice BENCHMARKS.md
 
 ## demo: buildsim -> the collector -> a local CloudWatch endpoint; prints what landed
 demo: build

@@ -8,7 +8,9 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+	destinations "github.com/gpubuild/otelcol-gpubuild/internal/destinations"
 	metricsswitch "github.com/gpubuild/otelcol-gpubuild/internal/metricsswitch"
+	exposedlisteners "github.com/gpubuild/otelcol-gpubuild/internal/exposedlisteners"
 	envprovider "go.opentelemetry.io/collector/confmap/provider/envprovider"
 	fileprovider "go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	yamlprovider "go.opentelemetry.io/collector/confmap/provider/yamlprovider"
@@ -33,7 +35,9 @@ func main() {
 					yamlprovider.NewFactory(),
 				},
 				ConverterFactories: []confmap.ConverterFactory{
+					destinations.NewFactory(),
 					metricsswitch.NewFactory(),
+					exposedlisteners.NewFactory(),
 				},
 			},
 		},
@@ -43,6 +47,8 @@ func main() {
 			yamlprovider.NewFactory().Create(confmap.ProviderSettings{}).Scheme(): "go.opentelemetry.io/collector/confmap/provider/yamlprovider v1.67.0",
 		},
 		ConverterModules: []string{
+			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
+			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		},
 	}

@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,23 +61,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 			e.Spans.RequestsFailed, e.LogRecords.RequestsFailed, e.MetricFinalExportsFailed)
 		code = 1
 	}
-	w := stdout
-	if out != "" {
-		f, err := os.Create(out)
-		if err != nil {
-			fmt.Fprintln(stderr, "buildsim:", err)
-			return 1
-		}
-		defer f.Close()
-		w = f
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(summary); err != nil {
+	if err := writeSummary(summary, out, stdout); err != nil {
 		fmt.Fprintln(stderr, "buildsim:", err)
 		return 1
 	}
 	return code
+}
+
+// writeSummary writes the JSON summary to the file out, or to stdout when
+// out is empty. A summary file that did not reach the disk is an error.
+func writeSummary(summary *buildsim.Summary, out string, stdout io.Writer) error {
+	if out == "" {
+		return encodeSummary(stdout, summary)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	return errors.Join(encodeSummary(f, summary), f.Close())
+}
+
+func encodeSummary(w io.Writer, summary *buildsim.Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(summary)
 }
 
 // parseFlags turns the command line into a run configuration and the path

@@ -224,7 +224,7 @@ func BenchmarkConvertSaved(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(conv.store.valueBytes), "saved_bytes/largest_batch")
+			b.ReportMetric(float64(conv.tracker.LargestSaveBytes()), "saved_bytes/largest_batch")
 		})
 	}
 }
@@ -284,7 +284,7 @@ func BenchmarkExport(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.putter = &cloudWatchPutter{client: client}
+	e.putter = newPutter(client)
 	md := convertedBatch(gpus)
 	points := md.DataPointCount()
 	b.ReportAllocs()

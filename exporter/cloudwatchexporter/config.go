@@ -1,6 +1,8 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+
 	"errors"
 	"fmt"
 	"net/url"
@@ -68,7 +70,8 @@ type Config struct {
 	// Metrics are per-metric rules; the first rule whose match fits a metric name applies.
 	Metrics []MetricRule `mapstructure:"metrics"`
 
-	// MaxRequestsPerSecond caps PutMetricData calls per second; 0 means no cap.
+	// MaxRequestsPerSecond is the ceiling of the adaptive PutMetricData pace;
+	// 0 means none (unpaced until CloudWatch throttles).
 	MaxRequestsPerSecond float64 `mapstructure:"max_requests_per_second"`
 	// MaxConcurrentRequests caps PutMetricData calls in flight for one export.
 	MaxConcurrentRequests int `mapstructure:"max_concurrent_requests"`
@@ -103,8 +106,18 @@ type MetricRule struct {
 type CumulativeStateConfig struct {
 	// TTL forgets a series that has not been seen for this long.
 	TTL time.Duration `mapstructure:"ttl"`
-	// MaxSeries is the most series remembered; the least recently seen is forgotten first.
+	// MaxSeries is the most series remembered; past it the least recently
+	// updated series is evicted (counted, logged) to make room.
 	MaxSeries int `mapstructure:"max_series"`
+	// MaxAge: the first point of a series never seen before is counted from
+	// its start time only when that start is at most this long ago; an older
+	// start makes it a baseline (a sidecar added to a long-running service
+	// does not send months of counts as one interval). 0 means no limit.
+	MaxAge time.Duration `mapstructure:"max_age"`
+	// FutureTolerance: a point stamped more than this ahead of the
+	// collector's clock is refused for its series (too_new) and never becomes
+	// its baseline or last value. 0 turns the check off.
+	FutureTolerance time.Duration `mapstructure:"future_tolerance"`
 	// StorageID, when set, is a storage extension (e.g. file_storage) where
 	// the state is saved, so that after a collector restart each series
 	// continues from its last point instead of sending its total again.
@@ -154,7 +167,7 @@ func (cfg *Config) Validate() error {
 		}
 	}
 	if cfg.MaxRequestsPerSecond < 0 {
-		errs = append(errs, errors.New("max_requests_per_second: must not be negative (0 means no limit)"))
+		errs = append(errs, errors.New("max_requests_per_second: must not be negative (0 means no ceiling)"))
 	}
 	if cfg.MaxConcurrentRequests < 1 {
 		errs = append(errs, errors.New("max_concurrent_requests: must be at least 1"))
@@ -164,6 +177,12 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.CumulativeState.MaxSeries < 1 {
 		errs = append(errs, errors.New("cumulative_state.max_series: must be at least 1"))
+	}
+	if cfg.CumulativeState.MaxAge < 0 {
+		errs = append(errs, errors.New("cumulative_state.max_age: must not be negative (0 means no ceiling)"))
+	}
+	if cfg.CumulativeState.FutureTolerance < 0 {
+		errs = append(errs, errors.New("cumulative_state.future_tolerance: must not be negative (0 turns the check off)"))
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
@@ -238,4 +257,9 @@ func isPrintableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// trackerConfig is the cumulative tracker's configuration.
+func (c CumulativeStateConfig) trackerConfig() cumulative.Config {
+	return cumulative.Config{TTL: c.TTL, MaxSeries: c.MaxSeries, MaxAge: c.MaxAge, FutureTolerance: c.FutureTolerance}
 }

@@ -37,10 +37,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Zero(t, cfg.MaxRequestsPerSecond)
 	assert.Equal(t, 15*time.Second, cfg.Timeout)
 	assert.Equal(t, 20*time.Second, cfg.ShutdownDrainTimeout, "Shutdown sends what is queued for up to 20 s")
-	assert.Equal(t, CumulativeStateConfig{TTL: 30 * time.Minute, MaxSeries: 50_000}, cfg.CumulativeState)
+	assert.Equal(t, CumulativeStateConfig{TTL: 30 * time.Minute, MaxSeries: 50_000, MaxAge: 24 * time.Hour, FutureTolerance: 5 * time.Minute}, cfg.CumulativeState)
 	assert.Nil(t, cfg.CumulativeState.StorageID, "the state is in memory unless a storage is named")
 	assert.Contains(t, cfg.ResourceToDimensions, "service.name")
-	assert.Contains(t, cfg.ResourceToDimensions, "gpu.uuid")
+	assert.Contains(t, cfg.ResourceToDimensions, "hw.id")
 	assert.NotContains(t, cfg.ResourceToDimensions, "service.instance.id")
 	assert.True(t, cfg.QueueConfig.HasValue(), "the sending queue is on by default")
 	assert.True(t, cfg.BackOffConfig.Enabled, "retries are on by default")
@@ -60,7 +60,7 @@ func TestLoadConfigFull(t *testing.T) {
 	assert.Equal(t, 20*time.Second, cfg.Timeout)
 	assert.Equal(t, 25*time.Second, cfg.ShutdownDrainTimeout)
 	stateStorage := component.MustNewIDWithName("file_storage", "state")
-	assert.Equal(t, CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1000, StorageID: &stateStorage}, cfg.CumulativeState)
+	assert.Equal(t, CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1000, MaxAge: 2 * time.Hour, FutureTolerance: time.Minute, StorageID: &stateStorage}, cfg.CumulativeState)
 	assert.Equal(t, time.Second, cfg.BackOffConfig.InitialInterval)
 	assert.Equal(t, 10*time.Minute, cfg.BackOffConfig.MaxElapsedTime)
 
@@ -110,6 +110,8 @@ func TestValidateNamesTheField(t *testing.T) {
 			"max_concurrent_requests: must be at least 1",
 			"cumulative_state.ttl: must be positive",
 			"cumulative_state.max_series: must be at least 1",
+			"cumulative_state.max_age: must not be negative",
+			"cumulative_state.future_tolerance: must not be negative",
 			"request_timeout: must be positive",
 			"shutdown_drain_timeout: must not be negative",
 		}},

@@ -1,11 +1,8 @@
 package cloudwatchexporter
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
 var stateStorageID = component.MustNewID("file_storage")
@@ -135,7 +133,7 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 	// Latencies 0.5 and 2.5, then 2 and 20.
 	require.NoError(t, first.ConsumeMetrics(context.Background(), md(1, 10, []uint64{1, 1, 0}, 3, 2.5)))
 	require.NoError(t, first.ConsumeMetrics(context.Background(), md(2, 25, []uint64{1, 2, 1}, 25, 20)))
-	require.NoError(t, first.exp.deltas.store.client.Close(context.Background()))
+	require.NoError(t, first.exp.deltas.store.Close(context.Background()))
 
 	second := startStoredExporter(t, server, newFileStorage(t, dir))
 	// Meanwhile: 12 more requests; two latencies, 0.7 and 4.3.
@@ -417,8 +415,8 @@ func TestStateOneBatchPerExport(t *testing.T) {
 	convertAndSave(t, c, md, now)
 	// 4 GPUs, each 4 counters with 4 attribute sets and 4 histogram series
 	// (the exponential histograms are delta: no state), and the watermark.
-	assert.Len(t, d.keys(seriesKeyPrefix), 80)
-	assert.Len(t, d.keys(watermarkKey), 1)
+	assert.Len(t, d.keys(cumulative.SeriesKeyPrefix), 80)
+	assert.Len(t, d.keys(cumulative.WatermarkKey), 1)
 	assert.Equal(t, 1, d.batches)
 
 	// A batch without cumulative data writes nothing.
@@ -536,7 +534,7 @@ func TestStateCorruptEntryIsABaseline(t *testing.T) {
 		d := newDisk()
 		c, _ := storedConverter(t, d, walk, stateTestConfig, testNow)
 		convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, nil), testNow)
-		keys := d.keys(seriesKeyPrefix)
+		keys := d.keys(cumulative.SeriesKeyPrefix)
 		require.Len(t, keys, 1)
 		d.data[keys[0]] = d.data[keys[0]][:4]
 		c, load := storedConverter(t, d, walk, stateTestConfig, testNow)
@@ -557,7 +555,7 @@ func TestStateUnreadableWatermarkIsNow(t *testing.T) {
 	d := newDisk()
 	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
 	convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, map[string]string{"s": "other"}), testNow)
-	keys := d.keys(watermarkKey)
+	keys := d.keys(cumulative.WatermarkKey)
 	require.Len(t, keys, 1)
 	d.data[keys[0]] = []byte{99} // a format this version does not know
 
@@ -573,80 +571,6 @@ func TestStateUnreadableWatermarkIsNow(t *testing.T) {
 	convertAndSave(t, c, md, testNow)
 	v, _ := sumPoint(t, md)
 	assert.Equal(t, int64(4), v)
-}
-
-func TestStateEncodingRoundTrip(t *testing.T) {
-	seen := time.Unix(1_750_000_000, 123)
-	for _, s := range []*series{
-		{kind: sumSeries, seen: seen, cur: snapshot{start: 1, ts: 2, isInt: true, intValue: -5}},
-		{kind: sumSeries, seen: seen, hasPrev: true, cur: snapshot{start: 1, ts: 3, value: 2.5}, prev: snapshot{start: 1, ts: 2, value: 0.1}},
-		{kind: histogramSeries, seen: seen, curSent: true, cur: snapshot{
-			start: 1, ts: 2, count: 3, sum: 9, min: -1, hasMin: true, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0},
-		}},
-		{kind: histogramSeries, seen: seen, hasPrev: true, // the same bounds, written once
-			cur:  snapshot{start: 1, ts: 3, count: 4, sum: 9, bounds: []float64{1, 10}, counts: []uint64{1, 3, 0}},
-			prev: snapshot{start: 1, ts: 2, count: 3, sum: 8, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
-		},
-		{kind: histogramSeries, seen: seen, hasPrev: true, // other bounds
-			cur:  snapshot{start: 1, ts: 3, count: 1, sum: 2, bounds: []float64{1, 5, 10}, counts: []uint64{0, 1, 0, 0}},
-			prev: snapshot{start: 1, ts: 2, count: 3, sum: 8, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
-		},
-		{kind: exponentialSeries, seen: seen, hasPrev: true,
-			cur:  snapshot{start: 1, ts: 3, count: 9, sum: 1, max: 8, hasMax: true, scale: -2, zeroCount: 1, posOffset: -3, counts: []uint64{1, 1 << 40}, negOffset: 7, neg: []uint64{5}},
-			prev: snapshot{start: 1, ts: 2, count: 2, sum: 0.5, scale: 20, posOffset: math32Max},
-		},
-		{kind: summarySeries, seen: seen, cur: snapshot{start: 1, ts: 2, count: 4, sum: 10}},
-	} {
-		b := appendSeriesState(nil, s)
-		var got series
-		require.NoError(t, decodeSeriesState(b, &got))
-		assert.Equal(t, s.kind, got.kind)
-		assert.True(t, s.seen.Equal(got.seen))
-		assert.Equal(t, s.cur, got.cur)
-		assert.Equal(t, s.prev, got.prev)
-		assert.Equal(t, s.hasPrev, got.hasPrev)
-		assert.Equal(t, s.curSent, got.curSent)
-
-		// Every truncation and a trailing byte are errors, never a panic.
-		for n := range len(b) {
-			assert.Error(t, decodeSeriesState(b[:n], &series{}), "kind %d truncated to %d", s.kind, n)
-		}
-		assert.Error(t, decodeSeriesState(append(b, 0), &series{}))
-	}
-}
-
-const math32Max = 1<<31 - 1
-
-func TestStateHistogramBoundsWrittenOnce(t *testing.T) {
-	ten := binary.LittleEndian.AppendUint64(nil, math.Float64bits(10))
-	s := &series{kind: histogramSeries, hasPrev: true,
-		cur:  snapshot{bounds: []float64{1, 10}, counts: []uint64{1, 3, 0}},
-		prev: snapshot{bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
-	}
-	assert.Equal(t, 1, bytes.Count(appendSeriesState(nil, s), ten))
-	s.prev.bounds = []float64{2, 10}
-	assert.Equal(t, 2, bytes.Count(appendSeriesState(nil, s), ten))
-}
-
-func TestSeriesStorageKey(t *testing.T) {
-	assert.Equal(t, "series/0123456789abcdef", seriesStorageKey(0x0123456789abcdef))
-	k, ok := parseSeriesKey("series/0123456789abcdef")
-	assert.True(t, ok)
-	assert.Equal(t, uint64(0x0123456789abcdef), k)
-	for _, bad := range []string{"series/0123", "series/0123456789abcdeg", "queue/0123456789abcdef"} {
-		_, ok := parseSeriesKey(bad)
-		assert.False(t, ok, bad)
-	}
-}
-
-// The series key is saved: it must not depend on the process. It is built
-// from xxhash64 (seed 0) of the strings; the published test vectors of
-// xxhash64 are "" -> 0xef46db3751d8e999 and "a" -> 0xd24ec4f1a98c6e5b.
-func TestSeriesKeyIsStable(t *testing.T) {
-	attrs := pcommon.NewMap()
-	attrs.PutStr("a", "")
-	assert.Equal(t, mix(0xd24ec4f1a98c6e5b, 0xef46db3751d8e999), hashMap(attrs))
-	assert.Equal(t, mix(0xef46db3751d8e999, 0xd24ec4f1a98c6e5b), hashStrings("", "a"))
 }
 
 // Exports converted and saved concurrently (several receivers or pipelines)
@@ -687,15 +611,15 @@ func TestStateCloseWritesWhatIsLeft(t *testing.T) {
 	d := newDisk()
 	c, _ := storedConverter(t, d, true, stateTestConfig, testNow)
 	convertAndSave(t, c, cumulativeSum(at(-time.Hour), at(0), 10, nil), testNow)
-	require.Len(t, d.keys(seriesKeyPrefix), 1)
+	require.Len(t, d.keys(cumulative.SeriesKeyPrefix), 1)
 
 	// An hour later a batch without cumulative data expires the series:
 	// nothing to save with it, so its deletion waits for Shutdown.
 	var cv conversion
 	c.convert(context.Background(), gaugeMetrics("g", "", 1), testNow.Add(time.Hour), &cv)
 	assert.Equal(t, int64(1), cv.evictions)
-	require.Len(t, d.keys(seriesKeyPrefix), 1)
+	require.Len(t, d.keys(cumulative.SeriesKeyPrefix), 1)
 	require.NoError(t, c.closeStorage(context.Background()))
-	assert.Empty(t, d.keys(seriesKeyPrefix))
+	assert.Empty(t, d.keys(cumulative.SeriesKeyPrefix))
 	require.NoError(t, c.closeStorage(context.Background()), "a second Shutdown is harmless")
 }

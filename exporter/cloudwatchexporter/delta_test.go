@@ -357,3 +357,47 @@ func TestDeltaUndo(t *testing.T) {
 	c2.undoPoints(md)
 	assert.Equal(t, 0, c2.seriesCount())
 }
+
+// A cumulative point stamped hours ahead (a client with a wrong clock) is
+// refused for its series, counted as too_new, and the series' later
+// increments still arrive: what lands adds up to the series' last value.
+func TestPointFromTheFutureDoesNotStopItsSeries(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	now := time.Now()
+	start := ts(now.Add(-time.Hour))
+	for _, p := range []struct {
+		at    time.Time
+		value int64
+	}{
+		{now, 10},
+		{now.Add(3 * time.Hour), 1000},
+		{now.Add(time.Second), 15},
+		{now.Add(2 * time.Second), 21},
+	} {
+		require.NoError(t, te.ConsumeMetrics(context.Background(), cumulativeSum(start, ts(p.at), p.value, nil)))
+	}
+	var landed float64
+	for _, v := range sentValues(te.server, "requests") {
+		landed += v
+	}
+	assert.Equal(t, 21.0, landed, "10, then 5 and 6")
+	assert.Equal(t, int64(1), te.counter(t, "points_dropped", "reason")["too_new"])
+}
+
+// The knobs reach the tracker: with max_age 1h a first point whose series
+// started 2h ago is a baseline, one started 30m ago is counted whole.
+func TestMaxAgeFromConfig(t *testing.T) {
+	cfg := testConfig().CumulativeState
+	cfg.MaxAge = time.Hour
+	c := newDeltaConverter(cfg)
+	var d dropCounts
+	old := cumulativeSum(at(-2*time.Hour), at(0), 50, map[string]string{"s": "old"})
+	convertInto(c, old, testNow, &d)
+	assert.Zero(t, old.DataPointCount())
+	assert.Equal(t, 1, d[reasonCumulativeBaseline])
+	young := cumulativeSum(at(-30*time.Minute), at(0), 50, map[string]string{"s": "young"})
+	convertInto(c, young, testNow, &d)
+	v, ok := sumPoint(t, young)
+	assert.True(t, ok)
+	assert.Equal(t, int64(50), v)
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"sync"
@@ -22,8 +21,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 )
 
@@ -46,7 +45,7 @@ type cloudWatchExporter struct {
 	deltas     *deltaConverter
 	series     *seriesLimiter // nil: max_series_per_metric 0
 	slots      chan struct{}  // bounds the requests in flight, across concurrent exports
-	limiter    *rate.Limiter  // nil: no rate limit
+	pace       *adaptiverate.Limiter
 	now        func() time.Time
 	// throttleDelay is the least wait before a throttled request is retried.
 	throttleDelay time.Duration
@@ -84,19 +83,24 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		logger:     set.Logger,
 		telemetry:  tb,
 		translator: newTranslator(cfg),
-		deltas:     newDeltaConverter(cfg.CumulativeState),
+		deltas:     newLoggedDeltaConverter(cfg.CumulativeState, set.Logger),
 		series:     newSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
 
 		throttleDelay: throttleRetryDelay,
 	}
-	if cfg.MaxRequestsPerSecond > 0 {
-		e.limiter = rate.NewLimiter(rate.Limit(cfg.MaxRequestsPerSecond), max(1, int(math.Ceil(cfg.MaxRequestsPerSecond))))
-	}
+	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
 	e.translations.New = func() any { return new(translationBuffers) }
 	err = tb.RegisterExporterCloudwatchCumulativeSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(int64(e.deltas.seriesCount()))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, o metric.Float64Observer) error {
+		o.Observe(e.pace.Limit())
 		return nil
 	})
 	if err != nil {
@@ -318,7 +322,7 @@ type sentRange struct {
 }
 
 // sendAll sends the requests, at most max_concurrent_requests at a time
-// (across all exports) and at most max_requests_per_second.
+// (across all exports), at the adaptive pace.
 func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []sentRange {
 	results := make([][]sentRange, len(reqs))
 	var wg sync.WaitGroup
@@ -381,8 +385,8 @@ func (e *cloudWatchExporter) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if e.limiter != nil && !e.dryRun.Load() {
-		if err := e.limiter.Wait(ctx); err != nil {
+	if !e.dryRun.Load() {
+		if err := e.pace.Wait(ctx); err != nil {
 			<-e.slots
 			return err
 		}
@@ -410,11 +414,11 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 			outcomes[out]++
 		}
 		ds := buf.packed[r.first : r.first+r.n]
-		switch {
-		case out == outcomeSuccess:
+		switch out {
+		case outcomeSuccess:
 			sent += r.n
 			continue
-		case out == outcomeRejected:
+		case outcomeRejected:
 			n := forEachPoint(ds, func(int32) {})
 			rejectedPoints += n
 			e.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
@@ -461,6 +465,7 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 	e.telemetry.ExporterCloudwatchPointsRetried.Add(ctx, int64(failed.DataPointCount()))
 	err = consumererror.NewMetrics(err, failed)
 	if throttled {
+		e.pace.Throttled()
 		err = exporterhelper.NewThrottleRetry(err, e.throttleDelay)
 	}
 	return err

@@ -622,3 +622,23 @@ func TestQueueRefusalUndoesTheConversion(t *testing.T) {
 		})
 	}
 }
+
+// Unpaced by default; a throttling answer paces the requests (the gauge
+// shows the pace), and nothing is lost or sent twice meanwhile.
+func TestThrottlingPacesRequests(t *testing.T) {
+	te := newTestExporter(t, false, func(cfg *Config) { cfg.MaxConcurrentRequests = 1 })
+	pace := func() float64 {
+		m, err := te.telemetry.GetMetric("otelcol_exporter_cloudwatch_request_rate_limit")
+		require.NoError(t, err)
+		return m.Data.(metricdata.Gauge[float64]).DataPoints[0].Value
+	}
+	require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(3000, newest(), 1)))
+	assert.Zero(t, pace(), "no ceiling and no throttling: unpaced")
+
+	te.server.SetFaults(cloudwatchtest.Faults{ThrottleEvery: 2})
+	require.NoError(t, te.ConsumeMetrics(context.Background(), deltaBatch(2500, newest(), 2)))
+	assert.Positive(t, pace(), "throttled: paced")
+	datums := te.server.Datums()
+	assert.Len(t, datums, 5500)
+	assertExactlyOnce(t, datums[3000:], 2500, 2*2500)
+}

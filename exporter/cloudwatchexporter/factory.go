@@ -1,6 +1,8 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+
 	"context"
 	"errors"
 	"time"
@@ -25,7 +27,7 @@ const (
 	defaultRequestTimeout = 30 * time.Second
 	// defaultMaxSeriesPerMetric: a metric with more dimension sets than this
 	// is almost surely carrying an identifier (a job id, a pid) as a dimension.
-	defaultMaxSeriesPerMetric    = 1000
+	defaultMaxSeriesPerMetric    = 5000
 	defaultStorageResolution     = 60
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute
@@ -39,7 +41,7 @@ const (
 // never per process (service.instance.id would make every restart a new
 // set of billed metrics).
 func defaultResourceToDimensions() []string {
-	return []string{"service.name", "deployment.environment.name", "gpu.uuid", "gpu.index", "gpu.model"}
+	return []string{"service.name", "deployment.environment.name", "hw.id", "gpu.index", "hw.model"}
 }
 
 // NewFactory returns the factory of the cloudwatch exporter.
@@ -64,8 +66,10 @@ func createDefaultConfig() component.Config {
 		StorageResolution:     defaultStorageResolution,
 		MaxConcurrentRequests: defaultMaxConcurrentRequests,
 		CumulativeState: CumulativeStateConfig{
-			TTL:       defaultCumulativeTTL,
-			MaxSeries: defaultCumulativeMaxSeries,
+			TTL:             defaultCumulativeTTL,
+			MaxSeries:       defaultCumulativeMaxSeries,
+			MaxAge:          cumulative.DefaultMaxAge,
+			FutureTolerance: cumulative.DefaultFutureTolerance,
 		},
 	}
 }
@@ -96,7 +100,7 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if _, ok := queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
 		set.Logger.Warn("The sending queue's size cannot be read: shutdown_drain_timeout has no effect, Shutdown does not wait for the queue")
 	}
-	return &metricsExporter{Metrics: helper, exp: exp, queue: queue}, nil
+	return &metricsExporter{Metrics: helper, exp: exp, queue: queue, turn: make(chan struct{}, 1)}, nil
 }
 
 // metricsExporter turns cumulative data into deltas before it is queued, so
@@ -105,9 +109,20 @@ type metricsExporter struct {
 	exporter.Metrics
 	exp   *cloudWatchExporter
 	queue *queueSizeProbe
+	// turn makes conversion, enqueue and undo one step per request. Were
+	// two requests interleaved, an undone conversion could not be taken
+	// back once a later point of the same series had been converted, and
+	// its increment would be lost.
+	turn chan struct{}
 }
 
 func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	select {
+	case m.turn <- struct{}{}:
+		defer func() { <-m.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	var cv conversion
 	m.exp.deltas.convert(ctx, md, m.exp.now(), &cv)
 	m.exp.recordDropped(ctx, &cv.dropped)

@@ -341,6 +341,7 @@ func TestCardinalityFloodIsBoundedPerMetric(t *testing.T) {
 	var logs *observer.ObservedLogs
 	te := newTestExporterWith(t, func(cfg *Config) {
 		cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+		cfg.MaxSeriesPerMetric = defaultMaxSeriesPerMetric
 	}, func() *zap.Logger {
 		core, observed := observer.New(zapcore.InfoLevel)
 		logs = observed

@@ -1,6 +1,7 @@
 package cloudwatchexporter
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"net/http"
@@ -173,7 +174,7 @@ func FuzzTranslate(f *testing.F) {
 		Retryer:      aws.NopRetryer{},
 		HTTPClient:   inProcess{server},
 	})
-	putter := &cloudWatchPutter{client: client}
+	putter := newPutter(client)
 	cfg := testConfig()
 	tl := newTranslator(cfg)
 
@@ -196,7 +197,11 @@ func FuzzTranslate(f *testing.F) {
 				if r.bytes > maxRequestBytes || r.n > maxDatumsPerRequest {
 					t.Fatalf("request over the limits: %d datums, %d bytes", r.n, r.bytes)
 				}
-				if err := putter.put(context.Background(), cfg.Namespace, packed[r.first:r.first+r.n]); err != nil {
+				ds := packed[r.first : r.first+r.n]
+				if got, want := appendPutMetricData(nil, cfg.Namespace, ds), sdkRequest(t, cfg.Namespace, ds).body; !bytes.Equal(got, want) {
+					t.Fatalf("step %d of %+v: the body differs from the SDK's:\n got %x\nwant %x", step, p, got, want)
+				}
+				if err := putter.put(context.Background(), cfg.Namespace, ds); err != nil {
 					t.Fatalf("CloudWatch would reject step %d of %+v: %v", step, p, err)
 				}
 			}

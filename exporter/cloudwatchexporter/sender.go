@@ -47,8 +47,6 @@ var outcomeNames = [numOutcomes]string{
 
 func (o requestOutcome) String() string { return outcomeNames[o] }
 
-func (o requestOutcome) retryable() bool { return o != outcomeSuccess && o != outcomeRejected }
-
 // Error codes CloudWatch and the AWS front ends answer with.
 func isThrottlingCode(code string) bool {
 	switch code {
@@ -140,9 +138,11 @@ func classify(err error) requestOutcome {
 	return outcomeNetworkError
 }
 
-// cloudWatchPutter sends requests with the AWS SDK.
+// cloudWatchPutter sends requests with the AWS SDK, bodies written by the
+// exporter (requestbody.go).
 type cloudWatchPutter struct {
 	client *cloudwatch.Client
+	bodies *bodyWriter
 	// creds is the client's credentials cache: invalidated on an auth error
 	// so the retry signs with freshly retrieved (e.g. rotated) credentials.
 	creds *aws.CredentialsCache
@@ -199,7 +199,20 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 		o.Retryer = aws.NopRetryer{}
 	})
 	creds, _ := awsCfg.Credentials.(*aws.CredentialsCache)
-	return &cloudWatchPutter{client: client, creds: creds}
+	p := newPutter(client)
+	p.creds = creds
+	return p
+}
+
+func newPutter(client *cloudwatch.Client) *cloudWatchPutter {
+	return &cloudWatchPutter{client: client, bodies: newBodyWriter()}
+}
+
+// sendPreparedBody makes a call send the body in its context.
+func sendPreparedBody(o *cloudwatch.Options) {
+	o.Protocol = presetBodyProtocol{o.Protocol}
+	// The prepared bodies are gzipped already, with a reused writer.
+	o.DisableRequestCompression = true
 }
 
 func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
@@ -214,7 +227,17 @@ func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []d
 			return fmt.Errorf("%w: AWS credentials unavailable: %w", errNotSent, err)
 		}
 	}
-	_, err := p.client.PutMetricData(ctx, toInput(namespace, datums))
+	body, err := p.bodies.prepare(namespace, datums)
+	if err != nil {
+		return err
+	}
+	ctx = context.WithValue(ctx, preparedBodyKey{}, &body.body)
+	_, err = p.client.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: &namespace}, sendPreparedBody)
+	if err == nil {
+		// Answered: the body was read to the end. After an error the
+		// transport may still be reading it; those buffers are not reused.
+		p.bodies.release(body)
+	}
 	if p.creds != nil && classify(err) == outcomeAuthError {
 		p.creds.Invalidate()
 	}

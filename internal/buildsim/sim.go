@@ -149,7 +149,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	ticker := time.NewTicker(r.cfg.Tick)
 	defer ticker.Stop()
 	for {
-		due := r.cfg.Jobs
+		var due int
 		if r.cfg.Rate > 0 {
 			due = min(r.cfg.Jobs, int(math.Floor(r.cfg.Rate*r.opts.now().Sub(r.start).Seconds())))
 		} else {

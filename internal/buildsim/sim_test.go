@@ -134,7 +134,7 @@ func (m *metricRec) Export(_ context.Context, rm *metricdata.ResourceMetrics) er
 	attrs := func(s attribute.Set) map[string]string {
 		out := map[string]string{}
 		for _, kv := range s.ToSlice() {
-			out[string(kv.Key)] = kv.Value.Emit()
+			out[string(kv.Key)] = kv.Value.String()
 		}
 		return out
 	}

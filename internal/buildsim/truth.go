@@ -281,7 +281,7 @@ type SDKMetrics struct {
 	HTTPServerDuration HistogramTruth `json:"http_server_duration"`
 }
 
-// CounterTruth: the sum over every series and both process incarnations of
+// CounterTruth is the sum over every series and both process incarnations of
 // what was added, which is what the deltas of a correct cumulative-to-delta
 // conversion add up to.
 type CounterTruth struct {
@@ -291,7 +291,7 @@ type CounterTruth struct {
 	Series int    `json:"series"`
 }
 
-// HistogramTruth: every recorded value, over all series and incarnations.
+// HistogramTruth is every recorded value, over all series and incarnations.
 type HistogramTruth struct {
 	Name   string  `json:"name"`
 	Unit   string  `json:"unit"`
@@ -302,7 +302,7 @@ type HistogramTruth struct {
 	Series int     `json:"series"`
 }
 
-// GaugeTruth: the gauge reports only values from Allowed.
+// GaugeTruth says the gauge reports only values from Allowed.
 type GaugeTruth struct {
 	Name    string    `json:"name"`
 	Unit    string    `json:"unit"`

@@ -156,7 +156,7 @@ func (s *Server) Close() error {
 	return s.srv.Close()
 }
 
-// SetDown(true) closes the listener and every open connection: a request on
+// SetDown takes the endpoint down or up. SetDown(true) closes the listener and every open connection: a request on
 // a kept-alive connection breaks, new connections are refused.
 // SetDown(false) listens again on the same port.
 func (s *Server) SetDown(down bool) error {

@@ -2,252 +2,39 @@ package buildjobprocessor // import "github.com/gpubuild/otelcol-gpubuild/proces
 
 import (
 	"errors"
-	"fmt"
-	"math"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
 )
 
-// Temporality values accepted by the temporality setting.
-const (
-	TemporalityDelta      = "delta"
-	TemporalityCumulative = "cumulative"
-)
-
-// Job status actions: what a job status value means for a run.
-const (
-	StatusActionStart        = "start"
-	StatusActionSuccess      = "success"
-	StatusActionFailure      = "failure"
-	StatusActionCancellation = "cancellation"
-)
-
-// OutputConfig holds the settings shared by the connector and the processor:
-// which attributes become dimensions and how the derived metrics are emitted.
-type OutputConfig struct {
-	// Dimensions lists attribute keys copied to every derived data point. Each
-	// key is looked up on the span, log record or data point first, then on
-	// its resource. Keep this list short: each value multiplies the series.
-	Dimensions []string `mapstructure:"dimensions"`
-
-	// MetricsFlushInterval is how often derived metrics are emitted.
-	MetricsFlushInterval time.Duration `mapstructure:"metrics_flush_interval"`
-
-	// Temporality of the derived sums and histograms: delta or cumulative.
-	Temporality string `mapstructure:"temporality"`
-
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
-// StageSpanName maps spans with a given name to a build stage, for services
-// that cannot set the build.stage attribute.
-type StageSpanName struct {
-	// SpanName is matched exactly against the span name.
-	SpanName string `mapstructure:"span_name"`
-	// Stage is the build.stage value given to matching spans.
-	Stage string `mapstructure:"stage"`
-
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
-// Config is the configuration of the buildjob connector.
+// Config is the configuration of the buildjob processor.
 type Config struct {
-	OutputConfig `mapstructure:",squash"`
+	derive.OutputConfig `mapstructure:",squash"`
 
-	// JobSpanNames lists span names treated as job spans even without the
-	// build.stage attribute (matched exactly).
-	JobSpanNames []string `mapstructure:"job_span_names"`
+	// Cumulative sets the rules for the first and future points of the
+	// service's cumulative histograms.
+	Cumulative derive.CumulativeConfig `mapstructure:"cumulative"`
 
-	// StageSpanNames maps span names to build stages.
-	StageSpanNames []StageSpanName `mapstructure:"stage_span_names"`
-
-	// JobStatus maps values of the build.job.status log attribute to an
-	// action: start, success, failure or cancellation. Values not listed are ignored.
-	JobStatus map[string]string `mapstructure:"job_status"`
-
-	// JobTimeout is how long a run may stay active before it is counted as
-	// build.result=timeout. Ended runs are remembered this long to recognize
-	// duplicates and late ends.
-	JobTimeout time.Duration `mapstructure:"job_timeout"`
-
-	// MaxActiveJobs bounds the number of runs kept in state, and separately
-	// the number of ended runs remembered for deduplication.
-	MaxActiveJobs int `mapstructure:"max_active_jobs"`
-
-	// APIRequestsFromSpans derives api.requests and api.request.duration from
-	// SERVER spans. Turn it off when the buildjob processor already derives
-	// api.requests from the service's HTTP server histograms.
-	APIRequestsFromSpans bool `mapstructure:"api_requests_from_spans"`
-
-	// JobDurationBuckets are the explicit bounds, in seconds, of build.job.duration.
-	JobDurationBuckets []float64 `mapstructure:"job_duration_buckets"`
-
-	// StageDurationBuckets are the explicit bounds, in seconds, of build.stage.duration.
-	StageDurationBuckets []float64 `mapstructure:"stage_duration_buckets"`
-
-	// APIDurationBuckets are the explicit bounds, in seconds, of api.request.duration.
-	APIDurationBuckets []float64 `mapstructure:"api_duration_buckets"`
+	// State keeps the cumulative baselines and the derived counts not yet
+	// handed over in a storage extension, so that a restart neither
+	// repeats nor loses a request.
+	State derive.StateConfig `mapstructure:"state"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
 
-// ProcessorConfig is the configuration of the buildjob processor.
-type ProcessorConfig struct {
-	OutputConfig `mapstructure:",squash"`
-
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
-var (
-	_ component.Config = (*Config)(nil)
-	_ component.Config = (*ProcessorConfig)(nil)
-)
-
-// Builds take from seconds to hours.
-var defaultJobDurationBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 7200, 14400}
-
-// Stages take from well under a second (small uploads) to an hour (GPU build).
-var defaultStageDurationBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
-
-// The bounds the HTTP semantic conventions advise for http.server.request.duration.
-var defaultAPIDurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
-
-func defaultOutputConfig() OutputConfig {
-	return OutputConfig{
-		Dimensions:           []string{},
-		MetricsFlushInterval: 10 * time.Second,
-		Temporality:          TemporalityDelta,
-	}
-}
+var _ component.Config = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
-	return &Config{
-		OutputConfig:   defaultOutputConfig(),
-		JobSpanNames:   []string{},
-		StageSpanNames: []StageSpanName{},
-		JobStatus: map[string]string{
-			"RUNNING_INDEX_BUILD":   StatusActionStart,
-			"COMPLETED_INDEX_BUILD": StatusActionSuccess,
-			"FAILED_INDEX_BUILD":    StatusActionFailure,
-		},
-		JobTimeout:           30 * time.Minute,
-		MaxActiveJobs:        10000,
-		APIRequestsFromSpans: true,
-		JobDurationBuckets:   append([]float64(nil), defaultJobDurationBuckets...),
-		StageDurationBuckets: append([]float64(nil), defaultStageDurationBuckets...),
-		APIDurationBuckets:   append([]float64(nil), defaultAPIDurationBuckets...),
-	}
+	return &Config{OutputConfig: derive.DefaultOutputConfig(), Cumulative: derive.DefaultCumulativeConfig(), State: derive.DefaultStateConfig()}
 }
 
-func createDefaultProcessorConfig() component.Config {
-	return &ProcessorConfig{OutputConfig: defaultOutputConfig()}
-}
-
-// reservedAttributes are set by the component itself; a dimension must not
-// override them. build.job.id is here because a job id per series would make
-// cardinality unbounded.
-var reservedAttributes = map[string]bool{
-	attrBuildResult:      true,
-	attrBuildStage:       true,
-	attrHTTPRoute:        true,
-	attrHTTPMethod:       true,
-	attrHTTPStatusClass:  true,
-	attrBuildJobID:       true,
-	attrBuildJobStatus:   true,
-	attrBuildJobResult:   true,
-	attrBuildStageResult: true,
-}
-
-// validate checks the shared output settings. It is not named Validate so
-// that confmap.Validate does not report its errors a second time under the
-// embedded struct's name.
-func (cfg *OutputConfig) validate() []error {
-	var errs []error
-	seen := make(map[string]bool, len(cfg.Dimensions))
-	for i, d := range cfg.Dimensions {
-		switch {
-		case d == "":
-			errs = append(errs, fmt.Errorf("dimensions[%d]: must not be empty", i))
-		case reservedAttributes[d]:
-			errs = append(errs, fmt.Errorf("dimensions[%d]: %q is set by the component or would make cardinality unbounded", i, d))
-		case seen[d]:
-			errs = append(errs, fmt.Errorf("dimensions[%d]: %q is listed twice", i, d))
-		}
-		seen[d] = true
-	}
-	if cfg.MetricsFlushInterval <= 0 {
-		errs = append(errs, errors.New("metrics_flush_interval: must be positive"))
-	}
-	if cfg.Temporality != TemporalityDelta && cfg.Temporality != TemporalityCumulative {
-		errs = append(errs, fmt.Errorf("temporality: must be %q or %q, got %q", TemporalityDelta, TemporalityCumulative, cfg.Temporality))
-	}
-	return errs
-}
-
-// Validate checks the processor settings.
-func (cfg *ProcessorConfig) Validate() error {
-	return errors.Join(cfg.validate()...)
-}
-
-// Validate checks the connector settings.
+// Validate checks the processor settings; each error names its field.
 func (cfg *Config) Validate() error {
-	errs := cfg.validate()
-	for i, name := range cfg.JobSpanNames {
-		if name == "" {
-			errs = append(errs, fmt.Errorf("job_span_names[%d]: must not be empty", i))
-		}
-	}
-	for i, rule := range cfg.StageSpanNames {
-		if rule.SpanName == "" {
-			errs = append(errs, fmt.Errorf("stage_span_names[%d].span_name: must not be empty", i))
-		}
-		if rule.Stage == "" {
-			errs = append(errs, fmt.Errorf("stage_span_names[%d].stage: must not be empty", i))
-		}
-	}
-	startValues := 0
-	for status, action := range cfg.JobStatus {
-		switch action {
-		case StatusActionStart:
-			startValues++
-		case StatusActionSuccess, StatusActionFailure, StatusActionCancellation:
-		default:
-			errs = append(errs, fmt.Errorf("job_status[%s]: must be one of start, success, failure, cancellation, got %q", status, action))
-		}
-		if status == "" {
-			errs = append(errs, errors.New("job_status: status value must not be empty"))
-		}
-	}
-	if len(cfg.JobStatus) > 0 && startValues == 0 {
-		errs = append(errs, errors.New("job_status: at least one status must map to start"))
-	}
-	if cfg.JobTimeout <= 0 {
-		errs = append(errs, errors.New("job_timeout: must be positive"))
-	}
-	if cfg.MaxActiveJobs <= 0 {
-		errs = append(errs, errors.New("max_active_jobs: must be positive"))
-	}
-	errs = append(errs,
-		validateBuckets("job_duration_buckets", cfg.JobDurationBuckets),
-		validateBuckets("stage_duration_buckets", cfg.StageDurationBuckets),
-		validateBuckets("api_duration_buckets", cfg.APIDurationBuckets),
-	)
+	errs := cfg.Problems()
+	errs = append(errs, cfg.Cumulative.Problems()...)
+	errs = append(errs, cfg.State.Problems()...)
 	return errors.Join(errs...)
-}
-
-func validateBuckets(field string, bounds []float64) error {
-	for i, b := range bounds {
-		if math.IsNaN(b) || math.IsInf(b, 0) {
-			return fmt.Errorf("%s[%d]: must be a finite number", field, i)
-		}
-		if i > 0 && b <= bounds[i-1] {
-			return fmt.Errorf("%s[%d]: bounds must be strictly increasing", field, i)
-		}
-	}
-	return nil
 }

@@ -14,109 +14,40 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor/internal/metadata"
 )
 
-func TestLoadConnectorConfig(t *testing.T) {
+func loadConfig(t *testing.T, name string) (*Config, error) {
+	t.Helper()
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
-
-	custom := createDefaultConfig().(*Config)
-	custom.Dimensions = []string{"build.engine", "build.data_type"}
-	custom.JobSpanNames = []string{"build_index"}
-	custom.StageSpanNames = []StageSpanName{{SpanName: "s3.download", Stage: "download"}, {SpanName: "cagra.build", Stage: "gpu_build"}}
-	custom.JobStatus["CANCELLED_INDEX_BUILD"] = StatusActionCancellation
-	custom.JobTimeout = 45 * time.Minute
-	custom.MaxActiveJobs = 500
-	custom.MetricsFlushInterval = time.Minute
-	custom.Temporality = TemporalityCumulative
-	custom.APIRequestsFromSpans = false
-	custom.JobDurationBuckets = []float64{10, 60, 600, 3600}
-	custom.StageDurationBuckets = []float64{1, 10, 100}
-	custom.APIDurationBuckets = []float64{0.1, 1}
-
-	tests := []struct {
-		id      component.ID
-		want    component.Config
-		wantErr string
-	}{
-		{id: component.NewID(metadata.Type), want: createDefaultConfig()},
-		{id: component.NewIDWithName(metadata.Type, "custom"), want: custom},
-		{id: component.NewIDWithName(metadata.Type, "bad_temporality"), wantErr: `temporality: must be "delta" or "cumulative", got "sometimes"`},
-		{id: component.NewIDWithName(metadata.Type, "reserved_dimension"), wantErr: `dimensions[0]: "build.job.id"`},
-		{id: component.NewIDWithName(metadata.Type, "bad_status"), wantErr: `job_status[RUNNING_INDEX_BUILD]: must be one of start, success, failure, cancellation, got "begin"`},
-		{id: component.NewIDWithName(metadata.Type, "bad_buckets"), wantErr: "job_duration_buckets[1]: bounds must be strictly increasing"},
-		{id: component.NewIDWithName(metadata.Type, "bad_timeout"), wantErr: "job_timeout: must be positive"},
-		{id: component.NewIDWithName(metadata.Type, "bad_stage_rule"), wantErr: "stage_span_names[0].stage: must not be empty"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.id.String(), func(t *testing.T) {
-			cfg := createDefaultConfig()
-			sub, err := cm.Sub(tt.id.String())
-			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-			if tt.wantErr != "" {
-				err := confmap.Validate(cfg)
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				return
-			}
-			require.NoError(t, confmap.Validate(cfg))
-			assert.Equal(t, tt.want, cfg)
-		})
-	}
+	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, name).String())
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	return cfg, sub.Unmarshal(cfg)
 }
 
-func TestLoadProcessorConfig(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+func TestLoadConfig(t *testing.T) {
+	cfg, err := loadConfig(t, "")
 	require.NoError(t, err)
-
-	sub, err := cm.Sub("processor")
-	require.NoError(t, err)
-	cfg := createDefaultProcessorConfig()
-	require.NoError(t, sub.Unmarshal(cfg))
 	require.NoError(t, confmap.Validate(cfg))
-	want := createDefaultProcessorConfig().(*ProcessorConfig)
+	assert.Equal(t, createDefaultConfig(), cfg)
+
+	cfg, err = loadConfig(t, "custom")
+	require.NoError(t, err)
+	require.NoError(t, confmap.Validate(cfg))
+	want := createDefaultConfig().(*Config)
 	want.Dimensions = []string{"build.engine"}
 	want.MetricsFlushInterval = 30 * time.Second
 	assert.Equal(t, want, cfg)
-
-	sub, err = cm.Sub("processor_bad")
-	require.NoError(t, err)
-	cfg = createDefaultProcessorConfig()
-	require.NoError(t, sub.Unmarshal(cfg))
-	err = confmap.Validate(cfg)
-	require.EqualError(t, err, "metrics_flush_interval: must be positive")
 }
 
-func TestProcessorConfigRejectsConnectorKeys(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+func TestValidateNamesTheField(t *testing.T) {
+	cfg, err := loadConfig(t, "bad_interval")
 	require.NoError(t, err)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, "custom").String())
-	require.NoError(t, err)
-	// job_timeout and friends mean nothing to the processor: a typo-like
-	// misuse fails loudly instead of being ignored.
-	require.ErrorContains(t, sub.Unmarshal(createDefaultProcessorConfig()), "job_span_names")
+	require.EqualError(t, confmap.Validate(cfg), "metrics_flush_interval: must be positive")
 }
 
-func TestValidateDimensions(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
-	cfg.Dimensions = []string{"build.engine", "", "build.engine", "http.route"}
-	err := confmap.Validate(cfg)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "dimensions[1]: must not be empty")
-	assert.Contains(t, err.Error(), `dimensions[2]: "build.engine" is listed twice`)
-	assert.Contains(t, err.Error(), `dimensions[3]: "http.route"`)
-}
-
-func TestJobStatusEntriesMergeWithDefaults(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	require.NoError(t, err)
-	sub, err := cm.Sub(component.NewIDWithName(metadata.Type, "extra_status").String())
-	require.NoError(t, err)
-	cfg := createDefaultConfig().(*Config)
-	require.NoError(t, sub.Unmarshal(cfg))
-	assert.Equal(t, map[string]string{
-		"RUNNING_INDEX_BUILD":   StatusActionStart,
-		"COMPLETED_INDEX_BUILD": StatusActionSuccess,
-		"FAILED_INDEX_BUILD":    StatusActionFailure,
-		"CANCELLED_INDEX_BUILD": StatusActionCancellation,
-	}, cfg.JobStatus)
+// job_span_names and the other connector keys mean nothing to the
+// processor: a misplaced key fails loudly instead of being ignored.
+func TestConnectorKeysAreRejected(t *testing.T) {
+	_, err := loadConfig(t, "connector_keys")
+	require.ErrorContains(t, err, "job_span_names")
 }

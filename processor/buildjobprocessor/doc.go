@@ -1,13 +1,8 @@
-// Package buildjobprocessor provides the buildjob component, which turns the
-// telemetry of a GPU vector-index build service into build and API metrics.
-//
-// The component is offered in two classes, like contrib's servicegraph:
-//   - a connector (traces -> metrics, logs -> metrics), see NewConnectorFactory,
-//     which derives job, stage and API request metrics from spans and job
-//     status log records and counts every job run exactly once;
-//   - a processor (metrics -> metrics), see NewFactory, which derives
-//     api.requests from HTTP server duration histograms and passes all
-//     metrics through unchanged.
+// Package buildjobprocessor provides the buildjob processor (metrics ->
+// metrics): it derives api.requests from the build service's HTTP server
+// duration histograms and passes every metric through unchanged. The
+// buildjob connector (connector/buildjobconnector) derives the job, stage
+// and span-based API metrics; both share internal/buildjob/derive.
 //
 //go:generate mdatagen metadata.yaml
 package buildjobprocessor // import "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"

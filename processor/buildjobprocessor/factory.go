@@ -2,66 +2,55 @@ package buildjobprocessor // import "github.com/gpubuild/otelcol-gpubuild/proces
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
 	"github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor/internal/metadata"
 )
 
-// NewFactory returns the factory of the buildjob processor (metrics ->
-// metrics): api.requests from HTTP server duration histograms.
+// NewFactory returns the factory of the buildjob processor.
 func NewFactory() processor.Factory {
 	return processor.NewFactory(
 		metadata.Type,
-		createDefaultProcessorConfig,
+		createDefaultConfig,
 		processor.WithMetrics(createMetricsProcessor, metadata.MetricsStability),
 	)
 }
 
-// NewConnectorFactory returns the factory of the buildjob connector (traces
-// -> metrics, logs -> metrics). The instances it creates for one component
-// id share their state.
-func NewConnectorFactory() connector.Factory {
-	shared := &sharedConnectors{byID: map[component.ID]*jobConnector{}}
-	return connector.NewFactory(
-		metadata.Type,
-		createDefaultConfig,
-		connector.WithTracesToMetrics(shared.createTracesToMetrics, metadata.TracesToMetricsStability),
-		connector.WithLogsToMetrics(shared.createLogsToMetrics, metadata.LogsToMetricsStability),
-	)
-}
-
-func (s *sharedConnectors) createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
-	c, err := s.get(set, cfg.(*Config), next)
-	if err != nil {
-		return nil, err
-	}
-	return &tracesConnector{signalConnector{shared: c}}, nil
-}
-
-func (s *sharedConnectors) createLogsToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Logs, error) {
-	c, err := s.get(set, cfg.(*Config), next)
-	if err != nil {
-		return nil, err
-	}
-	return &logsConnector{signalConnector{shared: c}}, nil
-}
+// connectorType is the buildjob connector's type: Start refuses to run
+// beside one that also derives api.requests.
+var connectorType = metadata.Type
 
 func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
-	pcfg := cfg.(*ProcessorConfig)
-	e, err := newEmitter(set.TelemetrySettings, newProcessorDeriver(pcfg, time.Now()), pcfg.MetricsFlushInterval, next)
+	pcfg := cfg.(*Config)
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	p := &httpProcessor{emitter: e}
-	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
-		processorhelper.WithStart(p.start),
-		processorhelper.WithShutdown(p.shutdown),
+	p := derive.NewHTTPProcessor(set.TelemetrySettings, derive.ProcessorSpec{
+		ID:            set.ID,
+		Output:        pcfg.OutputConfig,
+		Cumulative:    pcfg.Cumulative,
+		State:         pcfg.State,
+		ScopeName:     metadata.ScopeName,
+		ConnectorType: connectorType,
+		Telemetry: derive.Telemetry{
+			FlushesFailed:           tb.BuildjobProcessorFlushesFailed,
+			PointsDropped:           tb.BuildjobProcessorPointsDropped,
+			RecordsSkipped:          tb.BuildjobProcessorRecordsSkipped,
+			StateEntriesSkipped:     tb.BuildjobProcessorStateEntriesSkipped,
+			StateWriteFailures:      tb.BuildjobProcessorStateWriteFailures,
+			CumulativePointsRefused: tb.BuildjobProcessorCumulativePointsRefused,
+			Shutdown:                tb.Shutdown,
+		},
+	}, next)
+	return processorhelper.NewMetrics(ctx, set, cfg, next, p.ProcessMetrics,
+		processorhelper.WithStart(p.Start),
+		processorhelper.WithShutdown(p.Shutdown),
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 	)
 }

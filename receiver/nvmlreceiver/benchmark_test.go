@@ -193,7 +193,7 @@ func (d *stubDevice) GetSamples(_ nvml.SamplingType, last uint64) (nvml.ValueTyp
 func (*stubDevice) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	return nvml.Utilization{Gpu: 50, Memory: 20}, nvml.SUCCESS
 }
-func (*stubDevice) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
+func (*stubDevice) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) { //nolint:revive // go-nvml's name
 	return nvml.Memory_v2{Total: 40 << 30, Reserved: 512 << 20, Used: 8 << 30, Free: 40<<30 - 512<<20 - 8<<30}, nvml.SUCCESS
 }
 func (*stubDevice) GetTemperature(nvml.TemperatureSensors) (uint32, nvml.Return) {

@@ -35,9 +35,9 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, time.Minute, cfg.InitRetryInterval)
 	assert.True(t, cfg.PerProcess)
 	assert.Empty(t, cfg.Devices)
-	assert.True(t, cfg.Metrics.GpuUtilization.Enabled)
+	assert.True(t, cfg.Metrics.HwGpuUtilization.Enabled)
 	assert.True(t, cfg.Metrics.GpuXidErrors.Enabled)
-	assert.True(t, cfg.ResourceAttributes.GpuUUID.Enabled)
+	assert.True(t, cfg.ResourceAttributes.HwID.Enabled)
 	require.NoError(t, confmap.Validate(cfg))
 }
 
@@ -52,7 +52,7 @@ func TestCustomConfig(t *testing.T) {
 	assert.False(t, cfg.PerProcess)
 	assert.False(t, cfg.Metrics.GpuXidErrors.Enabled)
 	assert.False(t, cfg.Metrics.GpuClockThrottled.Enabled)
-	assert.True(t, cfg.Metrics.GpuUtilization.Enabled)
+	assert.True(t, cfg.Metrics.HwGpuUtilization.Enabled)
 	assert.False(t, cfg.ResourceAttributes.HostName.Enabled)
 	require.NoError(t, confmap.Validate(cfg))
 }

@@ -6,6 +6,8 @@
 package nvmlreceiver // import "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
 
 import (
+	"time"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
@@ -30,10 +32,12 @@ type gpuState struct {
 	throttleMask  uint64 // reasons the GPU can report
 	throttleKnown bool
 
-	lost       bool     // ERROR_GPU_IS_LOST seen in this scrape
-	migEnabled bool     // MIG mode on in this scrape
-	reported   uint64   // bit set of features already logged as unsupported
-	procUtil   procUtil // reused per-process utilization accumulator
+	lost       bool      // ERROR_GPU_IS_LOST seen in this scrape
+	gone       bool      // lost and not found again yet
+	retryAt    time.Time // next attempt to find a gone GPU
+	migEnabled bool      // MIG mode on in this scrape
+	reported   uint64    // bit set of features already logged as unsupported
+	procUtil   procUtil  // reused per-process utilization accumulator
 }
 
 // feature names one NVML query for "not supported" logging.
@@ -65,19 +69,19 @@ const (
 )
 
 var featureNames = [featCount]string{
-	featUtilSamples:    "gpu.utilization samples (falling back to the instantaneous value)",
-	featMemUtilSamples: "gpu.memory.utilization samples (falling back to the instantaneous value)",
-	featUtilization:    "gpu.utilization / gpu.memory.utilization",
-	featMemory:         "gpu.memory.usage / gpu.memory.limit",
-	featTemperature:    "gpu.temperature",
-	featPower:          "gpu.power.usage",
+	featUtilSamples:    "hw.gpu.utilization samples (falling back to the instantaneous value)",
+	featMemUtilSamples: "gpu.memory.controller.utilization samples (falling back to the instantaneous value)",
+	featUtilization:    "hw.gpu.utilization / gpu.memory.controller.utilization",
+	featMemory:         "hw.gpu.memory.usage / hw.gpu.memory.limit",
+	featTemperature:    "hw.temperature",
+	featPower:          "hw.power",
 	featPowerLimit:     "gpu.power.limit",
-	featEnergy:         "gpu.energy.consumption",
+	featEnergy:         "hw.energy",
 	featClockSM:        "gpu.clock.frequency sm",
 	featClockMemory:    "gpu.clock.frequency memory",
 	featClockGraphics:  "gpu.clock.frequency graphics",
-	featECCCorrected:   "gpu.ecc.errors corrected",
-	featECCUncorrected: "gpu.ecc.errors uncorrected",
+	featECCCorrected:   "hw.errors corrected",
+	featECCUncorrected: "hw.errors uncorrected",
 	featThrottle:       "gpu.clock.throttled",
 	featPCIeTX:         "gpu.pcie.throughput transmit",
 	featPCIeRX:         "gpu.pcie.throughput receive",
@@ -125,20 +129,24 @@ func (s *gpuScraper) scrapeGPU(g *gpuState, ts pcommon.Timestamp, errs *scrapere
 }
 
 func (s *gpuScraper) recordUtilization(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	wantGPU := s.cfg.Metrics.GpuUtilization.Enabled
-	wantMem := s.cfg.Metrics.GpuMemoryUtilization.Enabled
+	wantGPU := s.cfg.Metrics.HwGpuUtilization.Enabled
+	wantMem := s.cfg.Metrics.GpuMemoryControllerUtilization.Enabled
 	if !wantGPU && !wantMem {
 		return
 	}
 	var gpuPct, memPct float64
 	var haveGPU, haveMem bool
-	if wantGPU {
+	if wantGPU && s.sym.samples {
 		gpuPct, haveGPU = s.averageSamples(g, nvml.GPU_UTILIZATION_SAMPLES, &g.utilTs, featUtilSamples, errs)
 	}
-	if wantMem && !g.lost {
+	if wantMem && s.sym.samples && !g.lost {
 		memPct, haveMem = s.averageSamples(g, nvml.MEMORY_UTILIZATION_SAMPLES, &g.memUtilTs, featMemUtilSamples, errs)
 	}
 	if ((wantGPU && !haveGPU) || (wantMem && !haveMem)) && !g.lost {
+		if !s.sym.utilRates {
+			s.reportUnsupported(g, featUtilization, nvml.ERROR_FUNCTION_NOT_FOUND)
+			return
+		}
 		rates, ret := g.dev.GetUtilizationRates()
 		if s.check(g, featUtilization, ret, errs) {
 			if !haveGPU {
@@ -150,10 +158,10 @@ func (s *gpuScraper) recordUtilization(g *gpuState, ts pcommon.Timestamp, errs *
 		}
 	}
 	if wantGPU && haveGPU {
-		s.mb.RecordGpuUtilizationDataPoint(ts, gpuPct/100)
+		s.mb.RecordHwGpuUtilizationDataPoint(ts, gpuPct/100, metadata.AttributeHwGpuTaskGeneral)
 	}
 	if wantMem && haveMem {
-		s.mb.RecordGpuMemoryUtilizationDataPoint(ts, memPct/100)
+		s.mb.RecordGpuMemoryControllerUtilizationDataPoint(ts, memPct/100)
 	}
 }
 
@@ -183,7 +191,7 @@ func (s *gpuScraper) averageSamples(g *gpuState, kind nvml.SamplingType, lastTs 
 }
 
 func (s *gpuScraper) recordMemory(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.GpuMemoryUsage.Enabled && !s.cfg.Metrics.GpuMemoryLimit.Enabled {
+	if !s.wantMemory() {
 		return
 	}
 	s.recordMemoryOf(g, g.dev, featMemory, ts, errs)
@@ -192,66 +200,82 @@ func (s *gpuScraper) recordMemory(g *gpuState, ts pcommon.Timestamp, errs *scrap
 // recordMemoryOf reads the framebuffer of a GPU or MIG device. The v2 call
 // splits out the memory the driver reserves; older drivers only have v1.
 func (s *gpuScraper) recordMemoryOf(g *gpuState, d device, f feature, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	var total, used, free, reserved uint64
+	var total, used, reserved uint64
 	haveReserved := false
+	if !s.sym.memoryInfo {
+		s.reportUnsupported(g, f, nvml.ERROR_FUNCTION_NOT_FOUND)
+		return
+	}
 	if s.sym.memoryInfoV2 {
 		m, ret := d.GetMemoryInfo_v2()
 		if !s.check(g, f, ret, errs) {
 			return
 		}
-		total, used, free, reserved, haveReserved = m.Total, m.Used, m.Free, m.Reserved, true
+		total, used, reserved, haveReserved = m.Total, m.Used, m.Reserved, true
 	} else {
 		m, ret := d.GetMemoryInfo()
 		if !s.check(g, f, ret, errs) {
 			return
 		}
-		total, used, free = m.Total, m.Used, m.Free
+		total, used = m.Total, m.Used
 	}
-	if s.cfg.Metrics.GpuMemoryUsage.Enabled {
-		s.mb.RecordGpuMemoryUsageDataPoint(ts, int64(used), metadata.AttributeGpuMemoryStateUsed)
-		s.mb.RecordGpuMemoryUsageDataPoint(ts, int64(free), metadata.AttributeGpuMemoryStateFree)
-		if haveReserved {
-			s.mb.RecordGpuMemoryUsageDataPoint(ts, int64(reserved), metadata.AttributeGpuMemoryStateReserved)
-		}
+	// Free memory is total - used - reserved: not reported.
+	m := &s.cfg.Metrics
+	if m.HwGpuMemoryUsage.Enabled {
+		s.mb.RecordHwGpuMemoryUsageDataPoint(ts, int64(used))
 	}
-	if s.cfg.Metrics.GpuMemoryLimit.Enabled {
-		s.mb.RecordGpuMemoryLimitDataPoint(ts, int64(total))
+	if m.GpuMemoryReserved.Enabled && haveReserved {
+		s.mb.RecordGpuMemoryReservedDataPoint(ts, int64(reserved))
+	}
+	if m.HwGpuMemoryLimit.Enabled {
+		s.mb.RecordHwGpuMemoryLimitDataPoint(ts, int64(total))
+	}
+	if m.HwGpuMemoryUtilization.Enabled && total > 0 {
+		s.mb.RecordHwGpuMemoryUtilizationDataPoint(ts, float64(used)/float64(total))
 	}
 }
 
 func (s *gpuScraper) recordTemperature(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.GpuTemperature.Enabled {
+	if !s.cfg.Metrics.HwTemperature.Enabled {
+		return
+	}
+	if !s.sym.temperature {
+		s.reportUnsupported(g, featTemperature, nvml.ERROR_FUNCTION_NOT_FOUND)
 		return
 	}
 	t, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
 	if s.check(g, featTemperature, ret, errs) {
-		s.mb.RecordGpuTemperatureDataPoint(ts, int64(t))
+		s.mb.RecordHwTemperatureDataPoint(ts, int64(t))
 	}
 }
 
 // recordPower converts NVML's milliwatts and millijoules to W and J.
 func (s *gpuScraper) recordPower(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	m := &s.cfg.Metrics
-	if m.GpuPowerUsage.Enabled {
+	if m.HwPower.Enabled && !s.sym.power {
+		s.reportUnsupported(g, featPower, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if m.HwPower.Enabled {
 		mw, ret := g.dev.GetPowerUsage()
 		if s.check(g, featPower, ret, errs) {
-			s.mb.RecordGpuPowerUsageDataPoint(ts, float64(mw)/1000)
+			s.mb.RecordHwPowerDataPoint(ts, float64(mw)/1000)
 		}
 	}
-	if m.GpuPowerLimit.Enabled && !g.lost {
+	if m.GpuPowerLimit.Enabled && !g.lost && !s.sym.powerLimit {
+		s.reportUnsupported(g, featPowerLimit, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if m.GpuPowerLimit.Enabled && !g.lost {
 		mw, ret := g.dev.GetEnforcedPowerLimit()
 		if s.check(g, featPowerLimit, ret, errs) {
 			s.mb.RecordGpuPowerLimitDataPoint(ts, float64(mw)/1000)
 		}
 	}
-	if m.GpuEnergyConsumption.Enabled && !g.lost {
+	if m.HwEnergy.Enabled && !g.lost {
 		if !s.sym.energy {
 			s.reportUnsupported(g, featEnergy, nvml.ERROR_FUNCTION_NOT_FOUND)
 			return
 		}
 		mj, ret := g.dev.GetTotalEnergyConsumption()
 		if s.check(g, featEnergy, ret, errs) {
-			s.mb.RecordGpuEnergyConsumptionDataPoint(ts, float64(mj)/1000)
+			s.mb.RecordHwEnergyDataPoint(ts, float64(mj)/1000)
 		}
 	}
 }
@@ -271,6 +295,10 @@ func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrap
 	if !s.cfg.Metrics.GpuClockFrequency.Enabled {
 		return
 	}
+	if !s.sym.clockInfo {
+		s.reportUnsupported(g, featClockSM, nvml.ERROR_FUNCTION_NOT_FOUND)
+		return
+	}
 	for _, c := range clockDomains {
 		mhz, ret := g.dev.GetClockInfo(c.clock)
 		if s.check(g, c.f, ret, errs) {
@@ -285,19 +313,23 @@ func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrap
 // recordECC reads the volatile counters (since the driver last loaded), so
 // a driver reload is a counter reset, as for any cumulative sum.
 func (s *gpuScraper) recordECC(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.GpuEccErrors.Enabled {
+	if !s.cfg.Metrics.HwErrors.Enabled {
+		return
+	}
+	if !s.sym.ecc {
+		s.reportUnsupported(g, featECCCorrected, nvml.ERROR_FUNCTION_NOT_FOUND)
 		return
 	}
 	n, ret := g.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
 	if s.check(g, featECCCorrected, ret, errs) {
-		s.mb.RecordGpuEccErrorsDataPoint(ts, int64(n), metadata.AttributeGpuErrorTypeCorrected)
+		s.mb.RecordHwErrorsDataPoint(ts, int64(n), metadata.AttributeErrorTypeCorrected)
 	}
 	if g.lost {
 		return
 	}
 	n, ret = g.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
 	if s.check(g, featECCUncorrected, ret, errs) {
-		s.mb.RecordGpuEccErrorsDataPoint(ts, int64(n), metadata.AttributeGpuErrorTypeUncorrected)
+		s.mb.RecordHwErrorsDataPoint(ts, int64(n), metadata.AttributeErrorTypeUncorrected)
 	}
 }
 
@@ -364,6 +396,10 @@ func (s *gpuScraper) recordPCIe(g *gpuState, ts pcommon.Timestamp, errs *scraper
 	if !s.cfg.Metrics.GpuPcieThroughput.Enabled {
 		return
 	}
+	if !s.sym.pcie {
+		s.reportUnsupported(g, featPCIeTX, nvml.ERROR_FUNCTION_NOT_FOUND)
+		return
+	}
 	kib, ret := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)
 	if s.check(g, featPCIeTX, ret, errs) {
 		s.mb.RecordGpuPcieThroughputDataPoint(ts, int64(kib)*1024, metadata.AttributeNetworkIoDirectionTransmit)
@@ -385,4 +421,10 @@ func (s *gpuScraper) recordXID(g *gpuState, ts pcommon.Timestamp, _ *scrapererro
 	for _, c := range s.xidBuf {
 		s.mb.RecordGpuXidErrorsDataPoint(ts, c.count, int64(c.xid))
 	}
+}
+
+// wantMemory tells whether any metric needs the framebuffer figures.
+func (s *gpuScraper) wantMemory() bool {
+	m := &s.cfg.Metrics
+	return m.HwGpuMemoryUsage.Enabled || m.HwGpuMemoryLimit.Enabled || m.HwGpuMemoryUtilization.Enabled || m.GpuMemoryReserved.Enabled
 }

@@ -9,11 +9,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -82,6 +85,84 @@ func TestGPUSmoke(t *testing.T) {
 	}
 	fmt.Printf("=== %d direct scrapes of %d GPU(s): mean %v, max %v, mean per GPU %v\n",
 		n, len(s.gpus), total/n, worst, total/n/time.Duration(len(s.gpus)))
+	if v, ret := s.lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
+		fmt.Printf("=== NVIDIA driver %s\n", v)
+	}
+
+	compareWithNvidiaSMI(t, s, 10*time.Second)
+}
+
+// compareWithNvidiaSMI reports gpu.utilization averaged by the receiver over
+// one interval beside the mean of nvidia-smi's readings every 100 ms over
+// the same interval. It prints; it does not judge, because the two sample
+// differently (NVML's ring buffer vs nvidia-smi's own instant readings).
+func compareWithNvidiaSMI(t *testing.T, s *gpuScraper, interval time.Duration) {
+	smi, err := exec.LookPath("nvidia-smi")
+	if err != nil {
+		fmt.Printf("=== utilization vs nvidia-smi: not compared, nvidia-smi is not on PATH\n")
+		return
+	}
+	// A scrape marks the start: the next one averages the samples after it.
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	start := time.Now()
+	var out strings.Builder
+	cmd := exec.Command(smi, "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", "-lms", "100")
+	cmd.Stdout = &out
+	require.NoError(t, cmd.Start())
+	time.Sleep(interval) // the interval being measured, not a wait for a condition
+	md, err := s.scrape(context.Background())
+	elapsed := time.Since(start)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	require.NoError(t, err)
+
+	smiSum := map[int]float64{}
+	smiN := map[int]int{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) != 2 {
+			continue
+		}
+		idx, err1 := strconv.Atoi(strings.TrimSpace(f[0]))
+		v, err2 := strconv.ParseFloat(strings.TrimSpace(f[1]), 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		smiSum[idx] += v
+		smiN[idx]++
+	}
+	fmt.Printf("=== gpu.utilization over one %.1f s interval vs nvidia-smi --query-gpu=utilization.gpu -lms 100 over the same interval\n", elapsed.Seconds())
+	fmt.Printf("%-5s %-42s %16s %16s %10s %12s\n", "index", "uuid", "receiver (%)", "nvidia-smi (%)", "readings", "difference")
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		rm := md.ResourceMetrics().At(i)
+		attrs := rm.Resource().Attributes()
+		if _, mig := attrs.Get("gpu.mig.uuid"); mig {
+			continue
+		}
+		idxVal, _ := attrs.Get("gpu.index")
+		uuid, _ := attrs.Get("gpu.uuid")
+		idx := int(idxVal.Int())
+		recv := "n/a"
+		var recvPct float64
+		haveRecv := false
+		if m, ok := findMetric(rm, "hw.gpu.utilization"); ok && m.Gauge().DataPoints().Len() == 1 {
+			recvPct, haveRecv = m.Gauge().DataPoints().At(0).DoubleValue()*100, true
+			recv = fmt.Sprintf("%.1f", recvPct)
+		}
+		smiAvg := "n/a"
+		diff := "n/a"
+		if smiN[idx] > 0 {
+			avg := smiSum[idx] / float64(smiN[idx])
+			smiAvg = fmt.Sprintf("%.1f", avg)
+			if haveRecv {
+				diff = fmt.Sprintf("%+.1f pts", recvPct-avg)
+			}
+		}
+		fmt.Printf("%-5d %-42s %16s %16s %10d %12s\n", idx, uuid.Str(), recv, smiAvg, smiN[idx], diff)
+	}
+	fmt.Println("(receiver: mean of NVML's GPU_UTILIZATION_SAMPLES taken during the interval; nvidia-smi: mean of its readings; run a GPU load during the test for a meaningful comparison)")
+	os.Stdout.Sync()
 }
 
 func printMetrics(md pmetric.Metrics) {

@@ -32,7 +32,7 @@ func (s *gpuScraper) migEnabled(g *gpuState, errs *scrapererror.ScrapeErrors) bo
 // DCGM profiling or GPM); the parent GPU keeps its own resource with the
 // metrics NVML still answers in MIG mode.
 func (s *gpuScraper) scrapeMIG(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	wantMem := s.cfg.Metrics.GpuMemoryUsage.Enabled || s.cfg.Metrics.GpuMemoryLimit.Enabled
+	wantMem := s.wantMemory()
 	wantProcs := s.wantProcesses()
 	if !wantMem && !wantProcs {
 		return

@@ -87,12 +87,12 @@ func TestMIGInstances(t *testing.T) {
 	require.Equal(t, 8+2, md.ResourceMetrics().Len(), "8 GPUs and 2 MIG devices")
 
 	// The parent keeps what NVML still answers in MIG mode.
-	parent := resourceFor(t, md, map[string]any{"gpu.uuid": d0.UUID, "gpu.index": int64(0), "gpu.mig.uuid": nil})
+	parent := resourceFor(t, md, map[string]any{"hw.id": d0.UUID, "gpu.index": int64(0), "gpu.mig.uuid": nil})
 	_, hasMIGAttr := parent.Resource().Attributes().Get("gpu.mig.uuid")
 	assert.False(t, hasMIGAttr)
-	assert.Equal(t, 40.0, point(t, parent, "gpu.temperature", nil))
-	assert.Equal(t, float64(40<<30), point(t, parent, "gpu.memory.limit", nil))
-	_, has := findMetric(parent, "gpu.utilization")
+	assert.Equal(t, 40.0, point(t, parent, "hw.temperature", nil))
+	assert.Equal(t, float64(40<<30), point(t, parent, "hw.gpu.memory.limit", nil))
+	_, has := findMetric(parent, "hw.gpu.utilization")
 	assert.False(t, has, "NVML has no utilization in MIG mode")
 	_, has = findMetric(parent, "gpu.process.memory.usage")
 	assert.False(t, has)
@@ -100,23 +100,22 @@ func TestMIGInstances(t *testing.T) {
 	// dgxa100 profiles: 3g.20gb has 19968 MiB (id 0), 1g.5gb 4864 MiB (id 1).
 	mig0 := resourceFor(t, md, map[string]any{"gpu.mig.uuid": "MIG-" + d0.UUID + "-0"})
 	attrs := mig0.Resource().Attributes().AsRaw()
-	assert.Equal(t, d0.UUID, attrs["gpu.uuid"])
+	assert.Equal(t, d0.UUID, attrs["hw.id"])
 	assert.Equal(t, int64(0), attrs["gpu.index"])
 	assert.Equal(t, int64(0), attrs["gpu.mig.gpu_instance_id"])
 	assert.Equal(t, int64(0), attrs["gpu.mig.compute_instance_id"])
-	assert.Equal(t, float64(19968<<20), point(t, mig0, "gpu.memory.limit", nil))
-	assert.Equal(t, float64(1<<30), point(t, mig0, "gpu.memory.usage", map[string]any{"gpu.memory.state": "used"}))
-	assert.Equal(t, float64(19968<<20-1<<30), point(t, mig0, "gpu.memory.usage", map[string]any{"gpu.memory.state": "free"}))
+	assert.Equal(t, float64(19968<<20), point(t, mig0, "hw.gpu.memory.limit", nil))
+	assert.Equal(t, float64(1<<30), point(t, mig0, "hw.gpu.memory.usage", nil))
 	assert.Equal(t, float64(700<<20), point(t, mig0, "gpu.process.memory.usage",
 		map[string]any{"process.pid": int64(2001), "process.executable.name": "builder", "container.id": idA}))
 	_, has = findMetric(mig0, "gpu.process.utilization")
 	assert.False(t, has, "NVML has no per-process utilization on MIG devices")
 
 	mig1 := resourceFor(t, md, map[string]any{"gpu.mig.gpu_instance_id": int64(1)})
-	assert.Equal(t, float64(4864<<20), point(t, mig1, "gpu.memory.limit", nil))
+	assert.Equal(t, float64(4864<<20), point(t, mig1, "hw.gpu.memory.limit", nil))
 	_, has = findMetric(mig1, "gpu.process.memory.usage")
 	assert.False(t, has)
 
 	// Other GPUs are unaffected.
-	assert.InDelta(t, 0.21, point(t, resourceFor(t, md, map[string]any{"gpu.index": int64(1)}), "gpu.utilization", nil), 1e-9)
+	assert.InDelta(t, 0.21, point(t, resourceFor(t, md, map[string]any{"gpu.index": int64(1)}), "hw.gpu.utilization", nil), 1e-9)
 }

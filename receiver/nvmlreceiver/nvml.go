@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -75,29 +77,91 @@ func newSystemLoader(opts ...nvml.LibraryOption) loadFunc {
 	}
 }
 
-// symbols records which newer NVML entry points the loaded driver exports.
-// go-nvml links them unresolved: calling one that an older driver lacks
-// aborts the process, so each is looked up once before first use.
+// symbols records which NVML entry points the loaded library exports.
+// go-nvml links every NVML function unresolved: calling one the library
+// lacks kills the process in the dynamic linker ("symbol lookup error"),
+// beyond recover(). So each entry point the receiver calls is looked up
+// once after Init; a missing one turns off only the metrics that need it.
 type symbols struct {
+	core               bool // count, handles, UUIDs, error strings, shutdown: nothing works without them
+	driverVersion      bool
+	name               bool
+	pciInfo            bool
+	samples            bool // nvmlDeviceGetSamples
+	utilRates          bool // nvmlDeviceGetUtilizationRates
+	memoryInfo         bool // nvmlDeviceGetMemoryInfo
 	memoryInfoV2       bool // nvmlDeviceGetMemoryInfo_v2 (R510+): adds reserved memory
+	temperature        bool
+	power              bool
+	powerLimit         bool
+	energy             bool // nvmlDeviceGetTotalEnergyConsumption
+	clockInfo          bool
+	ecc                bool
 	clocksEventReasons bool // nvmlDeviceGetCurrentClocksEventReasons (R535+)
 	clocksThrottle     bool // nvmlDeviceGetCurrentClocksThrottleReasons (deprecated name)
-	energy             bool // nvmlDeviceGetTotalEnergyConsumption
+	pcie               bool
+	processes          bool // nvmlDeviceGetComputeRunningProcesses, any version
 	processUtil        bool // nvmlDeviceGetProcessUtilization
 	mig                bool // nvmlDeviceGetMigMode and the MIG handle calls (R450+)
+	events             bool // event set calls behind the XID errors
+
+	// missing lists the entry points not found, for one log line.
+	missing []string
 }
 
 func lookupSymbols(lib library) symbols {
 	ext := lib.Extensions()
-	has := func(name string) bool { return ext.LookupSymbol(name) == nil }
-	return symbols{
-		memoryInfoV2:       has("nvmlDeviceGetMemoryInfo_v2"),
-		clocksEventReasons: has("nvmlDeviceGetCurrentClocksEventReasons") && has("nvmlDeviceGetSupportedClocksEventReasons"),
-		clocksThrottle:     has("nvmlDeviceGetCurrentClocksThrottleReasons") && has("nvmlDeviceGetSupportedClocksThrottleReasons"),
-		energy:             has("nvmlDeviceGetTotalEnergyConsumption"),
-		processUtil:        has("nvmlDeviceGetProcessUtilization"),
-		mig:                has("nvmlDeviceGetMigMode") && has("nvmlDeviceGetMigDeviceHandleByIndex"),
+	var missing []string
+	// has reports whether the library exports at least one of names.
+	// go-nvml itself picks the newest version of a versioned entry point.
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if ext.LookupSymbol(n) == nil {
+				return true
+			}
+		}
+		missing = append(missing, strings.Join(names, "|"))
+		return false
 	}
+	all := func(ok ...bool) bool { return !slices.Contains(ok, false) }
+	sym := symbols{
+		core: all(has("nvmlShutdown"), has("nvmlErrorString"),
+			has("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"),
+			has("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"),
+			has("nvmlDeviceGetUUID")),
+		driverVersion: has("nvmlSystemGetDriverVersion"),
+		name:          has("nvmlDeviceGetName"),
+		pciInfo:       has("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"),
+		samples:       has("nvmlDeviceGetSamples"),
+		utilRates:     has("nvmlDeviceGetUtilizationRates"),
+		memoryInfo:    has("nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo"),
+		temperature:   has("nvmlDeviceGetTemperature"),
+		power:         has("nvmlDeviceGetPowerUsage"),
+		powerLimit:    has("nvmlDeviceGetEnforcedPowerLimit"),
+		energy:        has("nvmlDeviceGetTotalEnergyConsumption"),
+		clockInfo:     has("nvmlDeviceGetClockInfo"),
+		ecc:           has("nvmlDeviceGetTotalEccErrors"),
+		pcie:          has("nvmlDeviceGetPcieThroughput"),
+		processes: has("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+			"nvmlDeviceGetComputeRunningProcesses"),
+		processUtil: has("nvmlDeviceGetProcessUtilization"),
+		mig: all(has("nvmlDeviceGetMigMode"), has("nvmlDeviceGetMaxMigDeviceCount"), has("nvmlDeviceGetMigDeviceHandleByIndex"),
+			has("nvmlDeviceGetGpuInstanceId"), has("nvmlDeviceGetComputeInstanceId")),
+		events: all(has("nvmlEventSetCreate"), has("nvmlDeviceRegisterEvents"),
+			has("nvmlEventSetWait_v2", "nvmlEventSetWait"), has("nvmlEventSetFree")),
+	}
+	// Newer names whose absence is normal on older drivers, with a fallback:
+	// looked up without counting as missing.
+	sym.memoryInfoV2 = ext.LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
+	sym.clocksEventReasons = ext.LookupSymbol("nvmlDeviceGetCurrentClocksEventReasons") == nil &&
+		ext.LookupSymbol("nvmlDeviceGetSupportedClocksEventReasons") == nil
+	sym.clocksThrottle = ext.LookupSymbol("nvmlDeviceGetCurrentClocksThrottleReasons") == nil &&
+		ext.LookupSymbol("nvmlDeviceGetSupportedClocksThrottleReasons") == nil
+	if !sym.clocksEventReasons && !sym.clocksThrottle {
+		missing = append(missing, "nvmlDeviceGetCurrentClocksEventReasons|nvmlDeviceGetCurrentClocksThrottleReasons")
+	}
+	sym.missing = missing
+	return sym
 }
 
 // isUnsupported reports NVML answers meaning "this GPU (or driver) cannot

@@ -44,6 +44,10 @@ func (s *gpuScraper) wantProcesses() bool {
 // NVML has no per-process utilization on MIG devices, so withUtil is false
 // for them.
 func (s *gpuScraper) recordProcessesOf(g *gpuState, d device, f feature, withUtil bool, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	if !s.sym.processes {
+		s.reportUnsupported(g, f, nvml.ERROR_FUNCTION_NOT_FOUND)
+		return
+	}
 	procs, ret := d.GetComputeRunningProcesses()
 	if !s.check(g, f, ret, errs) || len(procs) == 0 {
 		return

@@ -111,12 +111,29 @@ func (s *gpuScraper) initNVML() {
 			}
 			return
 		}
+		sym := lookupSymbols(lib)
+		if !sym.core {
+			// Not an NVML this receiver can use; calling the missing
+			// entry points would kill the process.
+			s.logger.Error("the NVML library lacks entry points every scrape needs; no GPU metrics (retrying periodically)",
+				zap.Strings("missing", sym.missing))
+			if lib.Extensions().LookupSymbol("nvmlShutdown") == nil {
+				_ = lib.Shutdown() // nothing to do when it fails: the library is left unused
+			}
+			return
+		}
 		s.lib = lib
-		s.sym = lookupSymbols(lib)
-		if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
-			s.driver = v
+		s.sym = sym
+		if sym.driverVersion {
+			if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
+				s.driver = v
+			}
 		}
 		s.logger.Info("NVML loaded", zap.String("driver_version", s.driver))
+		if len(sym.missing) > 0 {
+			s.logger.Warn("the NVML library lacks some entry points (an older driver?); only the metrics that need them are not reported",
+				zap.Strings("missing", sym.missing))
+		}
 	}
 	s.enumerate()
 }
@@ -168,7 +185,7 @@ func (s *gpuScraper) enumerate() {
 	}
 	s.gpus = gpus
 	s.logger.Info("scraping GPUs", zap.Int("count", len(gpus)))
-	if s.cfg.Metrics.GpuXidErrors.Enabled && s.xid == nil {
+	if s.cfg.Metrics.GpuXidErrors.Enabled && s.sym.events && s.xid == nil {
 		s.xid = startXIDWatcher(s.lib, gpus, s.logger)
 	}
 }
@@ -190,11 +207,15 @@ func deviceFilter(devices []string) (map[int]struct{}, map[string]struct{}) {
 
 func (s *gpuScraper) newGPUState(h device, index int, uuid string) *gpuState {
 	g := &gpuState{dev: h, index: index, uuid: uuid}
-	if name, ret := h.GetName(); ret == nvml.SUCCESS {
-		g.model = name
+	if s.sym.name {
+		if name, ret := h.GetName(); ret == nvml.SUCCESS {
+			g.model = name
+		}
 	}
-	if pci, ret := h.GetPciInfo(); ret == nvml.SUCCESS {
-		g.busID = cString(pci.BusId[:])
+	if s.sym.pciInfo {
+		if pci, ret := h.GetPciInfo(); ret == nvml.SUCCESS {
+			g.busID = cString(pci.BusId[:])
+		}
 	}
 	g.resource = s.gpuResource(g).Emit()
 	return g
@@ -202,11 +223,13 @@ func (s *gpuScraper) newGPUState(h device, index int, uuid string) *gpuState {
 
 func (s *gpuScraper) gpuResource(g *gpuState) *metadata.ResourceBuilder {
 	rb := s.mb.NewResourceBuilder()
-	rb.SetGpuUUID(g.uuid)
+	rb.SetHwID(g.uuid)
+	rb.SetHwType("gpu")
+	rb.SetHwVendor("NVIDIA")
+	rb.SetHwModel(g.model)
+	rb.SetHwDriverVersion(s.driver)
 	rb.SetGpuIndex(int64(g.index))
-	rb.SetGpuModel(g.model)
 	rb.SetGpuPciBusID(g.busID)
-	rb.SetGpuDriverVersion(s.driver)
 	if s.hostname != "" {
 		rb.SetHostName(s.hostname)
 	}
@@ -227,6 +250,9 @@ func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	var errs scrapererror.ScrapeErrors
 	s.procs.beginScrape()
 	for _, g := range s.gpus {
+		if g.gone && !s.reacquire(g) {
+			continue
+		}
 		s.scrapeGPU(g, ts, &errs)
 	}
 	s.procs.endScrape()
@@ -245,7 +271,11 @@ func (s *gpuScraper) check(g *gpuState, f feature, ret nvml.Return, errs *scrape
 	case ret == nvml.ERROR_GPU_IS_LOST:
 		if !g.lost {
 			g.lost = true
+			g.gone = true
+			g.retryAt = s.now().Add(s.cfg.InitRetryInterval)
 			errs.AddPartial(1, fmt.Errorf("gpu %d (%s): %w", g.index, g.uuid, errGPULost))
+			s.logger.Warn("GPU is lost (fallen off the bus or otherwise inaccessible); no metrics for it until NVML finds it again, retrying periodically",
+				zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid), zap.Duration("init_retry_interval", s.cfg.InitRetryInterval))
 		}
 	default:
 		errs.AddPartial(1, fmt.Errorf("gpu %d (%s): %s: %w", g.index, g.uuid, f, ret))
@@ -258,6 +288,38 @@ func (s *gpuScraper) reportUnsupported(g *gpuState, f feature, ret nvml.Return) 
 		return
 	}
 	g.reported |= 1 << f
-	s.logger.Info("GPU does not support a metric; skipping it for this GPU",
-		zap.String("what", f.String()), zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid), zap.Error(ret))
+	msg := "GPU does not support a metric; skipping it for this GPU"
+	if ret == nvml.ERROR_FUNCTION_NOT_FOUND {
+		msg = "the NVML library lacks the entry point of a metric; skipping it"
+	}
+	s.logger.Info(msg, zap.String("what", f.String()), zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid), zap.Error(ret))
+}
+
+// reacquire asks NVML again for a GPU that was lost, once per
+// init_retry_interval. A GPU that comes back (after a reset or a driver
+// reload) may have a new handle, so the handle is looked up by index and
+// accepted only with the same UUID.
+func (s *gpuScraper) reacquire(g *gpuState) bool {
+	if s.now().Before(g.retryAt) {
+		return false
+	}
+	g.retryAt = s.now().Add(s.cfg.InitRetryInterval)
+	h, ret := s.lib.DeviceGetHandleByIndex(g.index)
+	if ret != nvml.SUCCESS {
+		s.logger.Debug("lost GPU still not available", zap.Int("gpu.index", g.index), zap.Error(ret))
+		return false
+	}
+	uuid, ret := h.GetUUID()
+	if ret != nvml.SUCCESS || uuid != g.uuid {
+		s.logger.Debug("lost GPU still not available", zap.Int("gpu.index", g.index), zap.String("found_uuid", uuid), zap.Error(ret))
+		return false
+	}
+	g.dev = h
+	g.gone = false
+	g.throttleKnown = false
+	if s.xid != nil {
+		s.xid.register(g)
+	}
+	s.logger.Info("lost GPU is back", zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid))
+	return true
 }

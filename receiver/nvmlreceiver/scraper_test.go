@@ -29,36 +29,38 @@ func TestScrapeEveryMetricOfEightGPUs(t *testing.T) {
 		d := gpu(srv, i)
 		rm := resourceFor(t, md, map[string]any{"gpu.index": int64(i)})
 		res := rm.Resource().Attributes().AsRaw()
-		assert.Equal(t, d.UUID, res["gpu.uuid"])
-		assert.Equal(t, "Mock NVIDIA A100-SXM4-40GB", res["gpu.model"])
+		assert.Equal(t, d.UUID, res["hw.id"])
+		assert.Equal(t, "Mock NVIDIA A100-SXM4-40GB", res["hw.model"])
 		assert.Equal(t, fmt.Sprintf("00000000:%02X:00.0", 0x10+i), res["gpu.pci.bus_id"])
-		assert.Equal(t, "550.54.15", res["gpu.driver.version"])
+		assert.Equal(t, "550.54.15", res["hw.driver_version"])
+		assert.Equal(t, "gpu", res["hw.type"])
+		assert.Equal(t, "NVIDIA", res["hw.vendor"])
 		assert.NotEmpty(t, res["host.name"])
 		assert.NotContains(t, res, "gpu.mig.uuid")
 
 		fi := float64(i)
 		// GPU samples 10+i, 20+i, 30+i percent average to 20+i.
-		assert.InDelta(t, (20+fi)/100, point(t, rm, "gpu.utilization", nil), 1e-9)
+		assert.InDelta(t, (20+fi)/100, point(t, rm, "hw.gpu.utilization", nil), 1e-9)
 		// Memory samples 5+i, 15+i percent average to 10+i.
-		assert.InDelta(t, (10+fi)/100, point(t, rm, "gpu.memory.utilization", nil), 1e-9)
+		assert.InDelta(t, (10+fi)/100, point(t, rm, "gpu.memory.controller.utilization", nil), 1e-9)
 
 		used := float64(i+1) * (1 << 30)
-		assert.Equal(t, used, point(t, rm, "gpu.memory.usage", map[string]any{"gpu.memory.state": "used"}))
-		assert.Equal(t, float64(512<<20), point(t, rm, "gpu.memory.usage", map[string]any{"gpu.memory.state": "reserved"}))
-		assert.Equal(t, float64(40<<30)-float64(512<<20)-used, point(t, rm, "gpu.memory.usage", map[string]any{"gpu.memory.state": "free"}))
-		assert.Equal(t, float64(40<<30), point(t, rm, "gpu.memory.limit", nil))
+		assert.Equal(t, used, point(t, rm, "hw.gpu.memory.usage", nil))
+		assert.Equal(t, float64(512<<20), point(t, rm, "gpu.memory.reserved", nil))
+		assert.Equal(t, float64(40<<30), point(t, rm, "hw.gpu.memory.limit", nil))
+		assert.InDelta(t, used/float64(40<<30), point(t, rm, "hw.gpu.memory.utilization", nil), 1e-12)
 
-		assert.Equal(t, 40+fi, point(t, rm, "gpu.temperature", nil))
-		assert.InDelta(t, 200+1.5*fi, point(t, rm, "gpu.power.usage", nil), 1e-9)
+		assert.Equal(t, 40+fi, point(t, rm, "hw.temperature", nil))
+		assert.InDelta(t, 200+1.5*fi, point(t, rm, "hw.power", nil), 1e-9)
 		assert.InDelta(t, 400.0, point(t, rm, "gpu.power.limit", nil), 1e-9)
-		assert.InDelta(t, 123456.789+fi/1000, point(t, rm, "gpu.energy.consumption", nil), 1e-6)
+		assert.InDelta(t, 123456.789+fi/1000, point(t, rm, "hw.energy", nil), 1e-6)
 
 		assert.Equal(t, (1000+fi)*1e6, point(t, rm, "gpu.clock.frequency", map[string]any{"gpu.clock.type": "sm"}))
 		assert.Equal(t, 1215e6, point(t, rm, "gpu.clock.frequency", map[string]any{"gpu.clock.type": "memory"}))
 		assert.Equal(t, (1100+fi)*1e6, point(t, rm, "gpu.clock.frequency", map[string]any{"gpu.clock.type": "graphics"}))
 
-		assert.Equal(t, 3*fi, point(t, rm, "gpu.ecc.errors", map[string]any{"gpu.error.type": "corrected"}))
-		assert.Equal(t, float64(i%2), point(t, rm, "gpu.ecc.errors", map[string]any{"gpu.error.type": "uncorrected"}))
+		assert.Equal(t, 3*fi, point(t, rm, "hw.errors", map[string]any{"error.type": "corrected"}))
+		assert.Equal(t, float64(i%2), point(t, rm, "hw.errors", map[string]any{"error.type": "uncorrected"}))
 
 		// Supported: gpu_idle, sw_power_cap, hw_slowdown, sw_thermal_slowdown;
 		// even GPUs are power capped.
@@ -89,18 +91,20 @@ func TestMetricUnitsAndTypes(t *testing.T) {
 		typ       pmetric.MetricType
 		monotonic bool
 	}{
-		"gpu.utilization":        {"1", pmetric.MetricTypeGauge, false},
-		"gpu.memory.utilization": {"1", pmetric.MetricTypeGauge, false},
-		"gpu.memory.usage":       {"By", pmetric.MetricTypeSum, false},
-		"gpu.memory.limit":       {"By", pmetric.MetricTypeSum, false},
-		"gpu.temperature":        {"Cel", pmetric.MetricTypeGauge, false},
-		"gpu.power.usage":        {"W", pmetric.MetricTypeGauge, false},
-		"gpu.power.limit":        {"W", pmetric.MetricTypeGauge, false},
-		"gpu.energy.consumption": {"J", pmetric.MetricTypeSum, true},
-		"gpu.clock.frequency":    {"Hz", pmetric.MetricTypeGauge, false},
-		"gpu.ecc.errors":         {"{error}", pmetric.MetricTypeSum, true},
-		"gpu.clock.throttled":    {"1", pmetric.MetricTypeGauge, false},
-		"gpu.pcie.throughput":    {"By/s", pmetric.MetricTypeGauge, false},
+		"hw.gpu.utilization":                {"1", pmetric.MetricTypeGauge, false},
+		"gpu.memory.controller.utilization": {"1", pmetric.MetricTypeGauge, false},
+		"hw.gpu.memory.usage":               {"By", pmetric.MetricTypeSum, false},
+		"hw.gpu.memory.utilization":         {"1", pmetric.MetricTypeGauge, false},
+		"gpu.memory.reserved":               {"By", pmetric.MetricTypeSum, false},
+		"hw.gpu.memory.limit":               {"By", pmetric.MetricTypeSum, false},
+		"hw.temperature":                    {"Cel", pmetric.MetricTypeGauge, false},
+		"hw.power":                          {"W", pmetric.MetricTypeGauge, false},
+		"gpu.power.limit":                   {"W", pmetric.MetricTypeGauge, false},
+		"hw.energy":                         {"J", pmetric.MetricTypeSum, true},
+		"gpu.clock.frequency":               {"Hz", pmetric.MetricTypeGauge, false},
+		"hw.errors":                         {"{error}", pmetric.MetricTypeSum, true},
+		"gpu.clock.throttled":               {"1", pmetric.MetricTypeGauge, false},
+		"gpu.pcie.throughput":               {"By/s", pmetric.MetricTypeGauge, false},
 	}
 	for name, w := range want {
 		m, ok := findMetric(rm, name)
@@ -135,17 +139,17 @@ func TestUtilizationAveragesOnlyNewSamples(t *testing.T) {
 
 	md, err := env.scrape(t)
 	require.NoError(t, err)
-	assert.InDelta(t, 0.30, point(t, md.ResourceMetrics().At(0), "gpu.utilization", nil), 1e-9) // (10+30+50)/3
+	assert.InDelta(t, 0.30, point(t, md.ResourceMetrics().At(0), "hw.gpu.utilization", nil), 1e-9) // (10+30+50)/3
 
 	buffer = append(buffer, uintSample(400, 90), uintSample(500, 70))
 	md, err = env.scrape(t)
 	require.NoError(t, err)
-	assert.InDelta(t, 0.80, point(t, md.ResourceMetrics().At(0), "gpu.utilization", nil), 1e-9) // (90+70)/2
+	assert.InDelta(t, 0.80, point(t, md.ResourceMetrics().At(0), "hw.gpu.utilization", nil), 1e-9) // (90+70)/2
 
 	// No new sample: fall back to the instantaneous reading (90%).
 	md, err = env.scrape(t)
 	require.NoError(t, err)
-	assert.InDelta(t, 0.90, point(t, md.ResourceMetrics().At(0), "gpu.utilization", nil), 1e-9)
+	assert.InDelta(t, 0.90, point(t, md.ResourceMetrics().At(0), "hw.gpu.utilization", nil), 1e-9)
 
 	assert.Equal(t, []uint64{0, 300, 500}, lastSeen)
 }
@@ -186,8 +190,8 @@ func TestUtilizationFallsBackWhenSamplesUnsupported(t *testing.T) {
 		md, err := env.scrape(t)
 		require.NoError(t, err)
 		rm := resourceFor(t, md, map[string]any{"gpu.index": int64(4)})
-		assert.InDelta(t, 0.90, point(t, rm, "gpu.utilization", nil), 1e-9)
-		assert.InDelta(t, 0.80, point(t, rm, "gpu.memory.utilization", nil), 1e-9)
+		assert.InDelta(t, 0.90, point(t, rm, "hw.gpu.utilization", nil), 1e-9)
+		assert.InDelta(t, 0.80, point(t, rm, "gpu.memory.controller.utilization", nil), 1e-9)
 	}
 	// Two sample kinds x 8 GPUs, each said once in three scrapes.
 	assert.Equal(t, 16, countLogs(env.logs, "GPU does not support a metric"))
@@ -206,11 +210,11 @@ func TestNotSupportedIsSkippedForThatGPUAndLoggedOnce(t *testing.T) {
 		md, err := env.scrape(t)
 		require.NoError(t, err, "unsupported metrics are not scrape errors")
 		rm := resourceFor(t, md, map[string]any{"gpu.index": int64(3)})
-		_, has := findMetric(rm, "gpu.temperature")
+		_, has := findMetric(rm, "hw.temperature")
 		assert.False(t, has)
-		_, has = findMetric(rm, "gpu.ecc.errors")
+		_, has = findMetric(rm, "hw.errors")
 		assert.False(t, has)
-		assert.Equal(t, 42.0, point(t, resourceFor(t, md, map[string]any{"gpu.index": int64(2)}), "gpu.temperature", nil))
+		assert.Equal(t, 42.0, point(t, resourceFor(t, md, map[string]any{"gpu.index": int64(2)}), "hw.temperature", nil))
 	}
 	// temperature, corrected and uncorrected ECC: three features, once each.
 	assert.Equal(t, 3, countLogs(env.logs, "GPU does not support a metric"))
@@ -244,19 +248,19 @@ func TestGPULostIsPartialErrorAndOtherGPUsKeepReporting(t *testing.T) {
 		assert.NotEqual(t, int64(2), idx.Int())
 	}
 	rm5 := resourceFor(t, md, map[string]any{"gpu.index": int64(5)})
-	assert.InDelta(t, 0.25, point(t, rm5, "gpu.utilization", nil), 1e-9)
-	_, has := findMetric(rm5, "gpu.temperature")
+	assert.InDelta(t, 0.25, point(t, rm5, "hw.gpu.utilization", nil), 1e-9)
+	_, has := findMetric(rm5, "hw.temperature")
 	assert.False(t, has)
-	_, has = findMetric(rm5, "gpu.power.usage")
+	_, has = findMetric(rm5, "hw.power")
 	assert.False(t, has)
 	// GPU 6 did not receive GPU 5's leftovers and has its full set.
 	rm6 := resourceFor(t, md, map[string]any{"gpu.index": int64(6)})
-	assert.Equal(t, 46.0, point(t, rm6, "gpu.temperature", nil))
-	assert.InDelta(t, 0.26, point(t, rm6, "gpu.utilization", nil), 1e-9)
+	assert.Equal(t, 46.0, point(t, rm6, "hw.temperature", nil))
+	assert.InDelta(t, 0.26, point(t, rm6, "hw.gpu.utilization", nil), 1e-9)
 
 	for _, i := range []int{0, 1, 3, 4, 6, 7} {
 		rm := resourceFor(t, md, map[string]any{"gpu.index": int64(i)})
-		assert.Equal(t, 40+float64(i), point(t, rm, "gpu.temperature", nil))
+		assert.Equal(t, 40+float64(i), point(t, rm, "hw.temperature", nil))
 	}
 }
 
@@ -267,9 +271,9 @@ func TestOtherNVMLErrorsArePartialErrors(t *testing.T) {
 	md, err := env.scrape(t)
 	require.Error(t, err)
 	assert.True(t, scrapererror.IsPartialScrapeError(err))
-	assert.ErrorContains(t, err, "gpu.power.usage")
+	assert.ErrorContains(t, err, "hw.power")
 	rm := resourceFor(t, md, map[string]any{"gpu.index": int64(1)})
-	assert.Equal(t, 41.0, point(t, rm, "gpu.temperature", nil), "the GPU's other metrics are kept")
+	assert.Equal(t, 41.0, point(t, rm, "hw.temperature", nil), "the GPU's other metrics are kept")
 }
 
 func TestDevicesFilter(t *testing.T) {
@@ -281,7 +285,7 @@ func TestDevicesFilter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, md.ResourceMetrics().Len())
 	resourceFor(t, md, map[string]any{"gpu.index": int64(1)})
-	resourceFor(t, md, map[string]any{"gpu.index": int64(5), "gpu.uuid": gpu(srv, 5).UUID})
+	resourceFor(t, md, map[string]any{"gpu.index": int64(5), "hw.id": gpu(srv, 5).UUID})
 	assert.Equal(t, 1, countLogs(env.logs, "devices: no GPU with this index"))
 }
 
@@ -294,7 +298,7 @@ func TestDisabledMetricsAreNotQueried(t *testing.T) {
 		}
 	}
 	cfg := defaultTestConfig()
-	cfg.Metrics.GpuTemperature.Enabled = false
+	cfg.Metrics.HwTemperature.Enabled = false
 	env := newTestEnv(t, cfg, loaderOf(srv))
 	_, err := env.scrape(t)
 	require.NoError(t, err)
@@ -328,11 +332,10 @@ func TestOldDriverWithoutNewerSymbols(t *testing.T) {
 	md, err := env.scrape(t)
 	require.NoError(t, err)
 	rm := resourceFor(t, md, map[string]any{"gpu.index": int64(0)})
-	assert.Equal(t, float64(1<<30), point(t, rm, "gpu.memory.usage", map[string]any{"gpu.memory.state": "used"}))
-	assert.Equal(t, float64(40<<30-1<<30), point(t, rm, "gpu.memory.usage", map[string]any{"gpu.memory.state": "free"}))
-	m, _ := findMetric(rm, "gpu.memory.usage")
-	assert.Equal(t, 2, m.Sum().DataPoints().Len(), "v1 memory info has no reserved")
+	assert.Equal(t, float64(1<<30), point(t, rm, "hw.gpu.memory.usage", nil))
+	_, has := findMetric(rm, "gpu.memory.reserved")
+	assert.False(t, has, "v1 memory info has no reserved")
 	assert.Equal(t, 1.0, point(t, rm, "gpu.clock.throttled", map[string]any{"gpu.clock.throttle_reason": "hw_slowdown"}))
-	_, has := findMetric(rm, "gpu.energy.consumption")
+	_, has = findMetric(rm, "hw.energy")
 	assert.False(t, has)
 }

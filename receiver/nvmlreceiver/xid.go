@@ -31,10 +31,10 @@ type xidCount struct {
 // goroutine serve every GPU.
 type xidWatcher struct {
 	set    nvml.EventSet
-	uuids  map[device]string // event handle -> GPU UUID
 	logger *zap.Logger
 
 	mu     sync.Mutex
+	uuids  map[device]string           // event handle -> GPU UUID
 	counts map[string]map[uint64]int64 // GPU UUID -> XID -> count
 
 	done chan struct{}
@@ -57,20 +57,28 @@ func startXIDWatcher(lib library, gpus []*gpuState, logger *zap.Logger) *xidWatc
 		done:   make(chan struct{}),
 	}
 	for _, g := range gpus {
-		if ret := g.dev.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
-			logger.Info("GPU cannot report XID events; gpu.xid.errors skipped for it",
-				zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid), zap.Error(ret))
-			continue
-		}
-		w.uuids[g.dev] = g.uuid
+		w.register(g)
 	}
 	if len(w.uuids) == 0 {
-		set.Free()
+		_ = set.Free() // an empty set: nothing was registered on it
 		return nil
 	}
 	w.wg.Add(1)
 	go w.run()
 	return w
+}
+
+// register adds a GPU's handle to the event set: at start, and again when
+// a lost GPU comes back with a new handle.
+func (w *xidWatcher) register(g *gpuState) {
+	if ret := g.dev.RegisterEvents(nvml.EventTypeXidCriticalError, w.set); ret != nvml.SUCCESS {
+		w.logger.Info("GPU cannot report XID events; gpu.xid.errors skipped for it",
+			zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid), zap.Error(ret))
+		return
+	}
+	w.mu.Lock()
+	w.uuids[g.dev] = g.uuid
+	w.mu.Unlock()
 }
 
 func (w *xidWatcher) run() {
@@ -102,13 +110,13 @@ func (w *xidWatcher) record(data nvml.EventData) {
 	if data.EventType&nvml.EventTypeXidCriticalError == 0 || data.Device == nil {
 		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	uuid, ok := w.uuids[data.Device]
 	if !ok {
 		return
 	}
 	w.logger.Warn("GPU reported an XID error", zap.String("gpu.uuid", uuid), zap.Uint64("gpu.xid", data.EventData))
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	byXID := w.counts[uuid]
 	if byXID == nil {
 		byXID = make(map[uint64]int64)
@@ -131,5 +139,5 @@ func (w *xidWatcher) appendCounts(dst []xidCount, uuid string) []xidCount {
 func (w *xidWatcher) stop() {
 	close(w.done)
 	w.wg.Wait()
-	w.set.Free()
+	_ = w.set.Free() // stopping: a failure leaks a driver handle, nothing to retry
 }

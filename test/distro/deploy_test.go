@@ -182,7 +182,6 @@ func TestDockerCompose(t *testing.T) {
 	sidecar, ok := compose.Services["otelcol-gpubuild"]
 	require.True(t, ok)
 	assert.Equal(t, expectedImage(t), sidecar.Image)
-	assert.Equal(t, "service:index-builder", sidecar.NetworkMode, "shares the service's network namespace")
 	for name := range sidecar.Environment {
 		assert.True(t, knownEnv(defaults, name), "compose sets %s, which the sidecar does not read", name)
 	}
@@ -290,4 +289,64 @@ func TestKubernetesPod(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "http://127.0.0.1:"+defaults["GPUBUILD_OTLP_GRPC_PORT"], endpoint)
+}
+
+// The sidecar must be up and healthy before the service sends its first
+// byte: what an OTLP exporter sends to a closed port is dropped.
+func TestDeployStartOrderCompose(t *testing.T) {
+	type dependency struct {
+		Condition string `yaml:"condition"`
+	}
+	var compose struct {
+		Services map[string]struct {
+			NetworkMode string         `yaml:"network_mode"`
+			DependsOn   yaml.Node      `yaml:"depends_on"`
+			Ports       []string       `yaml:"ports"`
+			Healthcheck map[string]any `yaml:"healthcheck"`
+		} `yaml:"services"`
+	}
+	decodeYAML(t, "deploy/docker-compose.yaml", &compose)
+	sidecar, service := compose.Services["otelcol-gpubuild"], compose.Services["index-builder"]
+
+	assert.Empty(t, sidecar.NetworkMode, "the collector owns the network namespace")
+	assert.Zero(t, sidecar.DependsOn.Kind, "the collector depends on nothing")
+	assert.NotEmpty(t, sidecar.Healthcheck["test"], "service_healthy needs a healthcheck")
+	assert.NotEmpty(t, sidecar.Ports, "the namespace owner publishes the service's API")
+	assert.Equal(t, "service:otelcol-gpubuild", service.NetworkMode, "the service joins the collector's namespace")
+	assert.Empty(t, service.Ports, "a service in another's namespace cannot publish ports")
+
+	// The short list form ([otelcol-gpubuild]) only waits for the container
+	// to start, not for OTLP to listen: the long form with a condition is required.
+	require.Equal(t, yaml.MappingNode, service.DependsOn.Kind, "depends_on must use the long form with a condition")
+	var deps map[string]dependency
+	require.NoError(t, service.DependsOn.Decode(&deps))
+	require.Contains(t, deps, "otelcol-gpubuild")
+	assert.Equal(t, "service_healthy", deps["otelcol-gpubuild"].Condition)
+}
+
+func TestDeployStartOrderKubernetes(t *testing.T) {
+	var pod struct {
+		Spec struct {
+			InitContainers []k8sContainer `yaml:"initContainers"`
+			Containers     []k8sContainer `yaml:"containers"`
+		} `yaml:"spec"`
+	}
+	decodeYAML(t, "deploy/kubernetes/pod.yaml", &pod)
+	// Init containers start in order before any regular container; a native
+	// sidecar (restartPolicy: Always) lets the next one start only after its
+	// startup probe succeeds, and stops after the regular containers.
+	require.NotEmpty(t, pod.Spec.InitContainers)
+	idx := slices.IndexFunc(pod.Spec.InitContainers, func(c k8sContainer) bool { return c.Name == "otelcol-gpubuild" })
+	require.GreaterOrEqual(t, idx, 0, "the collector is an init container")
+	sidecar := pod.Spec.InitContainers[idx]
+	assert.Equal(t, "Always", sidecar.RestartPolicy, "native sidecar, not a one-shot init container")
+	require.NotNil(t, sidecar.StartupProbe, "without a startup probe the service starts as soon as the sidecar's process does")
+	assert.NotEmpty(t, sidecar.StartupProbe.Exec.Command)
+	for _, c := range pod.Spec.InitContainers[:idx] {
+		assert.Equal(t, "Always", c.RestartPolicy, "init container %s before the sidecar would delay it, never the service", c.Name)
+	}
+	for _, c := range pod.Spec.Containers {
+		assert.NotEqual(t, "otelcol-gpubuild", c.Name, "the collector must not also be a regular container")
+	}
+	require.Len(t, pod.Spec.Containers, 1)
 }

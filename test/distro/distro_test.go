@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +151,7 @@ func TestDefaultConfigDryRun(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var found bool
 	for !found && time.Now().Before(deadline) {
-		for _, req := range dryRunRequests(s.stdout.String()) {
+		for _, req := range dryRunRequests(s.Stdout.String()) {
 			for _, d := range req.MetricData {
 				if d.MetricName == "distro.smoke.bytes" {
 					found = true
@@ -164,12 +165,13 @@ func TestDefaultConfigDryRun(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	require.True(t, found, "the gauge never came out of the dry-run exporter:\n%s", s.output.String())
+	require.True(t, found, "the gauge never came out of the dry-run exporter:\n%s", s.Output.String())
 
 	// The health endpoint answers on localhost, and SIGTERM shuts down cleanly.
 	require.True(t, s.healthy())
 	require.NoError(t, s.terminate(t, 20*time.Second), "exit code must be 0 after SIGTERM")
-	assert.Contains(t, s.output.String(), "Shutdown complete")
+	assert.Contains(t, s.Output.String(), "Shutdown complete")
+	assert.NotContains(t, s.Output.String(), "deprecated", "the default config uses no deprecated setting")
 }
 
 func TestNoNVMLStaysHealthy(t *testing.T) {
@@ -180,7 +182,7 @@ func TestNoNVMLStaysHealthy(t *testing.T) {
 		time.Sleep(time.Second) // GPUBUILD_GPU_COLLECTION_INTERVAL=1s
 		require.True(t, s.healthy(), "unhealthy after %d collection intervals", i+1)
 	}
-	logs := s.output.String()
+	logs := s.Output.String()
 	assert.Contains(t, strings.ToLower(logs), "nvml")
 	assert.NotContains(t, logs, "symbol lookup error")
 	require.NoError(t, s.terminate(t, 20*time.Second))
@@ -200,7 +202,44 @@ func TestMetricsDisabledStaysUp(t *testing.T) {
 	// ... but nothing is exported, and the sidecar stays healthy.
 	time.Sleep(3 * time.Second)
 	require.True(t, s.healthy())
-	assert.Empty(t, dryRunRequests(s.stdout.String()))
-	assert.Equal(t, 1, strings.Count(s.output.String(), "Metrics are disabled"), "said once")
+	assert.Empty(t, dryRunRequests(s.Stdout.String()))
+	assert.Equal(t, 1, strings.Count(s.Output.String(), "Metrics are disabled"), "said once")
 	require.NoError(t, s.terminate(t, 20*time.Second))
+}
+
+// An OTLP receiver opened beyond loopback without TLS or auth is a
+// deployer's decision, said out loud once at start; the default config
+// (loopback) says nothing.
+func TestExposedListenerWarning(t *testing.T) {
+	const warning = "A receiver listens beyond loopback without TLS or authentication"
+	s := startSidecar(t, "GPUBUILD_LISTEN_HOST=0.0.0.0")
+	s.waitOutput(t, warning, 10*time.Second)
+	logs := s.Output.String()
+	assert.Contains(t, logs, `"protocol": "grpc"`)
+	assert.Contains(t, logs, `"protocol": "http"`)
+	require.NoError(t, s.terminate(t, 20*time.Second))
+
+	quiet := startSidecar(t)
+	require.NoError(t, quiet.terminate(t, 20*time.Second))
+	assert.NotContains(t, quiet.Output.String(), warning)
+}
+
+// api.requests from spans (connector) and from histograms (processor) in one
+// collector would count every request twice: the default pipelines with
+// GPUBUILD_API_REQUESTS_FROM_SPANS=true keep the processor, so start-up
+// fails, naming both components and the setting.
+func TestStartRefusesAPIRequestsFromBothSources(t *testing.T) {
+	env := append(cleanEnv(t),
+		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_QUEUE_DIR="+t.TempDir(),
+	)
+	out, err := runBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
+	require.Error(t, err, "the collector must not run:\n%s", out)
+	assert.Contains(t, out, `processor "buildjob"`)
+	assert.Contains(t, out, `connector "buildjob"`)
+	assert.Contains(t, out, "api_requests_from_spans: false")
 }

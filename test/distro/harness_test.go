@@ -1,32 +1,25 @@
 package distro
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // sidecar is the built collector running the default otelcol-config.yaml on
 // free ports, with no AWS credentials reachable (dry run).
 type sidecar struct {
-	cmd      *exec.Cmd
-	output   *binarytest.Buffer // stdout and stderr
-	stdout   *binarytest.Buffer // the dry-run destination writes here
-	done     chan error
-	httpPort int
-	health   string
+	*binarytest.Process
+	httpPort, grpcPort int
+	health             string
 }
 
 // cleanEnv is the environment of a machine with no AWS account: nothing from
@@ -44,11 +37,11 @@ func cleanEnv(t *testing.T) []string {
 
 func startSidecar(t *testing.T, extraEnv ...string) *sidecar {
 	t.Helper()
-	s := &sidecar{output: &binarytest.Buffer{}, stdout: &binarytest.Buffer{}, done: make(chan error, 1), httpPort: binarytest.FreePort(t)}
+	s := &sidecar{httpPort: binarytest.FreePort(t), grpcPort: binarytest.FreePort(t)}
 	healthPort := binarytest.FreePort(t)
 	s.health = fmt.Sprintf("http://127.0.0.1:%d/", healthPort)
 	env := append(cleanEnv(t),
-		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(s.grpcPort),
 		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(s.httpPort),
 		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(healthPort),
 		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
@@ -56,72 +49,24 @@ func startSidecar(t *testing.T, extraEnv ...string) *sidecar {
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
 	)
-	s.cmd = exec.Command(binarytest.Binary(t), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
-	s.cmd.Env = append(env, extraEnv...)
-	s.cmd.Stdout, s.cmd.Stderr = io.MultiWriter(s.output, s.stdout), s.output
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, s.cmd.Start())
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		if t.Failed() {
-			t.Logf("collector output:\n%s", s.output.String())
-		}
-	})
-	s.waitHealthy(t, 30*time.Second)
+	s.Process = binarytest.StartBinary(t, append(env, extraEnv...), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
+	require.NoError(t, s.AwaitHealthy(s.health, 30*time.Second), "sidecar")
 	return s
 }
 
-func (s *sidecar) healthy() bool {
-	resp, err := http.Get(s.health)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func (s *sidecar) waitHealthy(t *testing.T, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-s.done:
-			t.Fatalf("collector exited before becoming healthy: %v\n%s", err, s.output.String())
-		default:
-		}
-		if s.healthy() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("collector not healthy on %s after %s\n%s", s.health, timeout, s.output.String())
-}
+func (s *sidecar) healthy() bool { return binarytest.Healthy(s.health) }
 
 // waitOutput waits until the collector's output contains want.
 func (s *sidecar) waitOutput(t *testing.T, want string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if strings.Contains(s.output.String(), want) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("collector output has no %q after %s:\n%s", want, timeout, s.output.String())
+	require.NoError(t, s.AwaitOutput(want, timeout))
 }
 
 // terminate sends SIGTERM and returns the exit error (nil for exit code 0).
 func (s *sidecar) terminate(t *testing.T, timeout time.Duration) error {
 	t.Helper()
-	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-s.done:
-		return err
-	case <-time.After(timeout):
-		t.Fatalf("collector still running %s after SIGTERM\n%s", timeout, s.output.String())
-		return nil
-	}
+	_, err := s.Stop(timeout)
+	return err
 }
 
 // runBinary runs a one-shot subcommand and returns its combined output.

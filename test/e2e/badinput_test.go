@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // postOTLP sends a raw body to the collector's OTLP/HTTP listener and
@@ -142,10 +144,10 @@ func TestBadInput(t *testing.T) {
 	}()
 
 	before := e.scrape()
-	skipped0, _ := metricSum(before, "otelcol_buildjob_records_skipped", nil)
-	skippedBy := func(samples []sample, reason string) float64 {
-		now, _ := metricSum(samples, "otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
-		was, _ := metricSum(before, "otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
+	skipped0, _ := before.Sum("otelcol_buildjob_records_skipped", nil)
+	skippedBy := func(samples promtext.Families, reason string) float64 {
+		now, _ := samples.Sum("otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
+		was, _ := before.Sum("otelcol_buildjob_records_skipped", map[string]string{"reason": reason})
 		return now - was
 	}
 
@@ -187,12 +189,12 @@ func TestBadInput(t *testing.T) {
 		code, resp = postOTLP(t, p.HTTP, "/v1/logs", "application/json", jb)
 		assert.Equal(t, http.StatusOK, code, resp)
 
-		ok := eventually(10*time.Second, func() bool {
-			v, _ := metricSum(e.scrape(), "otelcol_buildjob_records_skipped", nil)
+		ok := binarytest.Eventually(10*time.Second, func() bool {
+			v, _ := e.scrape().Sum("otelcol_buildjob_records_skipped", nil)
 			return v-skipped0 >= malformedRecords
 		})
 		samples := e.scrape()
-		v, _ := metricSum(samples, "otelcol_buildjob_records_skipped", nil)
+		v, _ := samples.Sum("otelcol_buildjob_records_skipped", nil)
 		assert.True(t, ok, "skipped records counted: %v, want %d", v-skipped0, malformedRecords)
 		assert.Equal(t, 3.0, skippedBy(samples, "wrong_type"), "job id, stage and status of the wrong type")
 		assert.Equal(t, 1.0, skippedBy(samples, "missing_attribute"), "a status record without a job id")
@@ -205,7 +207,7 @@ func TestBadInput(t *testing.T) {
 		code, resp := postOTLP(t, p.HTTP, "/v1/metrics", "application/x-protobuf", body)
 		assert.Equal(t, http.StatusOK, code, resp)
 		dims := map[string]string{"service.name": badService, "i": "4"}
-		require.True(t, eventually(15*time.Second, func() bool { return aggregate(e.cw.Datums(), "e2e.bad.gauge", dims).Datums > 0 }),
+		require.True(t, binarytest.Eventually(15*time.Second, func() bool { return aggregate(e.cw.Datums(), "e2e.bad.gauge", dims).Datums > 0 }),
 			"the good point of the batch did not land")
 		assert.Equal(t, 42.0, aggregate(e.cw.Datums(), "e2e.bad.gauge", dims).Sum)
 		assert.Equal(t, 1, aggregate(e.cw.Datums(), "e2e.bad.gauge", map[string]string{"service.name": badService}).Datums)

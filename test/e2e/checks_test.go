@@ -12,7 +12,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 )
 
-// Derived metric names and their CloudWatch units (issue 5's contract and
+// Derived metric names and their CloudWatch units (the buildjob contract and
 // the exporter's UCUM mapping: {job} and the like are counts, s is Seconds).
 const (
 	mJobs          = "build.jobs"

@@ -11,9 +11,10 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
-// Scenarios 1-6 of issue 6: buildsim -> the built collector -> the
+// Scenarios 1-6 of the delivery suite: buildsim -> the built collector -> the
 // CloudWatch test endpoint, with faults on the CloudWatch side, the
 // collector killed or stopped, and the service restarting. Each compares
 // what landed with buildsim's ground truth exactly.
@@ -67,8 +68,8 @@ func TestCloudWatchOutage(t *testing.T) {
 
 	// During the outage the batches wait in the queue, never more than its capacity.
 	var maxQueued float64
-	require.True(t, eventually(15*time.Second, func() bool {
-		q, _ := metricSum(e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"})
+	require.True(t, binarytest.Eventually(15*time.Second, func() bool {
+		q, _ := e.scrape().Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"})
 		maxQueued = max(maxQueued, q)
 		return q > 0
 	}), "nothing queued during the outage")
@@ -85,7 +86,7 @@ func TestCloudWatchOutage(t *testing.T) {
 	// Back, but failing with 503 for a while.
 	e.cw.SetFaults(cloudwatchtest.Faults{ServerErrorEvery: 1})
 	require.NoError(t, e.cw.SetDown(false))
-	require.True(t, eventually(15*time.Second, func() bool { return e.cw.Stats().ServerErrors >= 3 }), "the exporter did not retry against 503s")
+	require.True(t, binarytest.Eventually(15*time.Second, func() bool { return e.cw.Stats().ServerErrors >= 3 }), "the exporter did not retry against 503s")
 	assert.Empty(t, e.cw.Datums())
 
 	e.cw.SetFaults(cloudwatchtest.Faults{})
@@ -146,7 +147,7 @@ func TestKill9WithPersistentQueue(t *testing.T) {
 	time.Sleep(2*e.cfg.FlushInterval + 500*time.Millisecond)
 	q := requireMetric(t, e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"})
 	require.Positive(t, q, "nothing in the persistent queue before the kill")
-	e.col.kill9()
+	e.col.Kill9()
 	assert.Empty(t, e.cw.Datums())
 
 	require.NoError(t, e.cw.SetDown(false))
@@ -170,12 +171,12 @@ func TestKill9RightAfterAcknowledgement(t *testing.T) {
 	cfg := simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-kill9-now", 42)
 	cfg.JobSpans, cfg.StageSpans, cfg.JobLogs, cfg.APISpans = false, false, false, false
 	s := runSim(t, cfg)
-	e.col.kill9()
+	e.col.Kill9()
 
 	require.NoError(t, e.cw.SetDown(false))
 	e.col = e.start()
 	name := s.SDKMetrics.Counter.Name
-	ok := eventually(60*time.Second, func() bool {
+	ok := binarytest.Eventually(60*time.Second, func() bool {
 		return aggregate(e.cw.Datums(), name, serviceDims(s)).Sum >= float64(s.SDKMetrics.Counter.Total)
 	})
 	require.True(t, ok, "%s: %v landed, want %v", name, aggregate(e.cw.Datums(), name, serviceDims(s)).Sum, s.SDKMetrics.Counter.Total)
@@ -209,7 +210,7 @@ func TestSigtermFlushesQueue(t *testing.T) {
 		t.Run("diagnosis: after a restart on the same queue directory", func(t *testing.T) {
 			e.cw.SetFaults(cloudwatchtest.Faults{})
 			e.col = e.start()
-			eventually(20*time.Second, func() bool { return jobsLanded(e.cw, serviceDims(s)) >= totalJobs(s.Generated) })
+			binarytest.Eventually(20*time.Second, func() bool { return jobsLanded(e.cw, serviceDims(s)) >= totalJobs(s.Generated) })
 			time.Sleep(3 * e.cfg.FlushInterval)
 			e.col.stop(shutdownTimeout)
 			datums := e.cw.Datums()
@@ -272,15 +273,15 @@ func outageQueueFull(t *testing.T, block bool) {
 	var maxQueued float64
 	deadline := time.Now().Add(8 * time.Second)
 	for time.Now().Before(deadline) {
-		if q, ok := metricSum(e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"}); ok {
+		if q, ok := e.scrape().Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"}); ok {
 			maxQueued = max(maxQueued, q)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	assert.Equal(t, float64(queueSize), maxQueued, "the queue filled up to its size and no further")
 	samples := e.scrape()
-	failed, _ := metricSum(samples, "otelcol_exporter_enqueue_failed_metric_points", nil)
-	refused, _ := metricSum(samples, "otelcol_receiver_refused_metric_points", nil)
+	failed, _ := samples.Sum("otelcol_exporter_enqueue_failed_metric_points", nil)
+	refused, _ := samples.Sum("otelcol_receiver_refused_metric_points", nil)
 	t.Logf("queue full: enqueue_failed_metric_points=%v receiver_refused_metric_points=%v", failed, refused)
 
 	require.NoError(t, e.cw.SetDown(false))

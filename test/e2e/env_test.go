@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // env is one scenario's world: the CloudWatch test endpoint, fake AWS
@@ -54,13 +56,13 @@ func (e *env) checkNoSecrets() {
 // with a summary of what landed otherwise.
 func (e *env) waitJobs(timeout time.Duration, dims map[string]string, want float64) {
 	e.t.Helper()
-	ok := eventually(timeout, func() bool { return jobsLanded(e.cw, dims) >= want })
+	ok := binarytest.Eventually(timeout, func() bool { return jobsLanded(e.cw, dims) >= want })
 	require.True(e.t, ok, "build.jobs%v: %v landed within %v, want %v\n%s", dims, jobsLanded(e.cw, dims), timeout, want, describeDatums(e.cw.Datums()))
 }
 
 // scrape returns the collector's telemetry, failing the test when it is
 // not reachable.
-func (e *env) scrape() []sample {
+func (e *env) scrape() promtext.Families {
 	e.t.Helper()
 	s, err := e.col.telemetry()
 	require.NoError(e.t, err)
@@ -68,10 +70,10 @@ func (e *env) scrape() []sample {
 }
 
 // requireMetric returns a telemetry value that must exist.
-func requireMetric(t *testing.T, samples []sample, name string, labels map[string]string) float64 {
+func requireMetric(t *testing.T, samples promtext.Families, name string, labels map[string]string) float64 {
 	t.Helper()
-	v, ok := metricSum(samples, name, labels)
-	require.True(t, ok, "telemetry has no %s%v; it has: %s", name, labels, metricNames(samples))
+	v, ok := samples.Sum(name, labels)
+	require.True(t, ok, "telemetry has no %s%v; it has: %s", name, labels, samples.Names())
 	return v
 }
 

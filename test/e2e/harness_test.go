@@ -3,23 +3,15 @@ package e2e
 import (
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 
-	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"text/template"
 	"time"
@@ -27,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // awsCreds are fake AWS credentials given to the collector through its
@@ -131,12 +124,9 @@ func renderConfig(t testing.TB, tmplName string, data any) string {
 
 // collector is one run of the built binary.
 type collector struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	output *binarytest.Buffer
-	done   chan struct{}
-	err    error // the exit error, once done is closed
-	ports  ports
+	*binarytest.Process
+	t     testing.TB
+	ports ports
 }
 
 // allOutput gathers every collector's output of a test, so a test can
@@ -162,250 +152,46 @@ func (a *allOutput) String() string {
 	return s.String()
 }
 
-// startCollector runs the binary with the config file and environment, in
-// its own process group, and waits until its health check answers. The
-// process is killed at the end of the test whatever happens.
+// startCollector runs the binary with the config file and environment and
+// waits until its health check answers. The process is killed at the end
+// of the test whatever happens.
 func startCollector(t testing.TB, configPath string, p ports, env []string, outputs *allOutput) *collector {
 	t.Helper()
-	c := &collector{t: t, output: &binarytest.Buffer{}, done: make(chan struct{}), ports: p}
-	c.cmd = exec.Command(binarytest.Binary(t), "--config", configPath)
-	c.cmd.Env = env
-	c.cmd.Stdout = c.output
-	c.cmd.Stderr = c.output
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, c.cmd.Start())
+	c := &collector{Process: binarytest.StartBinary(t, env, "--config", configPath), t: t, ports: p}
 	if outputs != nil {
-		outputs.add(c.output)
+		outputs.add(c.Output)
 	}
-	go func() {
-		c.err = c.cmd.Wait()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		c.killGroup()
-		<-c.done
-		if t.Failed() {
-			t.Logf("collector output (last 6000 bytes):\n%s", tail(c.output.String(), 6000))
-		}
-	})
 	if p.Health != 0 {
-		c.waitHealthy(30 * time.Second)
+		require.NoError(t, c.AwaitHealthy(c.healthURL(), 30*time.Second), "collector")
 	}
 	return c
 }
 
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
-}
+func (c *collector) healthURL() string { return fmt.Sprintf("http://127.0.0.1:%d/", c.ports.Health) }
 
-func (c *collector) exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (c *collector) waitHealthy(timeout time.Duration) {
-	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if c.exited() {
-			c.t.Fatalf("collector exited before it was healthy: %v\n%s", c.err, tail(c.output.String(), 6000))
-		}
-		if c.healthy() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	c.t.Fatalf("collector not healthy after %v:\n%s", timeout, tail(c.output.String(), 6000))
-}
-
-func (c *collector) healthy() bool {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", c.ports.Health))
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+func (c *collector) healthy() bool { return binarytest.Healthy(c.healthURL()) }
 
 // stop sends SIGTERM and waits for the exit; it reports how long the
-// shutdown took and fails the test if it takes longer than timeout.
+// shutdown took and fails the test if it takes longer than timeout or the
+// exit is not clean.
 func (c *collector) stop(timeout time.Duration) time.Duration {
 	c.t.Helper()
-	start := time.Now()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(timeout):
-		c.killGroup()
-		<-c.done
-		c.t.Fatalf("collector did not exit within %v of SIGTERM:\n%s", timeout, tail(c.output.String(), 6000))
-	}
-	took := time.Since(start)
-	if c.err != nil {
-		c.t.Errorf("collector exited with %v after SIGTERM:\n%s", c.err, tail(c.output.String(), 6000))
+	took, err := c.Stop(timeout)
+	if err != nil {
+		c.t.Errorf("collector after SIGTERM: %v\n%s", err, binarytest.Tail(c.Output.String(), 6000))
 	}
 	return took
 }
 
-// kill9 kills the collector without warning, as the OOM killer would.
-func (c *collector) kill9() {
-	c.t.Helper()
-	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGKILL))
-	<-c.done
-}
-
-func (c *collector) killGroup() {
-	if c.cmd.Process != nil {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	}
-}
-
 // rssKiB reads VmRSS and VmHWM (peak) of the collector from /proc.
 func (c *collector) rssKiB() (rss, peak int64) {
-	rss, peak, _ = binarytest.MemKiB(c.cmd.Process.Pid)
+	rss, peak, _ = binarytest.MemKiB(c.Pid())
 	return rss, peak
 }
 
-// sample is one line of the collector's Prometheus telemetry.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
 // telemetry scrapes the collector's own metrics.
-func (c *collector) telemetry() ([]sample, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", c.ports.Telemetry))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("telemetry: %s", resp.Status)
-	}
-	return parsePrometheus(resp.Body)
-}
-
-func parsePrometheus(r io.Reader) ([]sample, error) {
-	var out []sample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		s := sample{labels: map[string]string{}}
-		rest := line
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				return nil, fmt.Errorf("bad line %q", line)
-			}
-			s.name = line[:i]
-			for _, kv := range splitLabels(line[i+1 : j]) {
-				k, v, _ := strings.Cut(kv, "=")
-				s.labels[k] = strings.Trim(v, `"`)
-			}
-			rest = strings.TrimSpace(line[j+1:])
-		} else {
-			f := strings.Fields(line)
-			s.name, rest = f[0], strings.Join(f[1:], " ")
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("bad value in %q: %w", line, err)
-		}
-		s.value = v
-		out = append(out, s)
-	}
-	return out, sc.Err()
-}
-
-// splitLabels splits a="x",b="y,z" at the commas outside quotes.
-func splitLabels(s string) []string {
-	var out []string
-	inQuote, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			inQuote = !inQuote
-		case ',':
-			if !inQuote {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-// metricSum adds the samples of a metric (name, or name with Prometheus'
-// _total suffix) whose labels include want.
-func metricSum(samples []sample, name string, want map[string]string) (float64, bool) {
-	var sum float64
-	found := false
-	for _, s := range samples {
-		if s.name != name && s.name != name+"_total" {
-			continue
-		}
-		ok := true
-		for k, v := range want {
-			if s.labels[k] != v {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			sum += s.value
-			found = true
-		}
-	}
-	return sum, found
-}
-
-// metricNames lists the distinct metric names scraped (for failure messages).
-func metricNames(samples []sample) string {
-	seen := map[string]bool{}
-	var names []string
-	for _, s := range samples {
-		if !seen[s.name] {
-			seen[s.name] = true
-			names = append(names, s.name)
-		}
-	}
-	return strings.Join(names, " ")
-}
-
-// eventually polls cond every 100 ms until it holds or timeout passes, and
-// returns whether it held; the caller asserts with a useful message.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+func (c *collector) telemetry() (promtext.Families, error) {
+	return promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", c.ports.Telemetry))
 }
 
 // startCloudWatch starts the protocol-faithful PutMetricData endpoint.
@@ -416,15 +202,6 @@ func startCloudWatch(t testing.TB) *cloudwatchtest.Server {
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv
 }
-
-// within runs f with a context that ends after d.
-func within(d time.Duration, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return f(ctx)
-}
-
-var errNotExact = errors.New("not exact")
 
 // almostEqual compares sums that were computed by different code in a
 // different order: equal within 1e-9 relative.

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // burstTraces is an OTLP/protobuf request of about size bytes of plain
@@ -124,7 +125,7 @@ func TestOverload(t *testing.T) {
 	_, hwm := e.col.rssKiB()
 
 	samples := e.scrape()
-	refused, _ := metricSum(samples, "otelcol_processor_memory_limiter_refused_spans", nil)
+	refused, _ := samples.Sum("otelcol_processor_memory_limiter_refused_spans", nil)
 	t.Logf("burst of %d x %d KiB requests: statuses %v; memory_limiter refused %v spans; peak RSS sampled %d KiB, VmHWM %d KiB (limit_mib %d, budget %d MiB)",
 		senders, len(payload)>>10, statuses, refused, peakRSS.Load(), hwm, limitMiB, budgetMiB)
 	assert.Positive(t, statuses[http.StatusServiceUnavailable]+statuses[http.StatusTooManyRequests], "no retryable refusal: statuses %v", statuses)
@@ -132,12 +133,12 @@ func TestOverload(t *testing.T) {
 	for code, n := range statuses {
 		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable, http.StatusTooManyRequests}, code, "%d responses with status %d", n, code)
 	}
-	assert.Positive(t, refused, "memory_limiter's own telemetry shows no refusal; it has: %s", metricNames(samples))
+	assert.Positive(t, refused, "memory_limiter's own telemetry shows no refusal; it has: %s", samples.Names())
 	assert.Less(t, hwm, int64(budgetMiB)<<10, "peak RSS %d KiB over the %d MiB budget", hwm, budgetMiB)
 
 	// Recovery: healthy again, and traffic after the burst arrives exactly.
 	recoverStart := time.Now()
-	require.True(t, eventually(20*time.Second, e.col.healthy), "not healthy after the burst")
+	require.True(t, binarytest.Eventually(20*time.Second, e.col.healthy), "not healthy after the burst")
 	t.Logf("healthy %v after the burst", time.Since(recoverStart))
 	s := runSim(t, simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-after-burst", 101))
 	e.waitJobs(30*time.Second, serviceDims(s), totalJobs(s.Generated))

@@ -176,7 +176,7 @@ func TestDefaultConfig(t *testing.T) {
 		assert.NotContains(t, outputs.String(), creds.SessionToken)
 	})
 
-	listeners := listeningAddrs(t, col.cmd.Process.Pid)
+	listeners := listeningAddrs(t, col.Pid())
 	require.NotEmpty(t, listeners)
 	for _, a := range listeners {
 		assert.True(t, a.IP.IsLoopback(), "listening on %v, not loopback", a)
@@ -188,7 +188,7 @@ func TestDefaultConfig(t *testing.T) {
 	cfg := simConfig(p, buildsim.ProtocolGRPC, "build-default-config", 91)
 	cfg.Jobs = 100
 	s := runSim(t, cfg)
-	ok := eventually(30*time.Second, func() bool { return jobsLanded(cw, nil) >= totalJobs(s.Generated) })
+	ok := binarytest.Eventually(30*time.Second, func() bool { return jobsLanded(cw, nil) >= totalJobs(s.Generated) })
 	require.True(t, ok, "with the default config, %v of %v jobs landed:\n%s", jobsLanded(cw, nil), totalJobs(s.Generated), describeDatums(cw.Datums()))
 	time.Sleep(2 * time.Second)
 	col.stop(30 * time.Second)
@@ -359,7 +359,7 @@ func TestHardenedConfigFromDocs(t *testing.T) {
 	for _, s := range sums {
 		want += totalJobs(s.Generated)
 	}
-	ok := eventually(30*time.Second, func() bool { return jobsLanded(cw, nil) >= want })
+	ok := binarytest.Eventually(30*time.Second, func() bool { return jobsLanded(cw, nil) >= want })
 	require.True(t, ok, "%v of %v jobs landed:\n%s", jobsLanded(cw, nil), want, describeDatums(cw.Datums()))
 	time.Sleep(2 * time.Second)
 	col.stop(30 * time.Second)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -33,19 +32,6 @@ func TestLowerBound(t *testing.T) {
 	datums = append(datums, cloudwatchtest.Datum{Timestamp: time.Unix(102, 0)})
 	assert.Equal(t, 3+1+1, lowerBound(datums))
 	assert.Zero(t, lowerBound(nil))
-}
-
-func TestScrapeSum(t *testing.T) {
-	text := `# HELP otelcol_receiver_refused_spans_total Number of spans refused.
-# TYPE otelcol_receiver_refused_spans_total counter
-otelcol_receiver_refused_spans_total{receiver="otlp",transport="grpc"} 3
-otelcol_receiver_refused_spans_total{receiver="otlp",transport="http"} 4
-otelcol_receiver_refused_spans_other 100
-otelcol_process_uptime 12.5
-`
-	assert.Equal(t, 7.0, scrapeSum(strings.NewReader(text), "otelcol_receiver_refused_spans"))
-	assert.Equal(t, 12.5, scrapeSum(strings.NewReader(text), "otelcol_process_uptime"))
-	assert.Zero(t, scrapeSum(strings.NewReader(text), "missing"))
 }
 
 func TestSimConfigMatchesTheLoad(t *testing.T) {

@@ -21,9 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +33,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 type options struct {
@@ -48,6 +47,9 @@ type options struct {
 	maxRate      bool
 	stepDuration time.Duration
 	out          string
+	peers        bool
+	rounds       int
+	splice       string
 }
 
 func main() {
@@ -61,6 +63,9 @@ func main() {
 	flag.BoolVar(&o.maxRate, "max-rate", true, "also search the highest load sustained on one core")
 	flag.DurationVar(&o.stepDuration, "step", 20*time.Second, "duration of each step of the max-rate search")
 	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	flag.BoolVar(&o.peers, "peers", false, "instead: compare with the contrib assembly and the stock build, side by side (make bench-peers)")
+	flag.IntVar(&o.rounds, "rounds", 3, "with -peers: rounds to take medians over")
+	flag.StringVar(&o.splice, "splice", "", "also put the report into this markdown file, between the lines <!-- NAME:begin --> and <!-- NAME:end --> (NAME = bench-peers or bench)")
 	flag.Parse()
 
 	root, err := repoRoot()
@@ -71,7 +76,11 @@ func main() {
 	if _, err := os.Stat(filepath.Join(root, "bin", "otelcol-gpubuild")); err != nil {
 		fatal(errors.New("bin/otelcol-gpubuild not found: run `make build` first"))
 	}
-	report, err := bench(context.Background(), o)
+	run := bench
+	if o.peers {
+		run = benchPeers
+	}
+	report, err := run(context.Background(), o)
 	if err != nil {
 		fatal(err)
 	}
@@ -81,6 +90,32 @@ func main() {
 			fatal(err)
 		}
 	}
+	if o.splice != "" {
+		name := "bench"
+		if o.peers {
+			name = "bench-peers"
+		}
+		if err := spliceReport(o.splice, name, report); err != nil {
+			fatal(err)
+		}
+	}
+}
+
+// spliceReport replaces what stands between the marker lines
+// <!-- name:begin --> and <!-- name:end --> in a markdown file.
+func spliceReport(path, name, report string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	begin, end := "<!-- "+name+":begin -->\n", "<!-- "+name+":end -->"
+	text := string(b)
+	i, j := strings.Index(text, begin), strings.Index(text, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q ... %q section to replace", path, strings.TrimSpace(begin), end)
+	}
+	text = text[:i+len(begin)] + report + text[j:]
+	return os.WriteFile(path, []byte(text), 0o644)
 }
 
 func fatal(err error) {
@@ -230,13 +265,9 @@ func sidecarTarget(root string, cw *cloudwatchtest.Server, queueDir string, extr
 // baselineTarget runs the stock build: otlp -> debug (basic), with the same
 // telemetry (normal level, Prometheus pull) as the sidecar's default config.
 func baselineTarget(bin, dir string) (target, error) {
-	var ports [3]int
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return target{}, err
-		}
-		ports[i] = p
+	ports, err := freePorts(3)
+	if err != nil {
+		return target{}, err
 	}
 	cfg := fmt.Sprintf(`receivers:
   otlp:
@@ -287,13 +318,11 @@ func run(ctx context.Context, t target, l load, warmup time.Duration, cw *cloudw
 		return nil, err
 	}
 	defer func() {
-		select {
-		case <-p.done:
-		default:
-			p.kill()
+		if !p.Exited() {
+			p.Kill()
 		}
 	}()
-	if err := p.waitListening(t.grpcAddr, 60*time.Second); err != nil {
+	if err := p.AwaitListening(t.grpcAddr, 60*time.Second); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.name, err)
 	}
 	time.Sleep(time.Second) // let it settle after start
@@ -312,7 +341,7 @@ func run(ctx context.Context, t target, l load, warmup time.Duration, cw *cloudw
 	case <-simDone:
 		return nil, fmt.Errorf("%s: the load ended before the warmup (%v): %v", t.name, warmup, simErr)
 	}
-	cpu0, err := cpuSeconds(p.pid())
+	cpu0, err := cpuSeconds(p.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -325,25 +354,25 @@ sampling:
 		case <-simDone:
 			break sampling
 		case <-tick.C:
-			if r, _, err := binarytest.MemKiB(p.pid()); err == nil {
+			if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
 				rss = append(rss, float64(r)/1024)
 			}
 		}
 	}
 	tick.Stop()
-	cpu1, err := cpuSeconds(p.pid())
+	cpu1, err := cpuSeconds(p.Pid())
 	if err != nil {
 		return nil, err
 	}
 	res.cpuCores = (cpu1 - cpu0) / time.Since(t0).Seconds()
-	_, hwm, _ := binarytest.MemKiB(p.pid())
+	_, hwm, _ := binarytest.MemKiB(p.Pid())
 	res.peakMiB = float64(hwm) / 1024
 	res.rssMiB = median(rss)
 	if simErr != nil {
 		return nil, fmt.Errorf("%s: buildsim: %w", t.name, simErr)
 	}
-	res.refused = scrapeRefused(t.telemetry)
-	res.heapMiB = scrapeMetric(t.telemetry, "otelcol_process_runtime_heap_alloc_bytes") / (1 << 20)
+	refused, heapBytes := scrapeTelemetry(t.telemetry)
+	res.refused, res.heapMiB = refused, heapBytes/(1<<20)
 
 	if cw != nil {
 		// Wait for the last derived flush and the queue to drain.
@@ -358,7 +387,7 @@ sampling:
 		}
 		res.drainedIn = time.Since(start)
 	}
-	res.exitErr = p.stop(60 * time.Second)
+	_, res.exitErr = p.Stop(60 * time.Second)
 	if cw != nil {
 		datums := cw.Datums()
 		st := cw.Stats()
@@ -371,33 +400,19 @@ sampling:
 	return res, nil
 }
 
-func scrapeMetric(addr, name string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+// scrapeTelemetry reads the refused items and the heap from the
+// collector's own telemetry; NaN when it cannot be read.
+func scrapeTelemetry(addr string) (refused, heapBytes float64) {
+	f, err := promtext.Scrape(addr)
 	if err != nil {
-		return math.NaN()
+		return math.NaN(), math.NaN()
 	}
-	defer resp.Body.Close()
-	return scrapeSum(strings.NewReader(readAll(resp)), name)
-}
-
-func scrapeRefused(addr string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return math.NaN()
-	}
-	defer resp.Body.Close()
-	var sum float64
-	body := readAll(resp)
 	for _, name := range []string{"otelcol_receiver_refused_spans", "otelcol_receiver_refused_metric_points", "otelcol_receiver_refused_log_records"} {
-		sum += scrapeSum(strings.NewReader(body), name)
+		v, _ := f.Sum(name, nil)
+		refused += v
 	}
-	return sum
-}
-
-func readAll(resp *http.Response) string {
-	var b strings.Builder
-	_, _ = io.Copy(&b, resp.Body)
-	return b.String()
+	heapBytes, _ = f.Sum("otelcol_process_runtime_heap_alloc_bytes", nil)
+	return refused, heapBytes
 }
 
 // landed sums the values CloudWatch accepted for a metric.
@@ -451,11 +466,12 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// buildBaseline builds the stock collector with ocb into the gitignored
-// test/load/.build, unless the binary is newer than its manifest.
-func buildBaseline(root string) (string, error) {
-	manifest := filepath.Join(root, "test", "load", "baseline-builder-config.yaml")
-	bin := filepath.Join(root, "test", "load", ".build", "baseline", "otelcol-baseline")
+// buildWithOCB builds a collector from a manifest under test/load with ocb
+// into the gitignored test/load/.build, unless the binary is newer than its
+// manifest. bin is relative to test/load/.build.
+func buildWithOCB(root, manifest, bin string) (string, error) {
+	manifest = filepath.Join(root, "test", "load", manifest)
+	bin = filepath.Join(root, "test", "load", ".build", bin)
 	mi, err := os.Stat(manifest)
 	if err != nil {
 		return "", err
@@ -466,12 +482,12 @@ func buildBaseline(root string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
-	logf("building the baseline with ocb (once; about a minute)")
+	logf("building %s with ocb (once; a minute or more)", filepath.Base(manifest))
 	cmd := exec.Command(filepath.Join(root, ".tools", "bin", "builder"), "--config", manifest)
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building the baseline (is .tools/bin/builder built? `make tools`): %w", err)
+		return "", fmt.Errorf("building %s (is .tools/bin/builder built? `make tools`): %w", manifest, err)
 	}
 	return bin, nil
 }
@@ -481,12 +497,12 @@ func bench(ctx context.Context, o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer cw.Close()
+	defer func() { _ = cw.Close() }()
 	tmp, err := os.MkdirTemp("", "otelcol-gpubuild-load-")
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 
 	fixed := load{points: o.points, jobs: o.jobs, interval: time.Second, duration: o.duration}
 	var ours, base *result
@@ -501,7 +517,7 @@ func bench(ctx context.Context, o options) (string, error) {
 		}
 	}
 	if o.fixed && o.baseline {
-		bin, err := buildBaseline(o.root)
+		bin, err := buildWithOCB(o.root, "baseline-builder-config.yaml", filepath.Join("baseline", "otelcol-baseline"))
 		if err != nil {
 			return "", err
 		}

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
+
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // clockTicks is USER_HZ, the unit of utime/stime in /proc/<pid>/stat; it is
@@ -48,97 +44,26 @@ func parseStatCPU(stat string) (float64, error) {
 	return float64(u+s) / clockTicks, nil
 }
 
-// tailBuffer keeps the last n bytes a process wrote.
-type tailBuffer struct {
-	mu  sync.Mutex
-	n   int
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > 2*b.n {
-		b.buf = append([]byte(nil), b.buf[len(b.buf)-b.n:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.buf) > b.n {
-		return string(b.buf[len(b.buf)-b.n:])
-	}
-	return string(b.buf)
-}
-
-// process is a collector under test.
-type process struct {
-	cmd  *exec.Cmd
-	out  *tailBuffer
-	done chan struct{}
-	err  error
-}
-
-// startProcess runs argv (optionally pinned to CPUs with taskset) in its own
-// process group.
-func startProcess(argv []string, env []string, cpus string) (*process, error) {
+// startProcess runs argv (optionally pinned to CPUs with taskset, which
+// execs it: the pid stays the collector's) in its own process group.
+func startProcess(argv []string, env []string, cpus string) (*binarytest.Process, error) {
 	if cpus != "" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
-	p := &process{out: &tailBuffer{n: 16 << 10}, done: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	p.cmd.Env = env
-	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	return binarytest.Start(argv, env, 16<<10)
 }
 
-// pid is the collector's pid (taskset execs it, so it is the same).
-func (p *process) pid() int { return p.cmd.Process.Pid }
-
-func (p *process) stop(timeout time.Duration) error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(timeout):
-		p.kill()
-		return fmt.Errorf("no exit within %v of SIGTERM", timeout)
-	}
-}
-
-func (p *process) kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
-// waitListening waits until something accepts connections on addr.
-func (p *process) waitListening(addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited: %v\n%s", p.err, p.out)
-		default:
+// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
 		}
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
+		ports[i] = p
 	}
-	return fmt.Errorf("%s not listening after %v\n%s", addr, timeout, p.out)
+	return ports, nil
 }
 
 func freePort() (int, error) {
@@ -146,37 +71,6 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// scrape returns the sum of the samples of a Prometheus metric (with or
-// without the _total suffix) from a text exposition.
-func scrapeSum(r io.Reader, name string) float64 {
-	b, _ := io.ReadAll(r)
-	var sum float64
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		s := string(line)
-		if s == "" || s[0] == '#' {
-			continue
-		}
-		metric, rest := s, ""
-		if i := strings.IndexAny(s, "{ "); i >= 0 {
-			metric, rest = s[:i], s[i:]
-		}
-		if metric != name && metric != name+"_total" {
-			continue
-		}
-		if j := strings.LastIndexByte(rest, '}'); j >= 0 {
-			rest = rest[j+1:]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }

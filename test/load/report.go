@@ -90,7 +90,7 @@ func report(o options, ours, base *result, steps []*result, stopReason string) s
 		row("Delivery exact", fmt.Sprintf("%s: build.jobs %.0f of %.0f; %s %.0f of %d", yesNo(ours.exact()), ours.jobsLanded, ours.jobsTruth(),
 			buildsim.CounterName, ours.counterLanded, ours.sim.SDKMetrics.Counter.Total), "–", "")
 		row("Drained after the load stopped", fmt.Sprintf("%.1f s (derived metrics flush every 10 s by default)", ours.drainedIn.Seconds()), "–", "")
-		fmt.Fprintf(&b, "\nIssue 6 targets at this load: under 0.10 cores (%s) and under 60 MiB RSS (%s).\n",
+		fmt.Fprintf(&b, "\nTargets at this load: under 0.10 cores (%s) and under 60 MiB RSS (%s).\n",
 			yesNo(ours.cpuCores < 0.10), yesNo(ours.peakMiB < 60))
 	}
 

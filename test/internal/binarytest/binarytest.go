@@ -4,7 +4,6 @@
 package binarytest
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -45,26 +44,36 @@ func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Buffer collects a subprocess's output while a test reads it.
+// Buffer collects a subprocess's output while a test reads it. With Keep
+// set it holds only the last Keep bytes (long load runs).
 type Buffer struct {
+	Keep int
+
 	mu  sync.Mutex
-	buf bytes.Buffer
+	buf []byte
 }
 
 func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	b.buf = append(b.buf, p...)
+	if b.Keep > 0 && len(b.buf) > 2*b.Keep {
+		b.buf = append([]byte(nil), b.buf[len(b.buf)-b.Keep:]...)
+	}
+	return len(p), nil
 }
 
 func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.String()
+	if b.Keep > 0 && len(b.buf) > b.Keep {
+		return string(b.buf[len(b.buf)-b.Keep:])
+	}
+	return string(b.buf)
 }
 
 // MemKiB returns a process's resident set (VmRSS) and its peak (VmHWM), in KiB.

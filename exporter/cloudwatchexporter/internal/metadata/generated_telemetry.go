@@ -36,6 +36,7 @@ type TelemetryBuilder struct {
 	ExporterCloudwatchPointsAltered           metric.Int64Counter
 	ExporterCloudwatchPointsDropped           metric.Int64Counter
 	ExporterCloudwatchPointsRetried           metric.Int64Counter
+	ExporterCloudwatchRequestRateLimit        metric.Float64ObservableGauge
 	ExporterCloudwatchRequests                metric.Int64Counter
 }
 
@@ -80,6 +81,21 @@ func (builder *TelemetryBuilder) RegisterExporterCloudwatchDryRunCallback(cb met
 	return nil
 }
 
+// RegisterExporterCloudwatchRequestRateLimitCallback sets callback for observable ExporterCloudwatchRequestRateLimit metric.
+func (builder *TelemetryBuilder) RegisterExporterCloudwatchRequestRateLimitCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ExporterCloudwatchRequestRateLimit, obs: o})
+		return nil
+	}, builder.ExporterCloudwatchRequestRateLimit)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 type observerInt64 struct {
 	embedded.Int64Observer
 	inst metric.Int64Observable
@@ -88,6 +104,16 @@ type observerInt64 struct {
 
 func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
 	oi.obs.ObserveInt64(oi.inst, value, opts...)
+}
+
+type observerFloat64 struct {
+	embedded.Float64Observer
+	inst metric.Float64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerFloat64) Observe(value float64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveFloat64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -154,6 +180,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_cloudwatch_points_retried",
 		metric.WithDescription("Data points handed back to the retry because their PutMetricData request failed with a retryable error (throttling, 5xx, network). [Development]"),
 		metric.WithUnit("{datapoint}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterCloudwatchRequestRateLimit, err = builder.meter.Float64ObservableGauge(
+		"otelcol_exporter_cloudwatch_request_rate_limit",
+		metric.WithDescription("The PutMetricData pace now, in requests per second; 0 while unpaced (no ceiling and no recent throttling). [Development]"),
+		metric.WithUnit("{request}/s"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchRequests, err = builder.meter.Int64Counter(

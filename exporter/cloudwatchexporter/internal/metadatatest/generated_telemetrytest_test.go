@@ -28,6 +28,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, observer metric.Float64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	tb.ExporterCloudwatchCumulativeEvictions.Add(context.Background(), 1)
 	tb.ExporterCloudwatchCumulativeStorageErrors.Add(context.Background(), 1)
 	tb.ExporterCloudwatchDatumsSent.Add(context.Background(), 1)
@@ -58,6 +62,9 @@ func TestSetupTelemetry(t *testing.T) {
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchPointsRetried(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchRequestRateLimit(t, testTel,
+		[]metricdata.DataPoint[float64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchRequests(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},

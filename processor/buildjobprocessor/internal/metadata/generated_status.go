@@ -14,7 +14,5 @@ var (
 )
 
 const (
-	MetricsStability         = component.StabilityLevelDevelopment
-	TracesToMetricsStability = component.StabilityLevelDevelopment
-	LogsToMetricsStability   = component.StabilityLevelDevelopment
+	MetricsStability = component.StabilityLevelDevelopment
 )

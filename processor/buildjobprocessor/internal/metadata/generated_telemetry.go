@@ -23,14 +23,15 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                       metric.Meter
-	mu                          sync.Mutex
-	registrations               []metric.Registration
-	BuildjobFlushesFailed       metric.Int64Counter
-	BuildjobPointsDropped       metric.Int64Counter
-	BuildjobRecordsDeduplicated metric.Int64Counter
-	BuildjobRecordsSkipped      metric.Int64Counter
-	BuildjobRunsEvicted         metric.Int64Counter
+	meter                                    metric.Meter
+	mu                                       sync.Mutex
+	registrations                            []metric.Registration
+	BuildjobProcessorCumulativePointsRefused metric.Int64Counter
+	BuildjobProcessorFlushesFailed           metric.Int64Counter
+	BuildjobProcessorPointsDropped           metric.Int64Counter
+	BuildjobProcessorRecordsSkipped          metric.Int64Counter
+	BuildjobProcessorStateEntriesSkipped     metric.Int64Counter
+	BuildjobProcessorStateWriteFailures      metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -62,34 +63,40 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
-	builder.BuildjobFlushesFailed, err = builder.meter.Int64Counter(
-		"otelcol_buildjob_flushes_failed",
+	builder.BuildjobProcessorCumulativePointsRefused, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_processor_cumulative_points_refused",
+		metric.WithDescription("Cumulative HTTP server histogram points that gave no increment for a reason other than being a series' first point (late, repeated, changed bucket layout, stamped in the future, or starting before cumulative.max_age). [Development]"),
+		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.BuildjobProcessorFlushesFailed, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_processor_flushes_failed",
 		metric.WithDescription("Emissions of derived metrics refused by the next consumer. carried_over - a retryable error (a full sending queue, memory_limiter), reported again by the next flush; dropped - a permanent error, or the final flush at shutdown. [Development]"),
 		metric.WithUnit("{flush}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobPointsDropped, err = builder.meter.Int64Counter(
-		"otelcol_buildjob_points_dropped",
+	builder.BuildjobProcessorPointsDropped, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_processor_points_dropped",
 		metric.WithDescription("Derived data points of dropped flushes. [Development]"),
 		metric.WithUnit("{point}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobRecordsDeduplicated, err = builder.meter.Int64Counter(
-		"otelcol_buildjob_records_deduplicated",
-		metric.WithDescription("Spans and log records recognized as belonging to a job run that was already counted (the other source, a redelivery, or a late end after a timeout). [Development]"),
+	builder.BuildjobProcessorRecordsSkipped, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_processor_records_skipped",
+		metric.WithDescription("HTTP server duration data points skipped because they are malformed. [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobRecordsSkipped, err = builder.meter.Int64Counter(
-		"otelcol_buildjob_records_skipped",
-		metric.WithDescription("Spans, log records and data points skipped because they are malformed. [Development]"),
-		metric.WithUnit("{record}"),
+	builder.BuildjobProcessorStateEntriesSkipped, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_processor_state_entries_skipped",
+		metric.WithDescription("Entries of the persisted derivation state skipped at start because they could not be read (each is also logged with its key); their runs are unknown and their counts lost, the rest of the state is restored. [Development]"),
+		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobRunsEvicted, err = builder.meter.Int64Counter(
-		"otelcol_buildjob_runs_evicted",
-		metric.WithDescription("Job runs dropped from state because max_active_jobs was reached. [Development]"),
-		metric.WithUnit("{run}"),
+	builder.BuildjobProcessorStateWriteFailures, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_processor_state_write_failures",
+		metric.WithDescription("Failed writes of the persisted derivation state (the counts stay in memory and are written with the next batch). [Development]"),
+		metric.WithUnit("{write}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

@@ -21,9 +21,25 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 	return set
 }
 
-func AssertEqualBuildjobFlushesFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+func AssertEqualBuildjobProcessorCumulativePointsRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
-		Name:        "otelcol_buildjob_flushes_failed",
+		Name:        "otelcol_buildjob_processor_cumulative_points_refused",
+		Description: "Cumulative HTTP server histogram points that gave no increment for a reason other than being a series' first point (late, repeated, changed bucket layout, stamped in the future, or starting before cumulative.max_age). [Development]",
+		Unit:        "{point}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_buildjob_processor_cumulative_points_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualBuildjobProcessorFlushesFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_buildjob_processor_flushes_failed",
 		Description: "Emissions of derived metrics refused by the next consumer. carried_over - a retryable error (a full sending queue, memory_limiter), reported again by the next flush; dropped - a permanent error, or the final flush at shutdown. [Development]",
 		Unit:        "{flush}",
 		Data: metricdata.Sum[int64]{
@@ -32,14 +48,14 @@ func AssertEqualBuildjobFlushesFailed(t *testing.T, tt *componenttest.Telemetry,
 			DataPoints:  dps,
 		},
 	}
-	got, err := tt.GetMetric("otelcol_buildjob_flushes_failed")
+	got, err := tt.GetMetric("otelcol_buildjob_processor_flushes_failed")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
-func AssertEqualBuildjobPointsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+func AssertEqualBuildjobProcessorPointsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
-		Name:        "otelcol_buildjob_points_dropped",
+		Name:        "otelcol_buildjob_processor_points_dropped",
 		Description: "Derived data points of dropped flushes. [Development]",
 		Unit:        "{point}",
 		Data: metricdata.Sum[int64]{
@@ -48,15 +64,15 @@ func AssertEqualBuildjobPointsDropped(t *testing.T, tt *componenttest.Telemetry,
 			DataPoints:  dps,
 		},
 	}
-	got, err := tt.GetMetric("otelcol_buildjob_points_dropped")
+	got, err := tt.GetMetric("otelcol_buildjob_processor_points_dropped")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
-func AssertEqualBuildjobRecordsDeduplicated(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+func AssertEqualBuildjobProcessorRecordsSkipped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
-		Name:        "otelcol_buildjob_records_deduplicated",
-		Description: "Spans and log records recognized as belonging to a job run that was already counted (the other source, a redelivery, or a late end after a timeout). [Development]",
+		Name:        "otelcol_buildjob_processor_records_skipped",
+		Description: "HTTP server duration data points skipped because they are malformed. [Development]",
 		Unit:        "{record}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -64,39 +80,39 @@ func AssertEqualBuildjobRecordsDeduplicated(t *testing.T, tt *componenttest.Tele
 			DataPoints:  dps,
 		},
 	}
-	got, err := tt.GetMetric("otelcol_buildjob_records_deduplicated")
+	got, err := tt.GetMetric("otelcol_buildjob_processor_records_skipped")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
-func AssertEqualBuildjobRecordsSkipped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+func AssertEqualBuildjobProcessorStateEntriesSkipped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
-		Name:        "otelcol_buildjob_records_skipped",
-		Description: "Spans, log records and data points skipped because they are malformed. [Development]",
-		Unit:        "{record}",
+		Name:        "otelcol_buildjob_processor_state_entries_skipped",
+		Description: "Entries of the persisted derivation state skipped at start because they could not be read (each is also logged with its key); their runs are unknown and their counts lost, the rest of the state is restored. [Development]",
+		Unit:        "{entry}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
 			IsMonotonic: true,
 			DataPoints:  dps,
 		},
 	}
-	got, err := tt.GetMetric("otelcol_buildjob_records_skipped")
+	got, err := tt.GetMetric("otelcol_buildjob_processor_state_entries_skipped")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
-func AssertEqualBuildjobRunsEvicted(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+func AssertEqualBuildjobProcessorStateWriteFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
-		Name:        "otelcol_buildjob_runs_evicted",
-		Description: "Job runs dropped from state because max_active_jobs was reached. [Development]",
-		Unit:        "{run}",
+		Name:        "otelcol_buildjob_processor_state_write_failures",
+		Description: "Failed writes of the persisted derivation state (the counts stay in memory and are written with the next batch). [Development]",
+		Unit:        "{write}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
 			IsMonotonic: true,
 			DataPoints:  dps,
 		},
 	}
-	got, err := tt.GetMetric("otelcol_buildjob_runs_evicted")
+	got, err := tt.GetMetric("otelcol_buildjob_processor_state_write_failures")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -19,24 +19,28 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
-	tb.BuildjobFlushesFailed.Add(context.Background(), 1)
-	tb.BuildjobPointsDropped.Add(context.Background(), 1)
-	tb.BuildjobRecordsDeduplicated.Add(context.Background(), 1)
-	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
-	tb.BuildjobRunsEvicted.Add(context.Background(), 1)
-	AssertEqualBuildjobFlushesFailed(t, testTel,
+	tb.BuildjobProcessorCumulativePointsRefused.Add(context.Background(), 1)
+	tb.BuildjobProcessorFlushesFailed.Add(context.Background(), 1)
+	tb.BuildjobProcessorPointsDropped.Add(context.Background(), 1)
+	tb.BuildjobProcessorRecordsSkipped.Add(context.Background(), 1)
+	tb.BuildjobProcessorStateEntriesSkipped.Add(context.Background(), 1)
+	tb.BuildjobProcessorStateWriteFailures.Add(context.Background(), 1)
+	AssertEqualBuildjobProcessorCumulativePointsRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobPointsDropped(t, testTel,
+	AssertEqualBuildjobProcessorFlushesFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobRecordsDeduplicated(t, testTel,
+	AssertEqualBuildjobProcessorPointsDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobRecordsSkipped(t, testTel,
+	AssertEqualBuildjobProcessorRecordsSkipped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
-	AssertEqualBuildjobRunsEvicted(t, testTel,
+	AssertEqualBuildjobProcessorStateEntriesSkipped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobProcessorStateWriteFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 

@@ -105,23 +105,13 @@ func (ms *GpuClockThrottledMetricConfig) Validate() error {
 	return nil
 }
 
-// GpuEccErrorsMetricAttributeKey specifies the key of an attribute for the gpu.ecc.errors metric.
-type GpuEccErrorsMetricAttributeKey string
-
-const (
-	GpuEccErrorsMetricAttributeKeyGpuErrorType GpuEccErrorsMetricAttributeKey = "gpu.error.type"
-)
-
-// GpuEccErrorsMetricConfig provides config for the gpu.ecc.errors metric.
-type GpuEccErrorsMetricConfig struct {
+// GpuMemoryControllerUtilizationMetricConfig provides config for the gpu.memory.controller.utilization metric.
+type GpuMemoryControllerUtilizationMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                           `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []GpuEccErrorsMetricAttributeKey `mapstructure:"attributes"`
 }
 
-func (ms *GpuEccErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+func (ms *GpuMemoryControllerUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	if parser == nil {
 		return nil
 	}
@@ -135,119 +125,13 @@ func (ms *GpuEccErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
-func (ms *GpuEccErrorsMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case GpuEccErrorsMetricAttributeKeyGpuErrorType:
-		default:
-			return fmt.Errorf("metric gpu.ecc.errors doesn't have an attribute %v, valid attributes: [gpu.error.type]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// GpuEnergyConsumptionMetricConfig provides config for the gpu.energy.consumption metric.
-type GpuEnergyConsumptionMetricConfig struct {
+// GpuMemoryReservedMetricConfig provides config for the gpu.memory.reserved metric.
+type GpuMemoryReservedMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
 }
 
-func (ms *GpuEnergyConsumptionMetricConfig) Unmarshal(parser *confmap.Conf) error {
-	if parser == nil {
-		return nil
-	}
-
-	err := parser.Unmarshal(ms)
-	if err != nil {
-		return err
-	}
-
-	ms.enabledSetByUser = parser.IsSet("enabled")
-	return nil
-}
-
-// GpuMemoryLimitMetricConfig provides config for the gpu.memory.limit metric.
-type GpuMemoryLimitMetricConfig struct {
-	Enabled          bool `mapstructure:"enabled"`
-	enabledSetByUser bool
-}
-
-func (ms *GpuMemoryLimitMetricConfig) Unmarshal(parser *confmap.Conf) error {
-	if parser == nil {
-		return nil
-	}
-
-	err := parser.Unmarshal(ms)
-	if err != nil {
-		return err
-	}
-
-	ms.enabledSetByUser = parser.IsSet("enabled")
-	return nil
-}
-
-// GpuMemoryUsageMetricAttributeKey specifies the key of an attribute for the gpu.memory.usage metric.
-type GpuMemoryUsageMetricAttributeKey string
-
-const (
-	GpuMemoryUsageMetricAttributeKeyGpuMemoryState GpuMemoryUsageMetricAttributeKey = "gpu.memory.state"
-)
-
-// GpuMemoryUsageMetricConfig provides config for the gpu.memory.usage metric.
-type GpuMemoryUsageMetricConfig struct {
-	Enabled          bool `mapstructure:"enabled"`
-	enabledSetByUser bool
-
-	AggregationStrategy string                             `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []GpuMemoryUsageMetricAttributeKey `mapstructure:"attributes"`
-}
-
-func (ms *GpuMemoryUsageMetricConfig) Unmarshal(parser *confmap.Conf) error {
-	if parser == nil {
-		return nil
-	}
-
-	err := parser.Unmarshal(ms)
-	if err != nil {
-		return err
-	}
-
-	ms.enabledSetByUser = parser.IsSet("enabled")
-	return nil
-}
-
-func (ms *GpuMemoryUsageMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case GpuMemoryUsageMetricAttributeKeyGpuMemoryState:
-		default:
-			return fmt.Errorf("metric gpu.memory.usage doesn't have an attribute %v, valid attributes: [gpu.memory.state]", val)
-		}
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// GpuMemoryUtilizationMetricConfig provides config for the gpu.memory.utilization metric.
-type GpuMemoryUtilizationMetricConfig struct {
-	Enabled          bool `mapstructure:"enabled"`
-	enabledSetByUser bool
-}
-
-func (ms *GpuMemoryUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+func (ms *GpuMemoryReservedMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	if parser == nil {
 		return nil
 	}
@@ -316,26 +200,6 @@ type GpuPowerLimitMetricConfig struct {
 }
 
 func (ms *GpuPowerLimitMetricConfig) Unmarshal(parser *confmap.Conf) error {
-	if parser == nil {
-		return nil
-	}
-
-	err := parser.Unmarshal(ms)
-	if err != nil {
-		return err
-	}
-
-	ms.enabledSetByUser = parser.IsSet("enabled")
-	return nil
-}
-
-// GpuPowerUsageMetricConfig provides config for the gpu.power.usage metric.
-type GpuPowerUsageMetricConfig struct {
-	Enabled          bool `mapstructure:"enabled"`
-	enabledSetByUser bool
-}
-
-func (ms *GpuPowerUsageMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	if parser == nil {
 		return nil
 	}
@@ -449,46 +313,6 @@ func (ms *GpuProcessUtilizationMetricConfig) Validate() error {
 	return nil
 }
 
-// GpuTemperatureMetricConfig provides config for the gpu.temperature metric.
-type GpuTemperatureMetricConfig struct {
-	Enabled          bool `mapstructure:"enabled"`
-	enabledSetByUser bool
-}
-
-func (ms *GpuTemperatureMetricConfig) Unmarshal(parser *confmap.Conf) error {
-	if parser == nil {
-		return nil
-	}
-
-	err := parser.Unmarshal(ms)
-	if err != nil {
-		return err
-	}
-
-	ms.enabledSetByUser = parser.IsSet("enabled")
-	return nil
-}
-
-// GpuUtilizationMetricConfig provides config for the gpu.utilization metric.
-type GpuUtilizationMetricConfig struct {
-	Enabled          bool `mapstructure:"enabled"`
-	enabledSetByUser bool
-}
-
-func (ms *GpuUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
-	if parser == nil {
-		return nil
-	}
-
-	err := parser.Unmarshal(ms)
-	if err != nil {
-		return err
-	}
-
-	ms.enabledSetByUser = parser.IsSet("enabled")
-	return nil
-}
-
 // GpuXidErrorsMetricAttributeKey specifies the key of an attribute for the gpu.xid.errors metric.
 type GpuXidErrorsMetricAttributeKey string
 
@@ -537,23 +361,241 @@ func (ms *GpuXidErrorsMetricConfig) Validate() error {
 	return nil
 }
 
+// HwEnergyMetricConfig provides config for the hw.energy metric.
+type HwEnergyMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *HwEnergyMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// HwErrorsMetricAttributeKey specifies the key of an attribute for the hw.errors metric.
+type HwErrorsMetricAttributeKey string
+
+const (
+	HwErrorsMetricAttributeKeyErrorType HwErrorsMetricAttributeKey = "error.type"
+)
+
+// HwErrorsMetricConfig provides config for the hw.errors metric.
+type HwErrorsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []HwErrorsMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *HwErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *HwErrorsMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case HwErrorsMetricAttributeKeyErrorType:
+		default:
+			return fmt.Errorf("metric hw.errors doesn't have an attribute %v, valid attributes: [error.type]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// HwGpuMemoryLimitMetricConfig provides config for the hw.gpu.memory.limit metric.
+type HwGpuMemoryLimitMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *HwGpuMemoryLimitMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// HwGpuMemoryUsageMetricConfig provides config for the hw.gpu.memory.usage metric.
+type HwGpuMemoryUsageMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *HwGpuMemoryUsageMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// HwGpuMemoryUtilizationMetricConfig provides config for the hw.gpu.memory.utilization metric.
+type HwGpuMemoryUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *HwGpuMemoryUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// HwGpuUtilizationMetricAttributeKey specifies the key of an attribute for the hw.gpu.utilization metric.
+type HwGpuUtilizationMetricAttributeKey string
+
+const (
+	HwGpuUtilizationMetricAttributeKeyHwGpuTask HwGpuUtilizationMetricAttributeKey = "hw.gpu.task"
+)
+
+// HwGpuUtilizationMetricConfig provides config for the hw.gpu.utilization metric.
+type HwGpuUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                               `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []HwGpuUtilizationMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *HwGpuUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *HwGpuUtilizationMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case HwGpuUtilizationMetricAttributeKeyHwGpuTask:
+		default:
+			return fmt.Errorf("metric hw.gpu.utilization doesn't have an attribute %v, valid attributes: [hw.gpu.task]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// HwPowerMetricConfig provides config for the hw.power metric.
+type HwPowerMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *HwPowerMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// HwTemperatureMetricConfig provides config for the hw.temperature metric.
+type HwTemperatureMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *HwTemperatureMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // MetricsConfig provides config for nvml metrics.
 type MetricsConfig struct {
-	GpuClockFrequency     GpuClockFrequencyMetricConfig     `mapstructure:"gpu.clock.frequency"`
-	GpuClockThrottled     GpuClockThrottledMetricConfig     `mapstructure:"gpu.clock.throttled"`
-	GpuEccErrors          GpuEccErrorsMetricConfig          `mapstructure:"gpu.ecc.errors"`
-	GpuEnergyConsumption  GpuEnergyConsumptionMetricConfig  `mapstructure:"gpu.energy.consumption"`
-	GpuMemoryLimit        GpuMemoryLimitMetricConfig        `mapstructure:"gpu.memory.limit"`
-	GpuMemoryUsage        GpuMemoryUsageMetricConfig        `mapstructure:"gpu.memory.usage"`
-	GpuMemoryUtilization  GpuMemoryUtilizationMetricConfig  `mapstructure:"gpu.memory.utilization"`
-	GpuPcieThroughput     GpuPcieThroughputMetricConfig     `mapstructure:"gpu.pcie.throughput"`
-	GpuPowerLimit         GpuPowerLimitMetricConfig         `mapstructure:"gpu.power.limit"`
-	GpuPowerUsage         GpuPowerUsageMetricConfig         `mapstructure:"gpu.power.usage"`
-	GpuProcessMemoryUsage GpuProcessMemoryUsageMetricConfig `mapstructure:"gpu.process.memory.usage"`
-	GpuProcessUtilization GpuProcessUtilizationMetricConfig `mapstructure:"gpu.process.utilization"`
-	GpuTemperature        GpuTemperatureMetricConfig        `mapstructure:"gpu.temperature"`
-	GpuUtilization        GpuUtilizationMetricConfig        `mapstructure:"gpu.utilization"`
-	GpuXidErrors          GpuXidErrorsMetricConfig          `mapstructure:"gpu.xid.errors"`
+	GpuClockFrequency              GpuClockFrequencyMetricConfig              `mapstructure:"gpu.clock.frequency"`
+	GpuClockThrottled              GpuClockThrottledMetricConfig              `mapstructure:"gpu.clock.throttled"`
+	GpuMemoryControllerUtilization GpuMemoryControllerUtilizationMetricConfig `mapstructure:"gpu.memory.controller.utilization"`
+	GpuMemoryReserved              GpuMemoryReservedMetricConfig              `mapstructure:"gpu.memory.reserved"`
+	GpuPcieThroughput              GpuPcieThroughputMetricConfig              `mapstructure:"gpu.pcie.throughput"`
+	GpuPowerLimit                  GpuPowerLimitMetricConfig                  `mapstructure:"gpu.power.limit"`
+	GpuProcessMemoryUsage          GpuProcessMemoryUsageMetricConfig          `mapstructure:"gpu.process.memory.usage"`
+	GpuProcessUtilization          GpuProcessUtilizationMetricConfig          `mapstructure:"gpu.process.utilization"`
+	GpuXidErrors                   GpuXidErrorsMetricConfig                   `mapstructure:"gpu.xid.errors"`
+	HwEnergy                       HwEnergyMetricConfig                       `mapstructure:"hw.energy"`
+	HwErrors                       HwErrorsMetricConfig                       `mapstructure:"hw.errors"`
+	HwGpuMemoryLimit               HwGpuMemoryLimitMetricConfig               `mapstructure:"hw.gpu.memory.limit"`
+	HwGpuMemoryUsage               HwGpuMemoryUsageMetricConfig               `mapstructure:"hw.gpu.memory.usage"`
+	HwGpuMemoryUtilization         HwGpuMemoryUtilizationMetricConfig         `mapstructure:"hw.gpu.memory.utilization"`
+	HwGpuUtilization               HwGpuUtilizationMetricConfig               `mapstructure:"hw.gpu.utilization"`
+	HwPower                        HwPowerMetricConfig                        `mapstructure:"hw.power"`
+	HwTemperature                  HwTemperatureMetricConfig                  `mapstructure:"hw.temperature"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -568,23 +610,10 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuClockThrottledMetricAttributeKey{GpuClockThrottledMetricAttributeKeyGpuClockThrottleReason},
 		},
-		GpuEccErrors: GpuEccErrorsMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []GpuEccErrorsMetricAttributeKey{GpuEccErrorsMetricAttributeKeyGpuErrorType},
-		},
-		GpuEnergyConsumption: GpuEnergyConsumptionMetricConfig{
+		GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
 			Enabled: true,
 		},
-		GpuMemoryLimit: GpuMemoryLimitMetricConfig{
-			Enabled: true,
-		},
-		GpuMemoryUsage: GpuMemoryUsageMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []GpuMemoryUsageMetricAttributeKey{GpuMemoryUsageMetricAttributeKeyGpuMemoryState},
-		},
-		GpuMemoryUtilization: GpuMemoryUtilizationMetricConfig{
+		GpuMemoryReserved: GpuMemoryReservedMetricConfig{
 			Enabled: true,
 		},
 		GpuPcieThroughput: GpuPcieThroughputMetricConfig{
@@ -593,9 +622,6 @@ func DefaultMetricsConfig() MetricsConfig {
 			EnabledAttributes:   []GpuPcieThroughputMetricAttributeKey{GpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 		},
 		GpuPowerLimit: GpuPowerLimitMetricConfig{
-			Enabled: true,
-		},
-		GpuPowerUsage: GpuPowerUsageMetricConfig{
 			Enabled: true,
 		},
 		GpuProcessMemoryUsage: GpuProcessMemoryUsageMetricConfig{
@@ -608,16 +634,38 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuProcessUtilizationMetricAttributeKey{GpuProcessUtilizationMetricAttributeKeyProcessPid, GpuProcessUtilizationMetricAttributeKeyProcessExecutableName, GpuProcessUtilizationMetricAttributeKeyContainerID},
 		},
-		GpuTemperature: GpuTemperatureMetricConfig{
-			Enabled: true,
-		},
-		GpuUtilization: GpuUtilizationMetricConfig{
-			Enabled: true,
-		},
 		GpuXidErrors: GpuXidErrorsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []GpuXidErrorsMetricAttributeKey{GpuXidErrorsMetricAttributeKeyGpuXid},
+		},
+		HwEnergy: HwEnergyMetricConfig{
+			Enabled: true,
+		},
+		HwErrors: HwErrorsMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []HwErrorsMetricAttributeKey{HwErrorsMetricAttributeKeyErrorType},
+		},
+		HwGpuMemoryLimit: HwGpuMemoryLimitMetricConfig{
+			Enabled: true,
+		},
+		HwGpuMemoryUsage: HwGpuMemoryUsageMetricConfig{
+			Enabled: true,
+		},
+		HwGpuMemoryUtilization: HwGpuMemoryUtilizationMetricConfig{
+			Enabled: true,
+		},
+		HwGpuUtilization: HwGpuUtilizationMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []HwGpuUtilizationMetricAttributeKey{HwGpuUtilizationMetricAttributeKeyHwGpuTask},
+		},
+		HwPower: HwPowerMetricConfig{
+			Enabled: true,
+		},
+		HwTemperature: HwTemperatureMetricConfig{
+			Enabled: true,
 		},
 	}
 }
@@ -650,22 +698,21 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for nvml resource attributes.
 type ResourceAttributesConfig struct {
-	GpuDriverVersion        ResourceAttributeConfig `mapstructure:"gpu.driver.version"`
 	GpuIndex                ResourceAttributeConfig `mapstructure:"gpu.index"`
 	GpuMigComputeInstanceID ResourceAttributeConfig `mapstructure:"gpu.mig.compute_instance_id"`
 	GpuMigGpuInstanceID     ResourceAttributeConfig `mapstructure:"gpu.mig.gpu_instance_id"`
 	GpuMigUUID              ResourceAttributeConfig `mapstructure:"gpu.mig.uuid"`
-	GpuModel                ResourceAttributeConfig `mapstructure:"gpu.model"`
 	GpuPciBusID             ResourceAttributeConfig `mapstructure:"gpu.pci.bus_id"`
-	GpuUUID                 ResourceAttributeConfig `mapstructure:"gpu.uuid"`
 	HostName                ResourceAttributeConfig `mapstructure:"host.name"`
+	HwDriverVersion         ResourceAttributeConfig `mapstructure:"hw.driver_version"`
+	HwID                    ResourceAttributeConfig `mapstructure:"hw.id"`
+	HwModel                 ResourceAttributeConfig `mapstructure:"hw.model"`
+	HwType                  ResourceAttributeConfig `mapstructure:"hw.type"`
+	HwVendor                ResourceAttributeConfig `mapstructure:"hw.vendor"`
 }
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
-		GpuDriverVersion: ResourceAttributeConfig{
-			Enabled: true,
-		},
 		GpuIndex: ResourceAttributeConfig{
 			Enabled: true,
 		},
@@ -678,16 +725,25 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		GpuMigUUID: ResourceAttributeConfig{
 			Enabled: true,
 		},
-		GpuModel: ResourceAttributeConfig{
-			Enabled: true,
-		},
 		GpuPciBusID: ResourceAttributeConfig{
 			Enabled: true,
 		},
-		GpuUUID: ResourceAttributeConfig{
+		HostName: ResourceAttributeConfig{
 			Enabled: true,
 		},
-		HostName: ResourceAttributeConfig{
+		HwDriverVersion: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		HwID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		HwModel: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		HwType: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		HwVendor: ResourceAttributeConfig{
 			Enabled: true,
 		},
 	}

@@ -36,23 +36,10 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockThrottledMetricAttributeKey{GpuClockThrottledMetricAttributeKeyGpuClockThrottleReason},
 					},
-					GpuEccErrors: GpuEccErrorsMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpuEccErrorsMetricAttributeKey{GpuEccErrorsMetricAttributeKeyGpuErrorType},
-					},
-					GpuEnergyConsumption: GpuEnergyConsumptionMetricConfig{
+					GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
 						Enabled: true,
 					},
-					GpuMemoryLimit: GpuMemoryLimitMetricConfig{
-						Enabled: true,
-					},
-					GpuMemoryUsage: GpuMemoryUsageMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpuMemoryUsageMetricAttributeKey{GpuMemoryUsageMetricAttributeKeyGpuMemoryState},
-					},
-					GpuMemoryUtilization: GpuMemoryUtilizationMetricConfig{
+					GpuMemoryReserved: GpuMemoryReservedMetricConfig{
 						Enabled: true,
 					},
 					GpuPcieThroughput: GpuPcieThroughputMetricConfig{
@@ -61,9 +48,6 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						EnabledAttributes:   []GpuPcieThroughputMetricAttributeKey{GpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					GpuPowerLimit: GpuPowerLimitMetricConfig{
-						Enabled: true,
-					},
-					GpuPowerUsage: GpuPowerUsageMetricConfig{
 						Enabled: true,
 					},
 					GpuProcessMemoryUsage: GpuProcessMemoryUsageMetricConfig{
@@ -76,28 +60,52 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuProcessUtilizationMetricAttributeKey{GpuProcessUtilizationMetricAttributeKeyProcessPid, GpuProcessUtilizationMetricAttributeKeyProcessExecutableName, GpuProcessUtilizationMetricAttributeKeyContainerID},
 					},
-					GpuTemperature: GpuTemperatureMetricConfig{
-						Enabled: true,
-					},
-					GpuUtilization: GpuUtilizationMetricConfig{
-						Enabled: true,
-					},
 					GpuXidErrors: GpuXidErrorsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpuXidErrorsMetricAttributeKey{GpuXidErrorsMetricAttributeKeyGpuXid},
 					},
+					HwEnergy: HwEnergyMetricConfig{
+						Enabled: true,
+					},
+					HwErrors: HwErrorsMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []HwErrorsMetricAttributeKey{HwErrorsMetricAttributeKeyErrorType},
+					},
+					HwGpuMemoryLimit: HwGpuMemoryLimitMetricConfig{
+						Enabled: true,
+					},
+					HwGpuMemoryUsage: HwGpuMemoryUsageMetricConfig{
+						Enabled: true,
+					},
+					HwGpuMemoryUtilization: HwGpuMemoryUtilizationMetricConfig{
+						Enabled: true,
+					},
+					HwGpuUtilization: HwGpuUtilizationMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []HwGpuUtilizationMetricAttributeKey{HwGpuUtilizationMetricAttributeKeyHwGpuTask},
+					},
+					HwPower: HwPowerMetricConfig{
+						Enabled: true,
+					},
+					HwTemperature: HwTemperatureMetricConfig{
+						Enabled: true,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					GpuDriverVersion:        ResourceAttributeConfig{Enabled: true},
 					GpuIndex:                ResourceAttributeConfig{Enabled: true},
 					GpuMigComputeInstanceID: ResourceAttributeConfig{Enabled: true},
 					GpuMigGpuInstanceID:     ResourceAttributeConfig{Enabled: true},
 					GpuMigUUID:              ResourceAttributeConfig{Enabled: true},
-					GpuModel:                ResourceAttributeConfig{Enabled: true},
 					GpuPciBusID:             ResourceAttributeConfig{Enabled: true},
-					GpuUUID:                 ResourceAttributeConfig{Enabled: true},
 					HostName:                ResourceAttributeConfig{Enabled: true},
+					HwDriverVersion:         ResourceAttributeConfig{Enabled: true},
+					HwID:                    ResourceAttributeConfig{Enabled: true},
+					HwModel:                 ResourceAttributeConfig{Enabled: true},
+					HwType:                  ResourceAttributeConfig{Enabled: true},
+					HwVendor:                ResourceAttributeConfig{Enabled: true},
 				},
 			},
 		},
@@ -115,23 +123,10 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockThrottledMetricAttributeKey{GpuClockThrottledMetricAttributeKeyGpuClockThrottleReason},
 					},
-					GpuEccErrors: GpuEccErrorsMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpuEccErrorsMetricAttributeKey{GpuEccErrorsMetricAttributeKeyGpuErrorType},
-					},
-					GpuEnergyConsumption: GpuEnergyConsumptionMetricConfig{
+					GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
 						Enabled: false,
 					},
-					GpuMemoryLimit: GpuMemoryLimitMetricConfig{
-						Enabled: false,
-					},
-					GpuMemoryUsage: GpuMemoryUsageMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpuMemoryUsageMetricAttributeKey{GpuMemoryUsageMetricAttributeKeyGpuMemoryState},
-					},
-					GpuMemoryUtilization: GpuMemoryUtilizationMetricConfig{
+					GpuMemoryReserved: GpuMemoryReservedMetricConfig{
 						Enabled: false,
 					},
 					GpuPcieThroughput: GpuPcieThroughputMetricConfig{
@@ -140,9 +135,6 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						EnabledAttributes:   []GpuPcieThroughputMetricAttributeKey{GpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					GpuPowerLimit: GpuPowerLimitMetricConfig{
-						Enabled: false,
-					},
-					GpuPowerUsage: GpuPowerUsageMetricConfig{
 						Enabled: false,
 					},
 					GpuProcessMemoryUsage: GpuProcessMemoryUsageMetricConfig{
@@ -155,28 +147,52 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuProcessUtilizationMetricAttributeKey{GpuProcessUtilizationMetricAttributeKeyProcessPid, GpuProcessUtilizationMetricAttributeKeyProcessExecutableName, GpuProcessUtilizationMetricAttributeKeyContainerID},
 					},
-					GpuTemperature: GpuTemperatureMetricConfig{
-						Enabled: false,
-					},
-					GpuUtilization: GpuUtilizationMetricConfig{
-						Enabled: false,
-					},
 					GpuXidErrors: GpuXidErrorsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpuXidErrorsMetricAttributeKey{GpuXidErrorsMetricAttributeKeyGpuXid},
 					},
+					HwEnergy: HwEnergyMetricConfig{
+						Enabled: false,
+					},
+					HwErrors: HwErrorsMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []HwErrorsMetricAttributeKey{HwErrorsMetricAttributeKeyErrorType},
+					},
+					HwGpuMemoryLimit: HwGpuMemoryLimitMetricConfig{
+						Enabled: false,
+					},
+					HwGpuMemoryUsage: HwGpuMemoryUsageMetricConfig{
+						Enabled: false,
+					},
+					HwGpuMemoryUtilization: HwGpuMemoryUtilizationMetricConfig{
+						Enabled: false,
+					},
+					HwGpuUtilization: HwGpuUtilizationMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []HwGpuUtilizationMetricAttributeKey{HwGpuUtilizationMetricAttributeKeyHwGpuTask},
+					},
+					HwPower: HwPowerMetricConfig{
+						Enabled: false,
+					},
+					HwTemperature: HwTemperatureMetricConfig{
+						Enabled: false,
+					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					GpuDriverVersion:        ResourceAttributeConfig{Enabled: false},
 					GpuIndex:                ResourceAttributeConfig{Enabled: false},
 					GpuMigComputeInstanceID: ResourceAttributeConfig{Enabled: false},
 					GpuMigGpuInstanceID:     ResourceAttributeConfig{Enabled: false},
 					GpuMigUUID:              ResourceAttributeConfig{Enabled: false},
-					GpuModel:                ResourceAttributeConfig{Enabled: false},
 					GpuPciBusID:             ResourceAttributeConfig{Enabled: false},
-					GpuUUID:                 ResourceAttributeConfig{Enabled: false},
 					HostName:                ResourceAttributeConfig{Enabled: false},
+					HwDriverVersion:         ResourceAttributeConfig{Enabled: false},
+					HwID:                    ResourceAttributeConfig{Enabled: false},
+					HwModel:                 ResourceAttributeConfig{Enabled: false},
+					HwType:                  ResourceAttributeConfig{Enabled: false},
+					HwVendor:                ResourceAttributeConfig{Enabled: false},
 				},
 			},
 		},
@@ -184,7 +200,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuClockFrequencyMetricConfig{}, GpuClockThrottledMetricConfig{}, GpuEccErrorsMetricConfig{}, GpuEnergyConsumptionMetricConfig{}, GpuMemoryLimitMetricConfig{}, GpuMemoryUsageMetricConfig{}, GpuMemoryUtilizationMetricConfig{}, GpuPcieThroughputMetricConfig{}, GpuPowerLimitMetricConfig{}, GpuPowerUsageMetricConfig{}, GpuProcessMemoryUsageMetricConfig{}, GpuProcessUtilizationMetricConfig{}, GpuTemperatureMetricConfig{}, GpuUtilizationMetricConfig{}, GpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuClockFrequencyMetricConfig{}, GpuClockThrottledMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryReservedMetricConfig{}, GpuPcieThroughputMetricConfig{}, GpuPowerLimitMetricConfig{}, GpuProcessMemoryUsageMetricConfig{}, GpuProcessUtilizationMetricConfig{}, GpuXidErrorsMetricConfig{}, HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwTemperatureMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -209,30 +225,6 @@ func TestGpuClockThrottledMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpu.clock.throttled doesn't have an attribute invalid, valid attributes: [gpu.clock.throttle_reason]")
 
 	cfg = DefaultMetricsConfig().GpuClockThrottled
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestGpuEccErrorsMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().GpuEccErrors
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []GpuEccErrorsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpu.ecc.errors doesn't have an attribute invalid, valid attributes: [gpu.error.type]")
-
-	cfg = DefaultMetricsConfig().GpuEccErrors
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestGpuMemoryUsageMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().GpuMemoryUsage
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []GpuMemoryUsageMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpu.memory.usage doesn't have an attribute invalid, valid attributes: [gpu.memory.state]")
-
-	cfg = DefaultMetricsConfig().GpuMemoryUsage
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -285,6 +277,30 @@ func TestGpuXidErrorsMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestHwErrorsMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().HwErrors
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []HwErrorsMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric hw.errors doesn't have an attribute invalid, valid attributes: [error.type]")
+
+	cfg = DefaultMetricsConfig().HwErrors
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestHwGpuUtilizationMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().HwGpuUtilization
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []HwGpuUtilizationMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric hw.gpu.utilization doesn't have an attribute invalid, valid attributes: [hw.gpu.task]")
+
+	cfg = DefaultMetricsConfig().HwGpuUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func loadMetricsBuilderConfig(t *testing.T, name string) MetricsBuilderConfig {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
@@ -307,29 +323,33 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
-				GpuDriverVersion:        ResourceAttributeConfig{Enabled: true},
 				GpuIndex:                ResourceAttributeConfig{Enabled: true},
 				GpuMigComputeInstanceID: ResourceAttributeConfig{Enabled: true},
 				GpuMigGpuInstanceID:     ResourceAttributeConfig{Enabled: true},
 				GpuMigUUID:              ResourceAttributeConfig{Enabled: true},
-				GpuModel:                ResourceAttributeConfig{Enabled: true},
 				GpuPciBusID:             ResourceAttributeConfig{Enabled: true},
-				GpuUUID:                 ResourceAttributeConfig{Enabled: true},
 				HostName:                ResourceAttributeConfig{Enabled: true},
+				HwDriverVersion:         ResourceAttributeConfig{Enabled: true},
+				HwID:                    ResourceAttributeConfig{Enabled: true},
+				HwModel:                 ResourceAttributeConfig{Enabled: true},
+				HwType:                  ResourceAttributeConfig{Enabled: true},
+				HwVendor:                ResourceAttributeConfig{Enabled: true},
 			},
 		},
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
-				GpuDriverVersion:        ResourceAttributeConfig{Enabled: false},
 				GpuIndex:                ResourceAttributeConfig{Enabled: false},
 				GpuMigComputeInstanceID: ResourceAttributeConfig{Enabled: false},
 				GpuMigGpuInstanceID:     ResourceAttributeConfig{Enabled: false},
 				GpuMigUUID:              ResourceAttributeConfig{Enabled: false},
-				GpuModel:                ResourceAttributeConfig{Enabled: false},
 				GpuPciBusID:             ResourceAttributeConfig{Enabled: false},
-				GpuUUID:                 ResourceAttributeConfig{Enabled: false},
 				HostName:                ResourceAttributeConfig{Enabled: false},
+				HwDriverVersion:         ResourceAttributeConfig{Enabled: false},
+				HwID:                    ResourceAttributeConfig{Enabled: false},
+				HwModel:                 ResourceAttributeConfig{Enabled: false},
+				HwType:                  ResourceAttributeConfig{Enabled: false},
+				HwVendor:                ResourceAttributeConfig{Enabled: false},
 			},
 		},
 	}

@@ -19,6 +19,32 @@ const (
 	AggregationStrategyMax = "max"
 )
 
+// AttributeErrorType specifies the value error.type attribute.
+type AttributeErrorType int
+
+const (
+	_ AttributeErrorType = iota
+	AttributeErrorTypeCorrected
+	AttributeErrorTypeUncorrected
+)
+
+// String returns the string representation of the AttributeErrorType.
+func (av AttributeErrorType) String() string {
+	switch av {
+	case AttributeErrorTypeCorrected:
+		return "corrected"
+	case AttributeErrorTypeUncorrected:
+		return "uncorrected"
+	}
+	return ""
+}
+
+// MapAttributeErrorType is a helper map of string to AttributeErrorType attribute value.
+var MapAttributeErrorType = map[string]AttributeErrorType{
+	"corrected":   AttributeErrorTypeCorrected,
+	"uncorrected": AttributeErrorTypeUncorrected,
+}
+
 // AttributeGpuClockThrottleReason specifies the value gpu.clock.throttle_reason attribute.
 type AttributeGpuClockThrottleReason int
 
@@ -103,60 +129,26 @@ var MapAttributeGpuClockType = map[string]AttributeGpuClockType{
 	"graphics": AttributeGpuClockTypeGraphics,
 }
 
-// AttributeGpuErrorType specifies the value gpu.error.type attribute.
-type AttributeGpuErrorType int
+// AttributeHwGpuTask specifies the value hw.gpu.task attribute.
+type AttributeHwGpuTask int
 
 const (
-	_ AttributeGpuErrorType = iota
-	AttributeGpuErrorTypeCorrected
-	AttributeGpuErrorTypeUncorrected
+	_ AttributeHwGpuTask = iota
+	AttributeHwGpuTaskGeneral
 )
 
-// String returns the string representation of the AttributeGpuErrorType.
-func (av AttributeGpuErrorType) String() string {
+// String returns the string representation of the AttributeHwGpuTask.
+func (av AttributeHwGpuTask) String() string {
 	switch av {
-	case AttributeGpuErrorTypeCorrected:
-		return "corrected"
-	case AttributeGpuErrorTypeUncorrected:
-		return "uncorrected"
+	case AttributeHwGpuTaskGeneral:
+		return "general"
 	}
 	return ""
 }
 
-// MapAttributeGpuErrorType is a helper map of string to AttributeGpuErrorType attribute value.
-var MapAttributeGpuErrorType = map[string]AttributeGpuErrorType{
-	"corrected":   AttributeGpuErrorTypeCorrected,
-	"uncorrected": AttributeGpuErrorTypeUncorrected,
-}
-
-// AttributeGpuMemoryState specifies the value gpu.memory.state attribute.
-type AttributeGpuMemoryState int
-
-const (
-	_ AttributeGpuMemoryState = iota
-	AttributeGpuMemoryStateUsed
-	AttributeGpuMemoryStateFree
-	AttributeGpuMemoryStateReserved
-)
-
-// String returns the string representation of the AttributeGpuMemoryState.
-func (av AttributeGpuMemoryState) String() string {
-	switch av {
-	case AttributeGpuMemoryStateUsed:
-		return "used"
-	case AttributeGpuMemoryStateFree:
-		return "free"
-	case AttributeGpuMemoryStateReserved:
-		return "reserved"
-	}
-	return ""
-}
-
-// MapAttributeGpuMemoryState is a helper map of string to AttributeGpuMemoryState attribute value.
-var MapAttributeGpuMemoryState = map[string]AttributeGpuMemoryState{
-	"used":     AttributeGpuMemoryStateUsed,
-	"free":     AttributeGpuMemoryStateFree,
-	"reserved": AttributeGpuMemoryStateReserved,
+// MapAttributeHwGpuTask is a helper map of string to AttributeHwGpuTask attribute value.
+var MapAttributeHwGpuTask = map[string]AttributeHwGpuTask{
+	"general": AttributeHwGpuTaskGeneral,
 }
 
 // AttributeNetworkIoDirection specifies the value network.io.direction attribute.
@@ -194,22 +186,11 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu.clock.throttled",
 		Attributes: []string{"gpu.clock.throttle_reason"},
 	},
-	GpuEccErrors: metricInfo{
-		Name:       "gpu.ecc.errors",
-		Attributes: []string{"gpu.error.type"},
+	GpuMemoryControllerUtilization: metricInfo{
+		Name: "gpu.memory.controller.utilization",
 	},
-	GpuEnergyConsumption: metricInfo{
-		Name: "gpu.energy.consumption",
-	},
-	GpuMemoryLimit: metricInfo{
-		Name: "gpu.memory.limit",
-	},
-	GpuMemoryUsage: metricInfo{
-		Name:       "gpu.memory.usage",
-		Attributes: []string{"gpu.memory.state"},
-	},
-	GpuMemoryUtilization: metricInfo{
-		Name: "gpu.memory.utilization",
+	GpuMemoryReserved: metricInfo{
+		Name: "gpu.memory.reserved",
 	},
 	GpuPcieThroughput: metricInfo{
 		Name:       "gpu.pcie.throughput",
@@ -217,9 +198,6 @@ var MetricsInfo = metricsInfo{
 	},
 	GpuPowerLimit: metricInfo{
 		Name: "gpu.power.limit",
-	},
-	GpuPowerUsage: metricInfo{
-		Name: "gpu.power.usage",
 	},
 	GpuProcessMemoryUsage: metricInfo{
 		Name:       "gpu.process.memory.usage",
@@ -229,34 +207,56 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu.process.utilization",
 		Attributes: []string{"process.pid", "process.executable.name", "container.id"},
 	},
-	GpuTemperature: metricInfo{
-		Name: "gpu.temperature",
-	},
-	GpuUtilization: metricInfo{
-		Name: "gpu.utilization",
-	},
 	GpuXidErrors: metricInfo{
 		Name:       "gpu.xid.errors",
 		Attributes: []string{"gpu.xid"},
 	},
+	HwEnergy: metricInfo{
+		Name: "hw.energy",
+	},
+	HwErrors: metricInfo{
+		Name:       "hw.errors",
+		Attributes: []string{"error.type"},
+	},
+	HwGpuMemoryLimit: metricInfo{
+		Name: "hw.gpu.memory.limit",
+	},
+	HwGpuMemoryUsage: metricInfo{
+		Name: "hw.gpu.memory.usage",
+	},
+	HwGpuMemoryUtilization: metricInfo{
+		Name: "hw.gpu.memory.utilization",
+	},
+	HwGpuUtilization: metricInfo{
+		Name:       "hw.gpu.utilization",
+		Attributes: []string{"hw.gpu.task"},
+	},
+	HwPower: metricInfo{
+		Name: "hw.power",
+	},
+	HwTemperature: metricInfo{
+		Name: "hw.temperature",
+	},
 }
 
 type metricsInfo struct {
-	GpuClockFrequency     metricInfo
-	GpuClockThrottled     metricInfo
-	GpuEccErrors          metricInfo
-	GpuEnergyConsumption  metricInfo
-	GpuMemoryLimit        metricInfo
-	GpuMemoryUsage        metricInfo
-	GpuMemoryUtilization  metricInfo
-	GpuPcieThroughput     metricInfo
-	GpuPowerLimit         metricInfo
-	GpuPowerUsage         metricInfo
-	GpuProcessMemoryUsage metricInfo
-	GpuProcessUtilization metricInfo
-	GpuTemperature        metricInfo
-	GpuUtilization        metricInfo
-	GpuXidErrors          metricInfo
+	GpuClockFrequency              metricInfo
+	GpuClockThrottled              metricInfo
+	GpuMemoryControllerUtilization metricInfo
+	GpuMemoryReserved              metricInfo
+	GpuPcieThroughput              metricInfo
+	GpuPowerLimit                  metricInfo
+	GpuProcessMemoryUsage          metricInfo
+	GpuProcessUtilization          metricInfo
+	GpuXidErrors                   metricInfo
+	HwEnergy                       metricInfo
+	HwErrors                       metricInfo
+	HwGpuMemoryLimit               metricInfo
+	HwGpuMemoryUsage               metricInfo
+	HwGpuMemoryUtilization         metricInfo
+	HwGpuUtilization               metricInfo
+	HwPower                        metricInfo
+	HwTemperature                  metricInfo
 }
 
 type metricInfo struct {
@@ -442,307 +442,21 @@ func newMetricGpuClockThrottled(cfg GpuClockThrottledMetricConfig) metricGpuCloc
 	return m
 }
 
-type metricGpuEccErrors struct {
-	data          pmetric.Metric           // data buffer for generated metric.
-	config        GpuEccErrorsMetricConfig // metric config provided by user.
-	capacity      int                      // max observed number of data points added to the metric.
-	aggDataPoints []int64                  // slice containing number of aggregated datapoints at each index
+type metricGpuMemoryControllerUtilization struct {
+	data     pmetric.Metric                             // data buffer for generated metric.
+	config   GpuMemoryControllerUtilizationMetricConfig // metric config provided by user.
+	capacity int                                        // max observed number of data points added to the metric.
 }
 
-// init fills gpu.ecc.errors metric with initial data.
-func (m *metricGpuEccErrors) init() {
-	m.data.SetName("gpu.ecc.errors")
-	m.data.SetDescription("ECC errors since the driver was last loaded (volatile counters).")
-	m.data.SetUnit("{error}")
-	m.data.SetEmptySum()
-	m.data.Sum().SetIsMonotonic(true)
-	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
-}
-
-func (m *metricGpuEccErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, gpuErrorTypeAttributeValue string) {
-	if !m.config.Enabled {
-		return
-	}
-
-	dp := pmetric.NewNumberDataPoint()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, GpuEccErrorsMetricAttributeKeyGpuErrorType) {
-		dp.Attributes().PutStr("gpu.error.type", gpuErrorTypeAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Sum().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
-	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
-}
-
-// updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuEccErrors) updateCapacity() {
-	if m.data.Sum().DataPoints().Len() > m.capacity {
-		m.capacity = m.data.Sum().DataPoints().Len()
-	}
-}
-
-// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuEccErrors) emit(metrics pmetric.MetricSlice) {
-	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
-		m.updateCapacity()
-		m.data.MoveTo(metrics.AppendEmpty())
-		m.init()
-	}
-}
-
-func newMetricGpuEccErrors(cfg GpuEccErrorsMetricConfig) metricGpuEccErrors {
-	m := metricGpuEccErrors{config: cfg}
-
-	if cfg.Enabled {
-		m.data = pmetric.NewMetric()
-		m.init()
-	}
-	return m
-}
-
-type metricGpuEnergyConsumption struct {
-	data     pmetric.Metric                   // data buffer for generated metric.
-	config   GpuEnergyConsumptionMetricConfig // metric config provided by user.
-	capacity int                              // max observed number of data points added to the metric.
-}
-
-// init fills gpu.energy.consumption metric with initial data.
-func (m *metricGpuEnergyConsumption) init() {
-	m.data.SetName("gpu.energy.consumption")
-	m.data.SetDescription("Energy consumed by the GPU since the driver was last loaded.")
-	m.data.SetUnit("J")
-	m.data.SetEmptySum()
-	m.data.Sum().SetIsMonotonic(true)
-	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-}
-
-func (m *metricGpuEnergyConsumption) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
-	if !m.config.Enabled {
-		return
-	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	dp.SetDoubleValue(val)
-}
-
-// updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuEnergyConsumption) updateCapacity() {
-	if m.data.Sum().DataPoints().Len() > m.capacity {
-		m.capacity = m.data.Sum().DataPoints().Len()
-	}
-}
-
-// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuEnergyConsumption) emit(metrics pmetric.MetricSlice) {
-	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
-		m.updateCapacity()
-		m.data.MoveTo(metrics.AppendEmpty())
-		m.init()
-	}
-}
-
-func newMetricGpuEnergyConsumption(cfg GpuEnergyConsumptionMetricConfig) metricGpuEnergyConsumption {
-	m := metricGpuEnergyConsumption{config: cfg}
-
-	if cfg.Enabled {
-		m.data = pmetric.NewMetric()
-		m.init()
-	}
-	return m
-}
-
-type metricGpuMemoryLimit struct {
-	data     pmetric.Metric             // data buffer for generated metric.
-	config   GpuMemoryLimitMetricConfig // metric config provided by user.
-	capacity int                        // max observed number of data points added to the metric.
-}
-
-// init fills gpu.memory.limit metric with initial data.
-func (m *metricGpuMemoryLimit) init() {
-	m.data.SetName("gpu.memory.limit")
-	m.data.SetDescription("Total GPU framebuffer memory.")
-	m.data.SetUnit("By")
-	m.data.SetEmptySum()
-	m.data.Sum().SetIsMonotonic(false)
-	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-}
-
-func (m *metricGpuMemoryLimit) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
-	if !m.config.Enabled {
-		return
-	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	dp.SetIntValue(val)
-}
-
-// updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuMemoryLimit) updateCapacity() {
-	if m.data.Sum().DataPoints().Len() > m.capacity {
-		m.capacity = m.data.Sum().DataPoints().Len()
-	}
-}
-
-// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuMemoryLimit) emit(metrics pmetric.MetricSlice) {
-	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
-		m.updateCapacity()
-		m.data.MoveTo(metrics.AppendEmpty())
-		m.init()
-	}
-}
-
-func newMetricGpuMemoryLimit(cfg GpuMemoryLimitMetricConfig) metricGpuMemoryLimit {
-	m := metricGpuMemoryLimit{config: cfg}
-
-	if cfg.Enabled {
-		m.data = pmetric.NewMetric()
-		m.init()
-	}
-	return m
-}
-
-type metricGpuMemoryUsage struct {
-	data          pmetric.Metric             // data buffer for generated metric.
-	config        GpuMemoryUsageMetricConfig // metric config provided by user.
-	capacity      int                        // max observed number of data points added to the metric.
-	aggDataPoints []int64                    // slice containing number of aggregated datapoints at each index
-}
-
-// init fills gpu.memory.usage metric with initial data.
-func (m *metricGpuMemoryUsage) init() {
-	m.data.SetName("gpu.memory.usage")
-	m.data.SetDescription("GPU framebuffer memory by state.")
-	m.data.SetUnit("By")
-	m.data.SetEmptySum()
-	m.data.Sum().SetIsMonotonic(false)
-	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
-}
-
-func (m *metricGpuMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, gpuMemoryStateAttributeValue string) {
-	if !m.config.Enabled {
-		return
-	}
-
-	dp := pmetric.NewNumberDataPoint()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, GpuMemoryUsageMetricAttributeKeyGpuMemoryState) {
-		dp.Attributes().PutStr("gpu.memory.state", gpuMemoryStateAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Sum().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
-	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
-}
-
-// updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuMemoryUsage) updateCapacity() {
-	if m.data.Sum().DataPoints().Len() > m.capacity {
-		m.capacity = m.data.Sum().DataPoints().Len()
-	}
-}
-
-// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuMemoryUsage) emit(metrics pmetric.MetricSlice) {
-	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
-		m.updateCapacity()
-		m.data.MoveTo(metrics.AppendEmpty())
-		m.init()
-	}
-}
-
-func newMetricGpuMemoryUsage(cfg GpuMemoryUsageMetricConfig) metricGpuMemoryUsage {
-	m := metricGpuMemoryUsage{config: cfg}
-
-	if cfg.Enabled {
-		m.data = pmetric.NewMetric()
-		m.init()
-	}
-	return m
-}
-
-type metricGpuMemoryUtilization struct {
-	data     pmetric.Metric                   // data buffer for generated metric.
-	config   GpuMemoryUtilizationMetricConfig // metric config provided by user.
-	capacity int                              // max observed number of data points added to the metric.
-}
-
-// init fills gpu.memory.utilization metric with initial data.
-func (m *metricGpuMemoryUtilization) init() {
-	m.data.SetName("gpu.memory.utilization")
-	m.data.SetDescription("Fraction of time the memory controller was busy reading or writing, averaged over the collection interval when NVML keeps samples.")
+// init fills gpu.memory.controller.utilization metric with initial data.
+func (m *metricGpuMemoryControllerUtilization) init() {
+	m.data.SetName("gpu.memory.controller.utilization")
+	m.data.SetDescription("Fraction of time the memory controller was busy reading or writing, averaged over the collection interval when NVML keeps samples (an extension; hw.gpu.memory.utilization is the fraction of memory in use).")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 }
 
-func (m *metricGpuMemoryUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+func (m *metricGpuMemoryControllerUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -753,14 +467,14 @@ func (m *metricGpuMemoryUtilization) recordDataPoint(start pcommon.Timestamp, ts
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuMemoryUtilization) updateCapacity() {
+func (m *metricGpuMemoryControllerUtilization) updateCapacity() {
 	if m.data.Gauge().DataPoints().Len() > m.capacity {
 		m.capacity = m.data.Gauge().DataPoints().Len()
 	}
 }
 
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuMemoryUtilization) emit(metrics pmetric.MetricSlice) {
+func (m *metricGpuMemoryControllerUtilization) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
@@ -768,8 +482,60 @@ func (m *metricGpuMemoryUtilization) emit(metrics pmetric.MetricSlice) {
 	}
 }
 
-func newMetricGpuMemoryUtilization(cfg GpuMemoryUtilizationMetricConfig) metricGpuMemoryUtilization {
-	m := metricGpuMemoryUtilization{config: cfg}
+func newMetricGpuMemoryControllerUtilization(cfg GpuMemoryControllerUtilizationMetricConfig) metricGpuMemoryControllerUtilization {
+	m := metricGpuMemoryControllerUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuMemoryReserved struct {
+	data     pmetric.Metric                // data buffer for generated metric.
+	config   GpuMemoryReservedMetricConfig // metric config provided by user.
+	capacity int                           // max observed number of data points added to the metric.
+}
+
+// init fills gpu.memory.reserved metric with initial data.
+func (m *metricGpuMemoryReserved) init() {
+	m.data.SetName("gpu.memory.reserved")
+	m.data.SetDescription("GPU framebuffer memory the driver reserves (drivers with nvmlDeviceGetMemoryInfo_v2); neither used nor free.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(false)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricGpuMemoryReserved) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuMemoryReserved) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuMemoryReserved) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuMemoryReserved(cfg GpuMemoryReservedMetricConfig) metricGpuMemoryReserved {
+	m := metricGpuMemoryReserved{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -909,56 +675,6 @@ func (m *metricGpuPowerLimit) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuPowerLimit(cfg GpuPowerLimitMetricConfig) metricGpuPowerLimit {
 	m := metricGpuPowerLimit{config: cfg}
-
-	if cfg.Enabled {
-		m.data = pmetric.NewMetric()
-		m.init()
-	}
-	return m
-}
-
-type metricGpuPowerUsage struct {
-	data     pmetric.Metric            // data buffer for generated metric.
-	config   GpuPowerUsageMetricConfig // metric config provided by user.
-	capacity int                       // max observed number of data points added to the metric.
-}
-
-// init fills gpu.power.usage metric with initial data.
-func (m *metricGpuPowerUsage) init() {
-	m.data.SetName("gpu.power.usage")
-	m.data.SetDescription("Power drawn by the GPU board.")
-	m.data.SetUnit("W")
-	m.data.SetEmptyGauge()
-}
-
-func (m *metricGpuPowerUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
-	if !m.config.Enabled {
-		return
-	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	dp.SetDoubleValue(val)
-}
-
-// updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuPowerUsage) updateCapacity() {
-	if m.data.Gauge().DataPoints().Len() > m.capacity {
-		m.capacity = m.data.Gauge().DataPoints().Len()
-	}
-}
-
-// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuPowerUsage) emit(metrics pmetric.MetricSlice) {
-	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		m.updateCapacity()
-		m.data.MoveTo(metrics.AppendEmpty())
-		m.init()
-	}
-}
-
-func newMetricGpuPowerUsage(cfg GpuPowerUsageMetricConfig) metricGpuPowerUsage {
-	m := metricGpuPowerUsage{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1159,106 +875,6 @@ func newMetricGpuProcessUtilization(cfg GpuProcessUtilizationMetricConfig) metri
 	return m
 }
 
-type metricGpuTemperature struct {
-	data     pmetric.Metric             // data buffer for generated metric.
-	config   GpuTemperatureMetricConfig // metric config provided by user.
-	capacity int                        // max observed number of data points added to the metric.
-}
-
-// init fills gpu.temperature metric with initial data.
-func (m *metricGpuTemperature) init() {
-	m.data.SetName("gpu.temperature")
-	m.data.SetDescription("GPU core temperature.")
-	m.data.SetUnit("Cel")
-	m.data.SetEmptyGauge()
-}
-
-func (m *metricGpuTemperature) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
-	if !m.config.Enabled {
-		return
-	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	dp.SetIntValue(val)
-}
-
-// updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuTemperature) updateCapacity() {
-	if m.data.Gauge().DataPoints().Len() > m.capacity {
-		m.capacity = m.data.Gauge().DataPoints().Len()
-	}
-}
-
-// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuTemperature) emit(metrics pmetric.MetricSlice) {
-	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		m.updateCapacity()
-		m.data.MoveTo(metrics.AppendEmpty())
-		m.init()
-	}
-}
-
-func newMetricGpuTemperature(cfg GpuTemperatureMetricConfig) metricGpuTemperature {
-	m := metricGpuTemperature{config: cfg}
-
-	if cfg.Enabled {
-		m.data = pmetric.NewMetric()
-		m.init()
-	}
-	return m
-}
-
-type metricGpuUtilization struct {
-	data     pmetric.Metric             // data buffer for generated metric.
-	config   GpuUtilizationMetricConfig // metric config provided by user.
-	capacity int                        // max observed number of data points added to the metric.
-}
-
-// init fills gpu.utilization metric with initial data.
-func (m *metricGpuUtilization) init() {
-	m.data.SetName("gpu.utilization")
-	m.data.SetDescription("Fraction of time one or more kernels ran on the GPU, averaged over the collection interval when NVML keeps samples.")
-	m.data.SetUnit("1")
-	m.data.SetEmptyGauge()
-}
-
-func (m *metricGpuUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
-	if !m.config.Enabled {
-		return
-	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	dp.SetDoubleValue(val)
-}
-
-// updateCapacity saves max length of data point slices that will be used for the slice capacity.
-func (m *metricGpuUtilization) updateCapacity() {
-	if m.data.Gauge().DataPoints().Len() > m.capacity {
-		m.capacity = m.data.Gauge().DataPoints().Len()
-	}
-}
-
-// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
-func (m *metricGpuUtilization) emit(metrics pmetric.MetricSlice) {
-	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		m.updateCapacity()
-		m.data.MoveTo(metrics.AppendEmpty())
-		m.init()
-	}
-}
-
-func newMetricGpuUtilization(cfg GpuUtilizationMetricConfig) metricGpuUtilization {
-	m := metricGpuUtilization{config: cfg}
-
-	if cfg.Enabled {
-		m.data = pmetric.NewMetric()
-		m.init()
-	}
-	return m
-}
-
 type metricGpuXidErrors struct {
 	data          pmetric.Metric           // data buffer for generated metric.
 	config        GpuXidErrorsMetricConfig // metric config provided by user.
@@ -1350,31 +966,519 @@ func newMetricGpuXidErrors(cfg GpuXidErrorsMetricConfig) metricGpuXidErrors {
 	return m
 }
 
+type metricHwEnergy struct {
+	data     pmetric.Metric       // data buffer for generated metric.
+	config   HwEnergyMetricConfig // metric config provided by user.
+	capacity int                  // max observed number of data points added to the metric.
+}
+
+// init fills hw.energy metric with initial data.
+func (m *metricHwEnergy) init() {
+	m.data.SetName("hw.energy")
+	m.data.SetDescription("Energy consumed by the GPU since the driver was last loaded.")
+	m.data.SetUnit("J")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricHwEnergy) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwEnergy) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwEnergy) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwEnergy(cfg HwEnergyMetricConfig) metricHwEnergy {
+	m := metricHwEnergy{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwErrors struct {
+	data          pmetric.Metric       // data buffer for generated metric.
+	config        HwErrorsMetricConfig // metric config provided by user.
+	capacity      int                  // max observed number of data points added to the metric.
+	aggDataPoints []int64              // slice containing number of aggregated datapoints at each index
+}
+
+// init fills hw.errors metric with initial data.
+func (m *metricHwErrors) init() {
+	m.data.SetName("hw.errors")
+	m.data.SetDescription("ECC errors since the driver was last loaded (volatile counters).")
+	m.data.SetUnit("{error}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricHwErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, errorTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyErrorType) {
+		dp.Attributes().PutStr("error.type", errorTypeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwErrors) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwErrors) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwErrors(cfg HwErrorsMetricConfig) metricHwErrors {
+	m := metricHwErrors{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwGpuMemoryLimit struct {
+	data     pmetric.Metric               // data buffer for generated metric.
+	config   HwGpuMemoryLimitMetricConfig // metric config provided by user.
+	capacity int                          // max observed number of data points added to the metric.
+}
+
+// init fills hw.gpu.memory.limit metric with initial data.
+func (m *metricHwGpuMemoryLimit) init() {
+	m.data.SetName("hw.gpu.memory.limit")
+	m.data.SetDescription("Size of the GPU framebuffer memory.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(false)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricHwGpuMemoryLimit) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwGpuMemoryLimit) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwGpuMemoryLimit) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwGpuMemoryLimit(cfg HwGpuMemoryLimitMetricConfig) metricHwGpuMemoryLimit {
+	m := metricHwGpuMemoryLimit{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwGpuMemoryUsage struct {
+	data     pmetric.Metric               // data buffer for generated metric.
+	config   HwGpuMemoryUsageMetricConfig // metric config provided by user.
+	capacity int                          // max observed number of data points added to the metric.
+}
+
+// init fills hw.gpu.memory.usage metric with initial data.
+func (m *metricHwGpuMemoryUsage) init() {
+	m.data.SetName("hw.gpu.memory.usage")
+	m.data.SetDescription("GPU framebuffer memory in use.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(false)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+}
+
+func (m *metricHwGpuMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Sum().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwGpuMemoryUsage) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwGpuMemoryUsage) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwGpuMemoryUsage(cfg HwGpuMemoryUsageMetricConfig) metricHwGpuMemoryUsage {
+	m := metricHwGpuMemoryUsage{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwGpuMemoryUtilization struct {
+	data     pmetric.Metric                     // data buffer for generated metric.
+	config   HwGpuMemoryUtilizationMetricConfig // metric config provided by user.
+	capacity int                                // max observed number of data points added to the metric.
+}
+
+// init fills hw.gpu.memory.utilization metric with initial data.
+func (m *metricHwGpuMemoryUtilization) init() {
+	m.data.SetName("hw.gpu.memory.utilization")
+	m.data.SetDescription("Fraction of the GPU framebuffer memory in use (hw.gpu.memory.usage / hw.gpu.memory.limit).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricHwGpuMemoryUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwGpuMemoryUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwGpuMemoryUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwGpuMemoryUtilization(cfg HwGpuMemoryUtilizationMetricConfig) metricHwGpuMemoryUtilization {
+	m := metricHwGpuMemoryUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwGpuUtilization struct {
+	data          pmetric.Metric               // data buffer for generated metric.
+	config        HwGpuUtilizationMetricConfig // metric config provided by user.
+	capacity      int                          // max observed number of data points added to the metric.
+	aggDataPoints []float64                    // slice containing number of aggregated datapoints at each index
+}
+
+// init fills hw.gpu.utilization metric with initial data.
+func (m *metricHwGpuUtilization) init() {
+	m.data.SetName("hw.gpu.utilization")
+	m.data.SetDescription("Fraction of time one or more kernels ran on the GPU, averaged over the collection interval when NVML keeps samples.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricHwGpuUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwGpuTaskAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, HwGpuUtilizationMetricAttributeKeyHwGpuTask) {
+		dp.Attributes().PutStr("hw.gpu.task", hwGpuTaskAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwGpuUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwGpuUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwGpuUtilization(cfg HwGpuUtilizationMetricConfig) metricHwGpuUtilization {
+	m := metricHwGpuUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwPower struct {
+	data     pmetric.Metric      // data buffer for generated metric.
+	config   HwPowerMetricConfig // metric config provided by user.
+	capacity int                 // max observed number of data points added to the metric.
+}
+
+// init fills hw.power metric with initial data.
+func (m *metricHwPower) init() {
+	m.data.SetName("hw.power")
+	m.data.SetDescription("Power drawn by the GPU board.")
+	m.data.SetUnit("W")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricHwPower) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwPower) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwPower) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwPower(cfg HwPowerMetricConfig) metricHwPower {
+	m := metricHwPower{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwTemperature struct {
+	data     pmetric.Metric            // data buffer for generated metric.
+	config   HwTemperatureMetricConfig // metric config provided by user.
+	capacity int                       // max observed number of data points added to the metric.
+}
+
+// init fills hw.temperature metric with initial data.
+func (m *metricHwTemperature) init() {
+	m.data.SetName("hw.temperature")
+	m.data.SetDescription("GPU core temperature.")
+	m.data.SetUnit("Cel")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricHwTemperature) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwTemperature) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwTemperature) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwTemperature(cfg HwTemperatureMetricConfig) metricHwTemperature {
+	m := metricHwTemperature{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
-	config                         MetricsBuilderConfig // config of the metrics builder.
-	startTime                      pcommon.Timestamp    // start time that will be applied to all recorded data points.
-	metricsCapacity                int                  // maximum observed number of metrics per resource.
-	metricsBuffer                  pmetric.Metrics      // accumulates metrics data before emitting.
-	buildInfo                      component.BuildInfo  // contains version information.
-	resourceAttributeIncludeFilter map[string]filter.Filter
-	resourceAttributeExcludeFilter map[string]filter.Filter
-	metricGpuClockFrequency        metricGpuClockFrequency
-	metricGpuClockThrottled        metricGpuClockThrottled
-	metricGpuEccErrors             metricGpuEccErrors
-	metricGpuEnergyConsumption     metricGpuEnergyConsumption
-	metricGpuMemoryLimit           metricGpuMemoryLimit
-	metricGpuMemoryUsage           metricGpuMemoryUsage
-	metricGpuMemoryUtilization     metricGpuMemoryUtilization
-	metricGpuPcieThroughput        metricGpuPcieThroughput
-	metricGpuPowerLimit            metricGpuPowerLimit
-	metricGpuPowerUsage            metricGpuPowerUsage
-	metricGpuProcessMemoryUsage    metricGpuProcessMemoryUsage
-	metricGpuProcessUtilization    metricGpuProcessUtilization
-	metricGpuTemperature           metricGpuTemperature
-	metricGpuUtilization           metricGpuUtilization
-	metricGpuXidErrors             metricGpuXidErrors
+	config                               MetricsBuilderConfig // config of the metrics builder.
+	startTime                            pcommon.Timestamp    // start time that will be applied to all recorded data points.
+	metricsCapacity                      int                  // maximum observed number of metrics per resource.
+	metricsBuffer                        pmetric.Metrics      // accumulates metrics data before emitting.
+	buildInfo                            component.BuildInfo  // contains version information.
+	resourceAttributeIncludeFilter       map[string]filter.Filter
+	resourceAttributeExcludeFilter       map[string]filter.Filter
+	metricGpuClockFrequency              metricGpuClockFrequency
+	metricGpuClockThrottled              metricGpuClockThrottled
+	metricGpuMemoryControllerUtilization metricGpuMemoryControllerUtilization
+	metricGpuMemoryReserved              metricGpuMemoryReserved
+	metricGpuPcieThroughput              metricGpuPcieThroughput
+	metricGpuPowerLimit                  metricGpuPowerLimit
+	metricGpuProcessMemoryUsage          metricGpuProcessMemoryUsage
+	metricGpuProcessUtilization          metricGpuProcessUtilization
+	metricGpuXidErrors                   metricGpuXidErrors
+	metricHwEnergy                       metricHwEnergy
+	metricHwErrors                       metricHwErrors
+	metricHwGpuMemoryLimit               metricHwGpuMemoryLimit
+	metricHwGpuMemoryUsage               metricHwGpuMemoryUsage
+	metricHwGpuMemoryUtilization         metricHwGpuMemoryUtilization
+	metricHwGpuUtilization               metricHwGpuUtilization
+	metricHwPower                        metricHwPower
+	metricHwTemperature                  metricHwTemperature
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -1396,33 +1500,29 @@ func WithStartTime(startTime pcommon.Timestamp) MetricBuilderOption {
 }
 func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, options ...MetricBuilderOption) *MetricsBuilder {
 	mb := &MetricsBuilder{
-		config:                         mbc,
-		startTime:                      pcommon.NewTimestampFromTime(time.Now()),
-		metricsBuffer:                  pmetric.NewMetrics(),
-		buildInfo:                      settings.BuildInfo,
-		metricGpuClockFrequency:        newMetricGpuClockFrequency(mbc.Metrics.GpuClockFrequency),
-		metricGpuClockThrottled:        newMetricGpuClockThrottled(mbc.Metrics.GpuClockThrottled),
-		metricGpuEccErrors:             newMetricGpuEccErrors(mbc.Metrics.GpuEccErrors),
-		metricGpuEnergyConsumption:     newMetricGpuEnergyConsumption(mbc.Metrics.GpuEnergyConsumption),
-		metricGpuMemoryLimit:           newMetricGpuMemoryLimit(mbc.Metrics.GpuMemoryLimit),
-		metricGpuMemoryUsage:           newMetricGpuMemoryUsage(mbc.Metrics.GpuMemoryUsage),
-		metricGpuMemoryUtilization:     newMetricGpuMemoryUtilization(mbc.Metrics.GpuMemoryUtilization),
-		metricGpuPcieThroughput:        newMetricGpuPcieThroughput(mbc.Metrics.GpuPcieThroughput),
-		metricGpuPowerLimit:            newMetricGpuPowerLimit(mbc.Metrics.GpuPowerLimit),
-		metricGpuPowerUsage:            newMetricGpuPowerUsage(mbc.Metrics.GpuPowerUsage),
-		metricGpuProcessMemoryUsage:    newMetricGpuProcessMemoryUsage(mbc.Metrics.GpuProcessMemoryUsage),
-		metricGpuProcessUtilization:    newMetricGpuProcessUtilization(mbc.Metrics.GpuProcessUtilization),
-		metricGpuTemperature:           newMetricGpuTemperature(mbc.Metrics.GpuTemperature),
-		metricGpuUtilization:           newMetricGpuUtilization(mbc.Metrics.GpuUtilization),
-		metricGpuXidErrors:             newMetricGpuXidErrors(mbc.Metrics.GpuXidErrors),
-		resourceAttributeIncludeFilter: make(map[string]filter.Filter),
-		resourceAttributeExcludeFilter: make(map[string]filter.Filter),
-	}
-	if mbc.ResourceAttributes.GpuDriverVersion.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpu.driver.version"] = filter.CreateFilter(mbc.ResourceAttributes.GpuDriverVersion.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.GpuDriverVersion.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpu.driver.version"] = filter.CreateFilter(mbc.ResourceAttributes.GpuDriverVersion.MetricsExclude)
+		config:                               mbc,
+		startTime:                            pcommon.NewTimestampFromTime(time.Now()),
+		metricsBuffer:                        pmetric.NewMetrics(),
+		buildInfo:                            settings.BuildInfo,
+		metricGpuClockFrequency:              newMetricGpuClockFrequency(mbc.Metrics.GpuClockFrequency),
+		metricGpuClockThrottled:              newMetricGpuClockThrottled(mbc.Metrics.GpuClockThrottled),
+		metricGpuMemoryControllerUtilization: newMetricGpuMemoryControllerUtilization(mbc.Metrics.GpuMemoryControllerUtilization),
+		metricGpuMemoryReserved:              newMetricGpuMemoryReserved(mbc.Metrics.GpuMemoryReserved),
+		metricGpuPcieThroughput:              newMetricGpuPcieThroughput(mbc.Metrics.GpuPcieThroughput),
+		metricGpuPowerLimit:                  newMetricGpuPowerLimit(mbc.Metrics.GpuPowerLimit),
+		metricGpuProcessMemoryUsage:          newMetricGpuProcessMemoryUsage(mbc.Metrics.GpuProcessMemoryUsage),
+		metricGpuProcessUtilization:          newMetricGpuProcessUtilization(mbc.Metrics.GpuProcessUtilization),
+		metricGpuXidErrors:                   newMetricGpuXidErrors(mbc.Metrics.GpuXidErrors),
+		metricHwEnergy:                       newMetricHwEnergy(mbc.Metrics.HwEnergy),
+		metricHwErrors:                       newMetricHwErrors(mbc.Metrics.HwErrors),
+		metricHwGpuMemoryLimit:               newMetricHwGpuMemoryLimit(mbc.Metrics.HwGpuMemoryLimit),
+		metricHwGpuMemoryUsage:               newMetricHwGpuMemoryUsage(mbc.Metrics.HwGpuMemoryUsage),
+		metricHwGpuMemoryUtilization:         newMetricHwGpuMemoryUtilization(mbc.Metrics.HwGpuMemoryUtilization),
+		metricHwGpuUtilization:               newMetricHwGpuUtilization(mbc.Metrics.HwGpuUtilization),
+		metricHwPower:                        newMetricHwPower(mbc.Metrics.HwPower),
+		metricHwTemperature:                  newMetricHwTemperature(mbc.Metrics.HwTemperature),
+		resourceAttributeIncludeFilter:       make(map[string]filter.Filter),
+		resourceAttributeExcludeFilter:       make(map[string]filter.Filter),
 	}
 	if mbc.ResourceAttributes.GpuIndex.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpu.index"] = filter.CreateFilter(mbc.ResourceAttributes.GpuIndex.MetricsInclude)
@@ -1448,29 +1548,47 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GpuMigUUID.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpu.mig.uuid"] = filter.CreateFilter(mbc.ResourceAttributes.GpuMigUUID.MetricsExclude)
 	}
-	if mbc.ResourceAttributes.GpuModel.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpu.model"] = filter.CreateFilter(mbc.ResourceAttributes.GpuModel.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.GpuModel.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpu.model"] = filter.CreateFilter(mbc.ResourceAttributes.GpuModel.MetricsExclude)
-	}
 	if mbc.ResourceAttributes.GpuPciBusID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpu.pci.bus_id"] = filter.CreateFilter(mbc.ResourceAttributes.GpuPciBusID.MetricsInclude)
 	}
 	if mbc.ResourceAttributes.GpuPciBusID.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpu.pci.bus_id"] = filter.CreateFilter(mbc.ResourceAttributes.GpuPciBusID.MetricsExclude)
 	}
-	if mbc.ResourceAttributes.GpuUUID.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpu.uuid"] = filter.CreateFilter(mbc.ResourceAttributes.GpuUUID.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.GpuUUID.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpu.uuid"] = filter.CreateFilter(mbc.ResourceAttributes.GpuUUID.MetricsExclude)
-	}
 	if mbc.ResourceAttributes.HostName.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["host.name"] = filter.CreateFilter(mbc.ResourceAttributes.HostName.MetricsInclude)
 	}
 	if mbc.ResourceAttributes.HostName.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["host.name"] = filter.CreateFilter(mbc.ResourceAttributes.HostName.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.HwDriverVersion.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["hw.driver_version"] = filter.CreateFilter(mbc.ResourceAttributes.HwDriverVersion.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.HwDriverVersion.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["hw.driver_version"] = filter.CreateFilter(mbc.ResourceAttributes.HwDriverVersion.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.HwID.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["hw.id"] = filter.CreateFilter(mbc.ResourceAttributes.HwID.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.HwID.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["hw.id"] = filter.CreateFilter(mbc.ResourceAttributes.HwID.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.HwModel.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["hw.model"] = filter.CreateFilter(mbc.ResourceAttributes.HwModel.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.HwModel.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["hw.model"] = filter.CreateFilter(mbc.ResourceAttributes.HwModel.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.HwType.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["hw.type"] = filter.CreateFilter(mbc.ResourceAttributes.HwType.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.HwType.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["hw.type"] = filter.CreateFilter(mbc.ResourceAttributes.HwType.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.HwVendor.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["hw.vendor"] = filter.CreateFilter(mbc.ResourceAttributes.HwVendor.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.HwVendor.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["hw.vendor"] = filter.CreateFilter(mbc.ResourceAttributes.HwVendor.MetricsExclude)
 	}
 
 	for _, op := range options {
@@ -1543,19 +1661,21 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricGpuClockFrequency.emit(ils.Metrics())
 	mb.metricGpuClockThrottled.emit(ils.Metrics())
-	mb.metricGpuEccErrors.emit(ils.Metrics())
-	mb.metricGpuEnergyConsumption.emit(ils.Metrics())
-	mb.metricGpuMemoryLimit.emit(ils.Metrics())
-	mb.metricGpuMemoryUsage.emit(ils.Metrics())
-	mb.metricGpuMemoryUtilization.emit(ils.Metrics())
+	mb.metricGpuMemoryControllerUtilization.emit(ils.Metrics())
+	mb.metricGpuMemoryReserved.emit(ils.Metrics())
 	mb.metricGpuPcieThroughput.emit(ils.Metrics())
 	mb.metricGpuPowerLimit.emit(ils.Metrics())
-	mb.metricGpuPowerUsage.emit(ils.Metrics())
 	mb.metricGpuProcessMemoryUsage.emit(ils.Metrics())
 	mb.metricGpuProcessUtilization.emit(ils.Metrics())
-	mb.metricGpuTemperature.emit(ils.Metrics())
-	mb.metricGpuUtilization.emit(ils.Metrics())
 	mb.metricGpuXidErrors.emit(ils.Metrics())
+	mb.metricHwEnergy.emit(ils.Metrics())
+	mb.metricHwErrors.emit(ils.Metrics())
+	mb.metricHwGpuMemoryLimit.emit(ils.Metrics())
+	mb.metricHwGpuMemoryUsage.emit(ils.Metrics())
+	mb.metricHwGpuMemoryUtilization.emit(ils.Metrics())
+	mb.metricHwGpuUtilization.emit(ils.Metrics())
+	mb.metricHwPower.emit(ils.Metrics())
+	mb.metricHwTemperature.emit(ils.Metrics())
 
 	for _, op := range options {
 		op.apply(rm)
@@ -1597,29 +1717,14 @@ func (mb *MetricsBuilder) RecordGpuClockThrottledDataPoint(ts pcommon.Timestamp,
 	mb.metricGpuClockThrottled.recordDataPoint(mb.startTime, ts, val, gpuClockThrottleReasonAttributeValue.String())
 }
 
-// RecordGpuEccErrorsDataPoint adds a data point to gpu.ecc.errors metric.
-func (mb *MetricsBuilder) RecordGpuEccErrorsDataPoint(ts pcommon.Timestamp, val int64, gpuErrorTypeAttributeValue AttributeGpuErrorType) {
-	mb.metricGpuEccErrors.recordDataPoint(mb.startTime, ts, val, gpuErrorTypeAttributeValue.String())
+// RecordGpuMemoryControllerUtilizationDataPoint adds a data point to gpu.memory.controller.utilization metric.
+func (mb *MetricsBuilder) RecordGpuMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val)
 }
 
-// RecordGpuEnergyConsumptionDataPoint adds a data point to gpu.energy.consumption metric.
-func (mb *MetricsBuilder) RecordGpuEnergyConsumptionDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpuEnergyConsumption.recordDataPoint(mb.startTime, ts, val)
-}
-
-// RecordGpuMemoryLimitDataPoint adds a data point to gpu.memory.limit metric.
-func (mb *MetricsBuilder) RecordGpuMemoryLimitDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpuMemoryLimit.recordDataPoint(mb.startTime, ts, val)
-}
-
-// RecordGpuMemoryUsageDataPoint adds a data point to gpu.memory.usage metric.
-func (mb *MetricsBuilder) RecordGpuMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, gpuMemoryStateAttributeValue AttributeGpuMemoryState) {
-	mb.metricGpuMemoryUsage.recordDataPoint(mb.startTime, ts, val, gpuMemoryStateAttributeValue.String())
-}
-
-// RecordGpuMemoryUtilizationDataPoint adds a data point to gpu.memory.utilization metric.
-func (mb *MetricsBuilder) RecordGpuMemoryUtilizationDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpuMemoryUtilization.recordDataPoint(mb.startTime, ts, val)
+// RecordGpuMemoryReservedDataPoint adds a data point to gpu.memory.reserved metric.
+func (mb *MetricsBuilder) RecordGpuMemoryReservedDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricGpuMemoryReserved.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuPcieThroughputDataPoint adds a data point to gpu.pcie.throughput metric.
@@ -1632,11 +1737,6 @@ func (mb *MetricsBuilder) RecordGpuPowerLimitDataPoint(ts pcommon.Timestamp, val
 	mb.metricGpuPowerLimit.recordDataPoint(mb.startTime, ts, val)
 }
 
-// RecordGpuPowerUsageDataPoint adds a data point to gpu.power.usage metric.
-func (mb *MetricsBuilder) RecordGpuPowerUsageDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpuPowerUsage.recordDataPoint(mb.startTime, ts, val)
-}
-
 // RecordGpuProcessMemoryUsageDataPoint adds a data point to gpu.process.memory.usage metric.
 func (mb *MetricsBuilder) RecordGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string) {
 	mb.metricGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue)
@@ -1647,19 +1747,49 @@ func (mb *MetricsBuilder) RecordGpuProcessUtilizationDataPoint(ts pcommon.Timest
 	mb.metricGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue)
 }
 
-// RecordGpuTemperatureDataPoint adds a data point to gpu.temperature metric.
-func (mb *MetricsBuilder) RecordGpuTemperatureDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpuTemperature.recordDataPoint(mb.startTime, ts, val)
-}
-
-// RecordGpuUtilizationDataPoint adds a data point to gpu.utilization metric.
-func (mb *MetricsBuilder) RecordGpuUtilizationDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpuUtilization.recordDataPoint(mb.startTime, ts, val)
-}
-
 // RecordGpuXidErrorsDataPoint adds a data point to gpu.xid.errors metric.
 func (mb *MetricsBuilder) RecordGpuXidErrorsDataPoint(ts pcommon.Timestamp, val int64, gpuXidAttributeValue int64) {
 	mb.metricGpuXidErrors.recordDataPoint(mb.startTime, ts, val, gpuXidAttributeValue)
+}
+
+// RecordHwEnergyDataPoint adds a data point to hw.energy metric.
+func (mb *MetricsBuilder) RecordHwEnergyDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricHwEnergy.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordHwErrorsDataPoint adds a data point to hw.errors metric.
+func (mb *MetricsBuilder) RecordHwErrorsDataPoint(ts pcommon.Timestamp, val int64, errorTypeAttributeValue AttributeErrorType) {
+	mb.metricHwErrors.recordDataPoint(mb.startTime, ts, val, errorTypeAttributeValue.String())
+}
+
+// RecordHwGpuMemoryLimitDataPoint adds a data point to hw.gpu.memory.limit metric.
+func (mb *MetricsBuilder) RecordHwGpuMemoryLimitDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricHwGpuMemoryLimit.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordHwGpuMemoryUsageDataPoint adds a data point to hw.gpu.memory.usage metric.
+func (mb *MetricsBuilder) RecordHwGpuMemoryUsageDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricHwGpuMemoryUsage.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordHwGpuMemoryUtilizationDataPoint adds a data point to hw.gpu.memory.utilization metric.
+func (mb *MetricsBuilder) RecordHwGpuMemoryUtilizationDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricHwGpuMemoryUtilization.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordHwGpuUtilizationDataPoint adds a data point to hw.gpu.utilization metric.
+func (mb *MetricsBuilder) RecordHwGpuUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwGpuTaskAttributeValue AttributeHwGpuTask) {
+	mb.metricHwGpuUtilization.recordDataPoint(mb.startTime, ts, val, hwGpuTaskAttributeValue.String())
+}
+
+// RecordHwPowerDataPoint adds a data point to hw.power metric.
+func (mb *MetricsBuilder) RecordHwPowerDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricHwPower.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordHwTemperatureDataPoint adds a data point to hw.temperature metric.
+func (mb *MetricsBuilder) RecordHwTemperatureDataPoint(ts pcommon.Timestamp, val int64) {
+	mb.metricHwTemperature.recordDataPoint(mb.startTime, ts, val)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

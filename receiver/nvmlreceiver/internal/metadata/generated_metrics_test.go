@@ -69,12 +69,12 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
 			aggMap["gpu.clock.frequency"] = mb.metricGpuClockFrequency.config.AggregationStrategy
 			aggMap["gpu.clock.throttled"] = mb.metricGpuClockThrottled.config.AggregationStrategy
-			aggMap["gpu.ecc.errors"] = mb.metricGpuEccErrors.config.AggregationStrategy
-			aggMap["gpu.memory.usage"] = mb.metricGpuMemoryUsage.config.AggregationStrategy
 			aggMap["gpu.pcie.throughput"] = mb.metricGpuPcieThroughput.config.AggregationStrategy
 			aggMap["gpu.process.memory.usage"] = mb.metricGpuProcessMemoryUsage.config.AggregationStrategy
 			aggMap["gpu.process.utilization"] = mb.metricGpuProcessUtilization.config.AggregationStrategy
 			aggMap["gpu.xid.errors"] = mb.metricGpuXidErrors.config.AggregationStrategy
+			aggMap["hw.errors"] = mb.metricHwErrors.config.AggregationStrategy
+			aggMap["hw.gpu.utilization"] = mb.metricHwGpuUtilization.config.AggregationStrategy
 
 			expectedWarnings := 0
 			if tt.metricsSet != testDataSetReag {
@@ -97,25 +97,10 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpuEccErrorsDataPoint(ts, 1, AttributeGpuErrorTypeCorrected)
-			if tt.name == "reaggregate_set" {
-				mb.RecordGpuEccErrorsDataPoint(ts, 3, AttributeGpuErrorTypeUncorrected)
-			}
+			mb.RecordGpuMemoryControllerUtilizationDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpuEnergyConsumptionDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpuMemoryLimitDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpuMemoryUsageDataPoint(ts, 1, AttributeGpuMemoryStateUsed)
-			if tt.name == "reaggregate_set" {
-				mb.RecordGpuMemoryUsageDataPoint(ts, 3, AttributeGpuMemoryStateFree)
-			}
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpuMemoryUtilizationDataPoint(ts, 1)
+			mb.RecordGpuMemoryReservedDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuPcieThroughputDataPoint(ts, 1, AttributeNetworkIoDirectionReceive)
@@ -125,9 +110,6 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuPowerLimitDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpuPowerUsageDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuProcessMemoryUsageDataPoint(ts, 1, 11, "process.executable.name-val", "container.id-val")
@@ -142,38 +124,64 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpuTemperatureDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpuUtilizationDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
 			mb.RecordGpuXidErrorsDataPoint(ts, 1, 7)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuXidErrorsDataPoint(ts, 3, 8)
 			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwEnergyDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwErrorsDataPoint(ts, 1, AttributeErrorTypeCorrected)
+			if tt.name == "reaggregate_set" {
+				mb.RecordHwErrorsDataPoint(ts, 3, AttributeErrorTypeUncorrected)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwGpuMemoryLimitDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwGpuMemoryUsageDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwGpuMemoryUtilizationDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwGpuUtilizationDataPoint(ts, 1, AttributeHwGpuTaskGeneral)
+			if tt.name == "reaggregate_set" {
+				mb.RecordHwGpuUtilizationDataPoint(ts, 3, AttributeHwGpuTaskGeneral)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwPowerDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwTemperatureDataPoint(ts, 1)
 
 			rb := mb.NewResourceBuilder()
-			rb.SetGpuDriverVersion("gpu.driver.version-val")
 			rb.SetGpuIndex(9)
 			rb.SetGpuMigComputeInstanceID(27)
 			rb.SetGpuMigGpuInstanceID(23)
 			rb.SetGpuMigUUID("gpu.mig.uuid-val")
-			rb.SetGpuModel("gpu.model-val")
 			rb.SetGpuPciBusID("gpu.pci.bus_id-val")
-			rb.SetGpuUUID("gpu.uuid-val")
 			rb.SetHostName("host.name-val")
+			rb.SetHwDriverVersion("hw.driver_version-val")
+			rb.SetHwID("hw.id-val")
+			rb.SetHwModel("hw.model-val")
+			rb.SetHwType("hw.type-val")
+			rb.SetHwVendor("hw.vendor-val")
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
 				assert.Empty(t, mb.metricGpuClockFrequency.aggDataPoints)
 				assert.Empty(t, mb.metricGpuClockThrottled.aggDataPoints)
-				assert.Empty(t, mb.metricGpuEccErrors.aggDataPoints)
-				assert.Empty(t, mb.metricGpuMemoryUsage.aggDataPoints)
 				assert.Empty(t, mb.metricGpuPcieThroughput.aggDataPoints)
 				assert.Empty(t, mb.metricGpuProcessMemoryUsage.aggDataPoints)
 				assert.Empty(t, mb.metricGpuProcessUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricGpuXidErrors.aggDataPoints)
+				assert.Empty(t, mb.metricHwErrors.aggDataPoints)
+				assert.Empty(t, mb.metricHwGpuUtilization.aggDataPoints)
 			}
 
 			if tt.expectEmpty {
@@ -281,70 +289,24 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("gpu.clock.throttle_reason")
 						assert.False(t, ok)
 					}
-				case "gpu.ecc.errors":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["gpu.ecc.errors"], "Found a duplicate in the metrics slice: gpu.ecc.errors")
-						validatedMetrics["gpu.ecc.errors"] = true
-						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "ECC errors since the driver was last loaded (volatile counters).", mi.Description())
-						assert.Equal(t, "{error}", mi.Unit())
-						assert.True(t, mi.Sum().IsMonotonic())
-						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-						dp := mi.Sum().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						gpuErrorTypeAttrVal, ok := dp.Attributes().Get("gpu.error.type")
-						assert.True(t, ok)
-						assert.Equal(t, "corrected", gpuErrorTypeAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["gpu.ecc.errors"], "Found a duplicate in the metrics slice: gpu.ecc.errors")
-						validatedMetrics["gpu.ecc.errors"] = true
-						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "ECC errors since the driver was last loaded (volatile counters).", mi.Description())
-						assert.Equal(t, "{error}", mi.Unit())
-						assert.True(t, mi.Sum().IsMonotonic())
-						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-						dp := mi.Sum().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["gpu.ecc.errors"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("gpu.error.type")
-						assert.False(t, ok)
-					}
-				case "gpu.energy.consumption":
-					assert.False(t, validatedMetrics["gpu.energy.consumption"], "Found a duplicate in the metrics slice: gpu.energy.consumption")
-					validatedMetrics["gpu.energy.consumption"] = true
-					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Energy consumed by the GPU since the driver was last loaded.", mi.Description())
-					assert.Equal(t, "J", mi.Unit())
-					assert.True(t, mi.Sum().IsMonotonic())
-					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-					dp := mi.Sum().DataPoints().At(0)
+				case "gpu.memory.controller.utilization":
+					assert.False(t, validatedMetrics["gpu.memory.controller.utilization"], "Found a duplicate in the metrics slice: gpu.memory.controller.utilization")
+					validatedMetrics["gpu.memory.controller.utilization"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Fraction of time the memory controller was busy reading or writing, averaged over the collection interval when NVML keeps samples (an extension; hw.gpu.memory.utilization is the fraction of memory in use).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-				case "gpu.memory.limit":
-					assert.False(t, validatedMetrics["gpu.memory.limit"], "Found a duplicate in the metrics slice: gpu.memory.limit")
-					validatedMetrics["gpu.memory.limit"] = true
+				case "gpu.memory.reserved":
+					assert.False(t, validatedMetrics["gpu.memory.reserved"], "Found a duplicate in the metrics slice: gpu.memory.reserved")
+					validatedMetrics["gpu.memory.reserved"] = true
 					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Total GPU framebuffer memory.", mi.Description())
+					assert.Equal(t, "GPU framebuffer memory the driver reserves (drivers with nvmlDeviceGetMemoryInfo_v2); neither used nor free.", mi.Description())
 					assert.Equal(t, "By", mi.Unit())
 					assert.False(t, mi.Sum().IsMonotonic())
 					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -353,62 +315,6 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
-				case "gpu.memory.usage":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["gpu.memory.usage"], "Found a duplicate in the metrics slice: gpu.memory.usage")
-						validatedMetrics["gpu.memory.usage"] = true
-						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "GPU framebuffer memory by state.", mi.Description())
-						assert.Equal(t, "By", mi.Unit())
-						assert.False(t, mi.Sum().IsMonotonic())
-						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-						dp := mi.Sum().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						gpuMemoryStateAttrVal, ok := dp.Attributes().Get("gpu.memory.state")
-						assert.True(t, ok)
-						assert.Equal(t, "used", gpuMemoryStateAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["gpu.memory.usage"], "Found a duplicate in the metrics slice: gpu.memory.usage")
-						validatedMetrics["gpu.memory.usage"] = true
-						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "GPU framebuffer memory by state.", mi.Description())
-						assert.Equal(t, "By", mi.Unit())
-						assert.False(t, mi.Sum().IsMonotonic())
-						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-						dp := mi.Sum().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["gpu.memory.usage"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("gpu.memory.state")
-						assert.False(t, ok)
-					}
-				case "gpu.memory.utilization":
-					assert.False(t, validatedMetrics["gpu.memory.utilization"], "Found a duplicate in the metrics slice: gpu.memory.utilization")
-					validatedMetrics["gpu.memory.utilization"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Fraction of time the memory controller was busy reading or writing, averaged over the collection interval when NVML keeps samples.", mi.Description())
-					assert.Equal(t, "1", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu.pcie.throughput":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu.pcie.throughput"], "Found a duplicate in the metrics slice: gpu.pcie.throughput")
@@ -455,18 +361,6 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
 					assert.Equal(t, "Power limit enforced on the GPU board.", mi.Description())
-					assert.Equal(t, "W", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-				case "gpu.power.usage":
-					assert.False(t, validatedMetrics["gpu.power.usage"], "Found a duplicate in the metrics slice: gpu.power.usage")
-					validatedMetrics["gpu.power.usage"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Power drawn by the GPU board.", mi.Description())
 					assert.Equal(t, "W", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
@@ -577,30 +471,6 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("container.id")
 						assert.False(t, ok)
 					}
-				case "gpu.temperature":
-					assert.False(t, validatedMetrics["gpu.temperature"], "Found a duplicate in the metrics slice: gpu.temperature")
-					validatedMetrics["gpu.temperature"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "GPU core temperature.", mi.Description())
-					assert.Equal(t, "Cel", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
-				case "gpu.utilization":
-					assert.False(t, validatedMetrics["gpu.utilization"], "Found a duplicate in the metrics slice: gpu.utilization")
-					validatedMetrics["gpu.utilization"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Fraction of time one or more kernels ran on the GPU, averaged over the collection interval when NVML keeps samples.", mi.Description())
-					assert.Equal(t, "1", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu.xid.errors":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu.xid.errors"], "Found a duplicate in the metrics slice: gpu.xid.errors")
@@ -645,6 +515,168 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("gpu.xid")
 						assert.False(t, ok)
 					}
+				case "hw.energy":
+					assert.False(t, validatedMetrics["hw.energy"], "Found a duplicate in the metrics slice: hw.energy")
+					validatedMetrics["hw.energy"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Energy consumed by the GPU since the driver was last loaded.", mi.Description())
+					assert.Equal(t, "J", mi.Unit())
+					assert.True(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "hw.errors":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["hw.errors"], "Found a duplicate in the metrics slice: hw.errors")
+						validatedMetrics["hw.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "ECC errors since the driver was last loaded (volatile counters).", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						errorTypeAttrVal, ok := dp.Attributes().Get("error.type")
+						assert.True(t, ok)
+						assert.Equal(t, "corrected", errorTypeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["hw.errors"], "Found a duplicate in the metrics slice: hw.errors")
+						validatedMetrics["hw.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "ECC errors since the driver was last loaded (volatile counters).", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["hw.errors"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("error.type")
+						assert.False(t, ok)
+					}
+				case "hw.gpu.memory.limit":
+					assert.False(t, validatedMetrics["hw.gpu.memory.limit"], "Found a duplicate in the metrics slice: hw.gpu.memory.limit")
+					validatedMetrics["hw.gpu.memory.limit"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "Size of the GPU framebuffer memory.", mi.Description())
+					assert.Equal(t, "By", mi.Unit())
+					assert.False(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "hw.gpu.memory.usage":
+					assert.False(t, validatedMetrics["hw.gpu.memory.usage"], "Found a duplicate in the metrics slice: hw.gpu.memory.usage")
+					validatedMetrics["hw.gpu.memory.usage"] = true
+					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+					assert.Equal(t, "GPU framebuffer memory in use.", mi.Description())
+					assert.Equal(t, "By", mi.Unit())
+					assert.False(t, mi.Sum().IsMonotonic())
+					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+					dp := mi.Sum().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+				case "hw.gpu.memory.utilization":
+					assert.False(t, validatedMetrics["hw.gpu.memory.utilization"], "Found a duplicate in the metrics slice: hw.gpu.memory.utilization")
+					validatedMetrics["hw.gpu.memory.utilization"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Fraction of the GPU framebuffer memory in use (hw.gpu.memory.usage / hw.gpu.memory.limit).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "hw.gpu.utilization":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["hw.gpu.utilization"], "Found a duplicate in the metrics slice: hw.gpu.utilization")
+						validatedMetrics["hw.gpu.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time one or more kernels ran on the GPU, averaged over the collection interval when NVML keeps samples.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwGpuTaskAttrVal, ok := dp.Attributes().Get("hw.gpu.task")
+						assert.True(t, ok)
+						assert.Equal(t, "general", hwGpuTaskAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["hw.gpu.utilization"], "Found a duplicate in the metrics slice: hw.gpu.utilization")
+						validatedMetrics["hw.gpu.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time one or more kernels ran on the GPU, averaged over the collection interval when NVML keeps samples.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["hw.gpu.utilization"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.gpu.task")
+						assert.False(t, ok)
+					}
+				case "hw.power":
+					assert.False(t, validatedMetrics["hw.power"], "Found a duplicate in the metrics slice: hw.power")
+					validatedMetrics["hw.power"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Power drawn by the GPU board.", mi.Description())
+					assert.Equal(t, "W", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "hw.temperature":
+					assert.False(t, validatedMetrics["hw.temperature"], "Found a duplicate in the metrics slice: hw.temperature")
+					validatedMetrics["hw.temperature"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "GPU core temperature.", mi.Description())
+					assert.Equal(t, "Cel", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
 				}
 			}
 		})

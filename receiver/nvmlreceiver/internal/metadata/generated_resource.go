@@ -21,13 +21,6 @@ func NewResourceBuilder(rac ResourceAttributesConfig) *ResourceBuilder {
 	}
 }
 
-// SetGpuDriverVersion sets provided value as "gpu.driver.version" attribute.
-func (rb *ResourceBuilder) SetGpuDriverVersion(val string) {
-	if rb.config.GpuDriverVersion.Enabled {
-		rb.res.Attributes().PutStr("gpu.driver.version", val)
-	}
-}
-
 // SetGpuIndex sets provided value as "gpu.index" attribute.
 func (rb *ResourceBuilder) SetGpuIndex(val int64) {
 	if rb.config.GpuIndex.Enabled {
@@ -56,13 +49,6 @@ func (rb *ResourceBuilder) SetGpuMigUUID(val string) {
 	}
 }
 
-// SetGpuModel sets provided value as "gpu.model" attribute.
-func (rb *ResourceBuilder) SetGpuModel(val string) {
-	if rb.config.GpuModel.Enabled {
-		rb.res.Attributes().PutStr("gpu.model", val)
-	}
-}
-
 // SetGpuPciBusID sets provided value as "gpu.pci.bus_id" attribute.
 func (rb *ResourceBuilder) SetGpuPciBusID(val string) {
 	if rb.config.GpuPciBusID.Enabled {
@@ -70,17 +56,45 @@ func (rb *ResourceBuilder) SetGpuPciBusID(val string) {
 	}
 }
 
-// SetGpuUUID sets provided value as "gpu.uuid" attribute.
-func (rb *ResourceBuilder) SetGpuUUID(val string) {
-	if rb.config.GpuUUID.Enabled {
-		rb.res.Attributes().PutStr("gpu.uuid", val)
-	}
-}
-
 // SetHostName sets provided value as "host.name" attribute.
 func (rb *ResourceBuilder) SetHostName(val string) {
 	if rb.config.HostName.Enabled {
 		rb.res.Attributes().PutStr("host.name", val)
+	}
+}
+
+// SetHwDriverVersion sets provided value as "hw.driver_version" attribute.
+func (rb *ResourceBuilder) SetHwDriverVersion(val string) {
+	if rb.config.HwDriverVersion.Enabled {
+		rb.res.Attributes().PutStr("hw.driver_version", val)
+	}
+}
+
+// SetHwID sets provided value as "hw.id" attribute.
+func (rb *ResourceBuilder) SetHwID(val string) {
+	if rb.config.HwID.Enabled {
+		rb.res.Attributes().PutStr("hw.id", val)
+	}
+}
+
+// SetHwModel sets provided value as "hw.model" attribute.
+func (rb *ResourceBuilder) SetHwModel(val string) {
+	if rb.config.HwModel.Enabled {
+		rb.res.Attributes().PutStr("hw.model", val)
+	}
+}
+
+// SetHwType sets provided value as "hw.type" attribute.
+func (rb *ResourceBuilder) SetHwType(val string) {
+	if rb.config.HwType.Enabled {
+		rb.res.Attributes().PutStr("hw.type", val)
+	}
+}
+
+// SetHwVendor sets provided value as "hw.vendor" attribute.
+func (rb *ResourceBuilder) SetHwVendor(val string) {
+	if rb.config.HwVendor.Enabled {
+		rb.res.Attributes().PutStr("hw.vendor", val)
 	}
 }
 

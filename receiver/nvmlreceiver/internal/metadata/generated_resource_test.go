@@ -13,34 +13,31 @@ func TestResourceBuilder(t *testing.T) {
 		t.Run(tt, func(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
-			rb.SetGpuDriverVersion("gpu.driver.version-val")
 			rb.SetGpuIndex(9)
 			rb.SetGpuMigComputeInstanceID(27)
 			rb.SetGpuMigGpuInstanceID(23)
 			rb.SetGpuMigUUID("gpu.mig.uuid-val")
-			rb.SetGpuModel("gpu.model-val")
 			rb.SetGpuPciBusID("gpu.pci.bus_id-val")
-			rb.SetGpuUUID("gpu.uuid-val")
 			rb.SetHostName("host.name-val")
+			rb.SetHwDriverVersion("hw.driver_version-val")
+			rb.SetHwID("hw.id-val")
+			rb.SetHwModel("hw.model-val")
+			rb.SetHwType("hw.type-val")
+			rb.SetHwVendor("hw.vendor-val")
 
 			res := rb.Emit()
 			assert.Equal(t, 0, rb.Emit().Attributes().Len()) // Second call should return empty Resource
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 9, res.Attributes().Len())
+				assert.Equal(t, 11, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 9, res.Attributes().Len())
+				assert.Equal(t, 11, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
 			default:
 				assert.Failf(t, "unexpected test case: %s", tt)
-			}
-			gpuDriverVersionAttrVal, ok := res.Attributes().Get("gpu.driver.version")
-			assert.True(t, ok)
-			if ok {
-				assert.Equal(t, "gpu.driver.version-val", gpuDriverVersionAttrVal.Str())
 			}
 			gpuIndexAttrVal, ok := res.Attributes().Get("gpu.index")
 			assert.True(t, ok)
@@ -62,25 +59,40 @@ func TestResourceBuilder(t *testing.T) {
 			if ok {
 				assert.Equal(t, "gpu.mig.uuid-val", gpuMigUUIDAttrVal.Str())
 			}
-			gpuModelAttrVal, ok := res.Attributes().Get("gpu.model")
-			assert.True(t, ok)
-			if ok {
-				assert.Equal(t, "gpu.model-val", gpuModelAttrVal.Str())
-			}
 			gpuPciBusIDAttrVal, ok := res.Attributes().Get("gpu.pci.bus_id")
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "gpu.pci.bus_id-val", gpuPciBusIDAttrVal.Str())
 			}
-			gpuUUIDAttrVal, ok := res.Attributes().Get("gpu.uuid")
-			assert.True(t, ok)
-			if ok {
-				assert.Equal(t, "gpu.uuid-val", gpuUUIDAttrVal.Str())
-			}
 			hostNameAttrVal, ok := res.Attributes().Get("host.name")
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "host.name-val", hostNameAttrVal.Str())
+			}
+			hwDriverVersionAttrVal, ok := res.Attributes().Get("hw.driver_version")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+			}
+			hwIDAttrVal, ok := res.Attributes().Get("hw.id")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+			}
+			hwModelAttrVal, ok := res.Attributes().Get("hw.model")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+			}
+			hwTypeAttrVal, ok := res.Attributes().Get("hw.type")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "hw.type-val", hwTypeAttrVal.Str())
+			}
+			hwVendorAttrVal, ok := res.Attributes().Get("hw.vendor")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
 			}
 		})
 	}

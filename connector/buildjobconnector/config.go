@@ -1,0 +1,37 @@
+package buildjobconnector // import "github.com/gpubuild/otelcol-gpubuild/connector/buildjobconnector"
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/collector/component"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
+)
+
+// Config is the configuration of the buildjob connector.
+type Config struct {
+	derive.OutputConfig `mapstructure:",squash"`
+	derive.JobConfig    `mapstructure:",squash"`
+
+	// State keeps the run memory and the derived counts not yet handed
+	// over in a storage extension, so that a restart or a kill neither
+	// loses nor repeats a count.
+	State derive.StateConfig `mapstructure:"state"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+var _ component.Config = (*Config)(nil)
+
+func createDefaultConfig() component.Config {
+	return &Config{OutputConfig: derive.DefaultOutputConfig(), JobConfig: derive.DefaultJobConfig(), State: derive.DefaultStateConfig()}
+}
+
+// Validate checks the connector settings; each error names its field.
+func (cfg *Config) Validate() error {
+	errs := cfg.OutputConfig.Problems()
+	errs = append(errs, cfg.JobConfig.Problems()...)
+	errs = append(errs, cfg.State.Problems()...)
+	return errors.Join(errs...)
+}

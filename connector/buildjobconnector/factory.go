@@ -1,0 +1,82 @@
+package buildjobconnector // import "github.com/gpubuild/otelcol-gpubuild/connector/buildjobconnector"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+
+	"github.com/gpubuild/otelcol-gpubuild/connector/buildjobconnector/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
+)
+
+// factory is the connector factory; it also tells the buildjob processor
+// which connectors derive api.requests from spans (derive.APIRequestSources),
+// so that the two never count the same requests.
+type factory struct {
+	connector.Factory
+	connectors *derive.Connectors
+}
+
+// APIRequestsFromSpans lists the connectors created by this factory that
+// derive api.requests from SERVER spans.
+func (f *factory) APIRequestsFromSpans() []component.ID {
+	return f.connectors.APIRequestsFromSpans()
+}
+
+// NewFactory returns the factory of the buildjob connector. The traces and
+// logs instances it creates for one component id share their state.
+func NewFactory() connector.Factory {
+	f := &factory{connectors: derive.NewConnectors()}
+	f.Factory = connector.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		connector.WithTracesToMetrics(f.createTracesToMetrics, metadata.TracesToMetricsStability),
+		connector.WithLogsToMetrics(f.createLogsToMetrics, metadata.LogsToMetricsStability),
+	)
+	return f
+}
+
+func (f *factory) get(set connector.Settings, cfg component.Config, next consumer.Metrics) (*derive.Connector, error) {
+	return f.connectors.Get(set, func() (*derive.ConnectorSpec, error) {
+		ccfg := cfg.(*Config)
+		tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+		if err != nil {
+			return nil, err
+		}
+		return &derive.ConnectorSpec{
+			Output:    ccfg.OutputConfig,
+			Jobs:      ccfg.JobConfig,
+			State:     ccfg.State,
+			ScopeName: metadata.ScopeName,
+			Telemetry: derive.Telemetry{
+				FlushesFailed:       tb.BuildjobFlushesFailed,
+				PointsDropped:       tb.BuildjobPointsDropped,
+				RecordsSkipped:      tb.BuildjobRecordsSkipped,
+				RecordsDeduplicated: tb.BuildjobRecordsDeduplicated,
+				RunsEvicted:         tb.BuildjobRunsEvicted,
+				StateEntriesSkipped: tb.BuildjobStateEntriesSkipped,
+				StateRunsEvicted:    tb.BuildjobStateRunsEvicted,
+				StateWriteFailures:  tb.BuildjobStateWriteFailures,
+				Shutdown:            tb.Shutdown,
+			},
+		}, nil
+	}, next)
+}
+
+func (f *factory) createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
+	c, err := f.get(set, cfg, next)
+	if err != nil {
+		return nil, err
+	}
+	return c.Traces(), nil
+}
+
+func (f *factory) createLogsToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Logs, error) {
+	c, err := f.get(set, cfg, next)
+	if err != nil {
+		return nil, err
+	}
+	return c.Logs(), nil
+}

@@ -1,0 +1,215 @@
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// The exporter writes PutMetricData bodies itself, straight from its datums
+// into a reused buffer, in the SDK's own encoding (smithy RPC v2 CBOR, the
+// bytes the SDK would write: TestRequestBodyIsTheSDKs), and gzips them with
+// a reused writer. The SDK's serializer builds each body by appending to a
+// growing slice and its compression allocates a new gzip writer per request:
+// together most of the bytes allocated per exported point. Signing, sending
+// and reading the answer stay the SDK's.
+
+// minCompressBytes is the SDK's default threshold for gzip (request
+// compression is modeled on PutMetricData; smaller bodies go as they are).
+const minCompressBytes = 10240
+
+// preparedBody is a request body the exporter wrote, handed to the protocol
+// through the request's context.
+type preparedBody struct {
+	bytes   []byte
+	gzipped bool
+}
+
+type preparedBodyKey struct{}
+
+// presetBodyProtocol is the client protocol of the exporter's CloudWatch
+// client: the SDK's own, except that a PutMetricData call carrying a
+// prepared body in its context sends that body.
+type presetBodyProtocol struct {
+	smithyhttp.ClientProtocol
+}
+
+func (p presetBodyProtocol) SerializeRequest(ctx context.Context, schema *smithy.OperationSchema, in smithy.Serializable, req *smithyhttp.Request) error {
+	// The SDK sets the method, path and headers (from an input holding
+	// only the namespace, so its own body is tiny), then the body is ours.
+	if err := p.ClientProtocol.SerializeRequest(ctx, schema, in, req); err != nil {
+		return err
+	}
+	body, ok := ctx.Value(preparedBodyKey{}).(*preparedBody)
+	if !ok {
+		return nil
+	}
+	if body.gzipped {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	sreq, err := req.SetStream(bytes.NewReader(body.bytes))
+	if err != nil {
+		return fmt.Errorf("set stream: %w", err)
+	}
+	*req = *sreq
+	return nil
+}
+
+// bodyBuffers are one request's reused buffers.
+type bodyBuffers struct {
+	raw  []byte
+	gz   bytes.Buffer
+	zw   *gzip.Writer
+	body preparedBody
+}
+
+// bodyWriter prepares request bodies in reused buffers.
+type bodyWriter struct {
+	pool sync.Pool
+}
+
+func newBodyWriter() *bodyWriter {
+	w := &bodyWriter{}
+	w.pool.New = func() any {
+		b := &bodyBuffers{}
+		b.zw = gzip.NewWriter(&b.gz)
+		return b
+	}
+	return w
+}
+
+// prepare writes the body of one request; release gives the buffers back
+// once nothing reads the body any more.
+func (w *bodyWriter) prepare(namespace string, datums []datum) (*bodyBuffers, error) {
+	b := w.pool.Get().(*bodyBuffers)
+	b.raw = appendPutMetricData(b.raw[:0], namespace, datums)
+	b.body = preparedBody{bytes: b.raw}
+	if len(b.raw) < minCompressBytes {
+		return b, nil
+	}
+	b.gz.Reset()
+	b.zw.Reset(&b.gz)
+	if _, err := b.zw.Write(b.raw); err != nil {
+		return nil, err
+	}
+	if err := b.zw.Close(); err != nil {
+		return nil, err
+	}
+	b.body = preparedBody{bytes: b.gz.Bytes(), gzipped: true}
+	return b, nil
+}
+
+func (w *bodyWriter) release(b *bodyBuffers) {
+	b.body = preparedBody{}
+	w.pool.Put(b)
+}
+
+// CBOR as smithy RPC v2 writes it: structures and lists of indefinite
+// length, member names as text keys in the model's order, doubles as
+// float64, timestamps as tag 1 and float64 epoch seconds to the
+// millisecond. datumSize (batch.go) is the size of what appendDatum writes.
+const (
+	cborUint      = 0 << 5
+	cborText      = 3 << 5
+	cborTag       = 6 << 5
+	cborFloat64   = 7<<5 | 27
+	cborListStart = 4<<5 | 31
+	cborMapStart  = 5<<5 | 31
+	cborBreak     = 0xff
+)
+
+// appendPutMetricData appends a PutMetricData request body.
+func appendPutMetricData(b []byte, namespace string, datums []datum) []byte {
+	b = append(b, cborMapStart)
+	b = appendText(b, "MetricData")
+	b = append(b, cborListStart)
+	for i := range datums {
+		b = appendDatum(b, &datums[i])
+	}
+	b = append(b, cborBreak)
+	b = appendText(b, "Namespace")
+	b = appendText(b, namespace)
+	return append(b, cborBreak)
+}
+
+// appendDatum appends one MetricDatum, its members in the model's order.
+func appendDatum(b []byte, d *datum) []byte {
+	b = append(b, cborMapStart)
+	if d.kind == kindValues && d.counts != nil {
+		b = appendFloatList(appendText(b, "Counts"), d.counts)
+	}
+	if len(d.dims) > 0 {
+		b = appendText(b, "Dimensions")
+		b = append(b, cborListStart)
+		for i := range d.dims {
+			b = append(b, cborMapStart)
+			b = appendText(appendText(b, "Name"), d.dims[i].name)
+			b = appendText(appendText(b, "Value"), d.dims[i].value)
+			b = append(b, cborBreak)
+		}
+		b = append(b, cborBreak)
+	}
+	b = appendText(appendText(b, "MetricName"), d.name)
+	if d.kind == kindStatistics {
+		b = appendText(b, "StatisticValues")
+		b = append(b, cborMapStart)
+		b = appendFloat(appendText(b, "Maximum"), d.stats.max)
+		b = appendFloat(appendText(b, "Minimum"), d.stats.min)
+		b = appendFloat(appendText(b, "SampleCount"), d.stats.sampleCount)
+		b = appendFloat(appendText(b, "Sum"), d.stats.sum)
+		b = append(b, cborBreak)
+	}
+	b = appendArg(appendText(b, "StorageResolution"), cborUint, uint64(d.resolution))
+	b = appendText(b, "Timestamp")
+	b = appendArg(b, cborTag, 1)
+	b = appendFloat(b, float64(int64(d.timestamp)/1e6)/1e3)
+	if d.unit != "" {
+		b = appendText(appendText(b, "Unit"), string(d.unit))
+	}
+	if d.kind == kindValue {
+		b = appendFloat(appendText(b, "Value"), d.value)
+	}
+	if d.kind == kindValues && d.values != nil {
+		b = appendFloatList(appendText(b, "Values"), d.values)
+	}
+	return append(b, cborBreak)
+}
+
+func appendFloatList(b []byte, vs []float64) []byte {
+	b = append(b, cborListStart)
+	for _, v := range vs {
+		b = appendFloat(b, v)
+	}
+	return append(b, cborBreak)
+}
+
+func appendFloat(b []byte, v float64) []byte {
+	b = append(b, cborFloat64)
+	return binary.BigEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+func appendText(b []byte, s string) []byte {
+	return append(appendArg(b, cborText, uint64(len(s))), s...)
+}
+
+// appendArg appends a major type's head with its argument, shortest form.
+func appendArg(b []byte, major byte, arg uint64) []byte {
+	switch {
+	case arg < 24:
+		return append(b, major|byte(arg))
+	case arg < 1<<8:
+		return append(b, major|24, byte(arg))
+	case arg < 1<<16:
+		return binary.BigEndian.AppendUint16(append(b, major|25), uint16(arg))
+	case arg < 1<<32:
+		return binary.BigEndian.AppendUint32(append(b, major|26), uint32(arg))
+	}
+	return binary.BigEndian.AppendUint64(append(b, major|27), arg)
+}

@@ -1,0 +1,136 @@
+package cloudwatchexporter
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// recording answers every request with an empty success and keeps the last
+// request's body (decompressed) and headers.
+type recording struct {
+	body   []byte
+	header http.Header
+	path   string
+}
+
+func (r *recording) Do(req *http.Request) (*http.Response, error) {
+	var body io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = zr
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	r.body, r.header, r.path = b, req.Header.Clone(), req.URL.Path
+	return &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": {"application/cbor"}, "Smithy-Protocol": {"rpc-v2-cbor"}},
+		Body:       io.NopCloser(bytes.NewReader([]byte{0xa0})),
+		Request:    req,
+	}, nil
+}
+
+func recordingClient(rec *recording) *cloudwatch.Client {
+	return cloudwatch.New(cloudwatch.Options{
+		Region:       "eu-west-1",
+		BaseEndpoint: aws.String("http://cloudwatch.invalid"),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Retryer:      aws.NopRetryer{},
+		HTTPClient:   rec,
+	})
+}
+
+// sdkRequest is what the SDK itself sends for datums.
+func sdkRequest(t testing.TB, namespace string, datums []datum) *recording {
+	t.Helper()
+	rec := &recording{}
+	_, err := recordingClient(rec).PutMetricData(context.Background(), toInput(namespace, datums))
+	require.NoError(t, err)
+	return rec
+}
+
+// ourRequest is what the exporter's putter sends for datums.
+func ourRequest(t testing.TB, namespace string, datums []datum) *recording {
+	t.Helper()
+	rec := &recording{}
+	require.NoError(t, newPutter(recordingClient(rec)).put(context.Background(), namespace, datums))
+	return rec
+}
+
+func sampleDatums() []datum {
+	ts := pcommon.NewTimestampFromTime(time.Date(2026, 11, 24, 12, 30, 15, 123456789, time.UTC))
+	long := string(bytes.Repeat([]byte("x"), 300))
+	return []datum{
+		{name: "build.jobs", unit: types.StandardUnitCount, timestamp: ts, kind: kindValue, value: 3, resolution: 60,
+			dims: []dimension{{"build.result", "success"}, {"service.name", "vector-builder"}}},
+		{name: "gpu.utilization", timestamp: ts, kind: kindValue, value: 0.375, resolution: 1},
+		{name: "build.duration", unit: types.StandardUnitSeconds, timestamp: ts, kind: kindStatistics, resolution: 60,
+			stats: statisticSet{sampleCount: 12, sum: 345.5, min: 1.25, max: 99}},
+		{name: "api.latency", unit: types.StandardUnitMilliseconds, timestamp: ts, kind: kindValues, resolution: 60,
+			values: []float64{1, 2.5, 1e300, math.Copysign(0, -1)}, counts: []float64{1, 70000, 3, 1}},
+		{name: "größe/日本 " + long, timestamp: ts, kind: kindValue, value: math.SmallestNonzeroFloat64, resolution: 60,
+			dims: []dimension{{long, "ü"}}},
+	}
+}
+
+// The bytes the exporter sends are the bytes the SDK would send for the
+// same datums, and their length is what the packer reckoned.
+func TestRequestBodyIsTheSDKs(t *testing.T) {
+	datums := sampleDatums()
+	sdk := sdkRequest(t, "GPUBuild/Test", datums)
+	ours := ourRequest(t, "GPUBuild/Test", datums)
+	assert.Equal(t, sdk.body, ours.body)
+	assert.Equal(t, sdk.path, ours.path)
+	for _, h := range []string{"Content-Type", "Smithy-Protocol", "Accept"} {
+		assert.Equal(t, sdk.header.Get(h), ours.header.Get(h), h)
+	}
+	want := requestEnvelopeSize("GPUBuild/Test")
+	for i := range datums {
+		assert.Equal(t, datumSize(&datums[i]), len(appendDatum(nil, &datums[i])), datums[i].name)
+		want += datumSize(&datums[i])
+	}
+	assert.Len(t, ours.body, want)
+
+	// A translated flush, as the exporter builds it.
+	var tr translation
+	newTranslator(testConfig()).translate(convertedBatch(8), time.Now(), &tr)
+	require.NotEmpty(t, tr.datums)
+	assert.Equal(t, sdkRequest(t, "GPUBuild/Test", tr.datums).body, ourRequest(t, "GPUBuild/Test", tr.datums).body)
+}
+
+// Bodies over the SDK's threshold go gzipped, as the SDK sends them; the
+// buffers are reused from one request to the next without mixing them up.
+func TestRequestBodyGzipAndReuse(t *testing.T) {
+	var tr translation
+	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
+	big := tr.datums[:1000]
+	small := tr.datums[:3]
+
+	rec := &recording{}
+	p := newPutter(recordingClient(rec))
+	for _, ds := range [][]datum{big, small, big, small} {
+		require.NoError(t, p.put(context.Background(), "GPUBuild/Test", ds))
+		assert.Equal(t, appendPutMetricData(nil, "GPUBuild/Test", ds), rec.body)
+		assert.Equal(t, len(ds) == len(big), rec.header.Get("Content-Encoding") == "gzip")
+	}
+	assert.Equal(t, "gzip", sdkRequest(t, "GPUBuild/Test", big).header.Get("Content-Encoding"), "the SDK compresses such a body too")
+}

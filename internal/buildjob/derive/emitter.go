@@ -1,0 +1,300 @@
+package derive
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+)
+
+// emitter owns a deriver: it serializes access to it, reports its stats as
+// the component's own telemetry, and emits the derived metrics every
+// metrics_flush_interval and at shutdown.
+//
+// The derived points exist nowhere else, so a flush the next consumer
+// refuses with a retryable error (a full sending queue, memory_limiter) is
+// carried over into the next flush instead of being lost. Flushes never
+// overlap: the loop flushes, and shutdown flushes once the loop has ended.
+type emitter struct {
+	logger    *zap.Logger
+	telemetry Telemetry
+	next      consumer.Metrics
+	interval  time.Duration
+	now       func() time.Time
+
+	mu sync.Mutex
+	d  *deriver
+
+	skippedAttrs      [numSkipReasons]metric.AddOption
+	stateSkippedAttrs [numStateSkipReasons]metric.AddOption
+	refusedAttrs      [cumulative.NumReasons]metric.AddOption
+	evictedAttrs      [2]metric.AddOption
+	carriedAttrs      metric.AddOption
+	droppedAttrs      metric.AddOption
+
+	lastEvictionWarning time.Time
+	evictedSinceWarning int64
+
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
+}
+
+// Retries of a refused final flush, within metrics_flush_interval.
+const (
+	finalRetryFirst = 50 * time.Millisecond
+	finalRetryMax   = time.Second
+)
+
+func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, interval time.Duration, next consumer.Metrics) *emitter {
+	e := &emitter{logger: set.Logger, telemetry: tel, next: next, interval: interval, now: time.Now, d: d}
+	for r := range numSkipReasons {
+		e.skippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	for r := range cumulative.NumReasons {
+		e.refusedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	for r := range numStateSkipReasons {
+		e.stateSkippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	e.evictedAttrs[evictedActive] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "active")))
+	e.evictedAttrs[evictedEnded] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "ended")))
+	e.carriedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "carried_over")))
+	e.droppedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "dropped")))
+	return e
+}
+
+// start begins the flush loop.
+func (e *emitter) start() {
+	e.mu.Lock()
+	e.d.setStart(e.now())
+	e.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stopLoop, e.loopDone = cancel, make(chan struct{})
+	go e.loop(ctx)
+}
+
+func (e *emitter) loop(ctx context.Context) {
+	defer close(e.loopDone)
+	ticker := time.NewTicker(e.interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			// A flush blocked on the next consumer (a sending queue that
+			// blocks on overflow) is cancelled by shutdown and carried
+			// over into the final flush.
+			_ = e.flush(ctx)
+		}
+	}
+}
+
+// shutdown stops the loop and emits what was derived since the last flush,
+// including ends still waiting for their start.
+func (e *emitter) shutdown(ctx context.Context) error {
+	if e.stopLoop != nil {
+		e.stopLoop()
+		<-e.loopDone
+		e.stopLoop = nil
+	}
+	err := e.finalFlush(ctx)
+	if e.telemetry.Shutdown != nil {
+		e.telemetry.Shutdown()
+	}
+	return err
+}
+
+// update runs f on the deriver under the lock and, when the state is
+// persisted, writes what f changed before returning: the request that
+// carried the input is acknowledged only once its counts are on disk.
+func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time)) {
+	e.mu.Lock()
+	f(e.d, e.now())
+	if e.d.state != nil {
+		if err := e.d.state.persist(ctx, e.d); err != nil {
+			e.logger.Warn("Failed to persist the derivation state; the counts are kept in memory and written with the next batch",
+				zap.String("storage", e.d.state.location), zap.Error(err))
+		}
+	}
+	stats := e.d.takeStats()
+	e.mu.Unlock()
+	e.report(ctx, &stats)
+}
+
+// flush emits what was derived since the last accepted flush. A retryable
+// refusal carries it over into the next flush; a permanent one drops it.
+func (e *emitter) flush(ctx context.Context) error {
+	f := e.take(ctx, false)
+	if f == nil {
+		return nil
+	}
+	err := e.next.ConsumeMetrics(ctx, f.md)
+	switch {
+	case err == nil:
+		e.handedOver(ctx, f)
+	case consumererror.IsPermanent(err):
+		e.handedOver(ctx, f)
+		e.drop(ctx, f)
+		e.logger.Error("Dropped derived metrics: the next consumer refused them with a permanent error",
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()))
+	default:
+		e.carryOver(ctx, f)
+		e.logger.Warn("Failed to emit derived metrics; carrying them over to the next flush",
+			zap.Error(err), zap.Int("series", f.series), zap.Time("since", f.start.AsTime()))
+	}
+	return err
+}
+
+// finalFlush emits everything at shutdown. A retryable refusal is retried
+// for at most metrics_flush_interval (or until ctx ends), so that a sending
+// queue that stays full cannot block the shutdown; what is then still
+// refused is lost, logged and counted.
+func (e *emitter) finalFlush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.interval)
+	defer cancel()
+	wait := finalRetryFirst
+	for {
+		f := e.take(ctx, true)
+		if f == nil {
+			return nil
+		}
+		err := e.next.ConsumeMetrics(ctx, f.md)
+		if err == nil {
+			e.handedOver(ctx, f)
+			return nil
+		}
+		if !consumererror.IsPermanent(err) && sleep(ctx, wait) {
+			e.carryOver(ctx, f)
+			wait = min(2*wait, finalRetryMax)
+			continue
+		}
+		if e.d.state != nil && !consumererror.IsPermanent(err) {
+			// Their entries stay in the state: the next start emits them.
+			e.telemetry.FlushesFailed.Add(ctx, 1, e.carriedAttrs)
+			e.logger.Warn("The final flush at shutdown was refused; the derived metrics stay in the persisted state for the next start",
+				zap.Error(err), zap.Int("series", f.series), zap.String("storage", e.d.state.location))
+			return err
+		}
+		e.handedOver(ctx, f)
+		e.drop(ctx, f)
+		e.logger.Error("Derived metrics lost: the final flush at shutdown was refused",
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()), zap.Time("since", f.start.AsTime()))
+		return err
+	}
+}
+
+// take takes a flush from the deriver; nil when there is nothing to emit.
+func (e *emitter) take(ctx context.Context, final bool) *flushed {
+	e.mu.Lock()
+	f := e.d.takeFlush(e.now(), final)
+	stats := e.d.takeStats()
+	e.mu.Unlock()
+	e.report(ctx, &stats)
+	if f.md.DataPointCount() == 0 {
+		return nil
+	}
+	return f
+}
+
+// handedOver deletes the persisted entries of what the next consumer
+// accepted (or refused for good).
+func (e *emitter) handedOver(ctx context.Context, f *flushed) {
+	if e.d.state == nil || len(f.taken) == 0 {
+		return
+	}
+	e.mu.Lock()
+	err := e.d.state.accepted(ctx, f.taken)
+	if err != nil {
+		e.d.stats.stateWriteFailures++
+	}
+	e.mu.Unlock()
+	if err != nil {
+		e.logger.Error("Failed to delete the persisted entries of accepted derived metrics: a restart before they expire would emit them again",
+			zap.String("storage", e.d.state.location), zap.Error(err))
+	}
+}
+
+func (e *emitter) carryOver(ctx context.Context, f *flushed) {
+	e.mu.Lock()
+	e.d.carryOver(f)
+	e.mu.Unlock()
+	e.telemetry.FlushesFailed.Add(ctx, 1, e.carriedAttrs)
+}
+
+func (e *emitter) drop(ctx context.Context, f *flushed) {
+	e.telemetry.FlushesFailed.Add(ctx, 1, e.droppedAttrs)
+	e.telemetry.PointsDropped.Add(ctx, int64(f.md.DataPointCount()))
+}
+
+// evictionWarningEvery rate-limits the warning about the byte budget.
+const evictionWarningEvery = time.Minute
+
+func (e *emitter) warnEvicted(n int64) {
+	e.mu.Lock()
+	e.evictedSinceWarning += n
+	now := time.Now()
+	if now.Sub(e.lastEvictionWarning) < evictionWarningEvery {
+		e.mu.Unlock()
+		return
+	}
+	n, e.evictedSinceWarning, e.lastEvictionWarning = e.evictedSinceWarning, 0, now
+	e.mu.Unlock()
+	e.logger.Warn("The persisted run memory reached state.max_bytes: the oldest counted runs were forgotten (a late record of one of them would count it again)",
+		zap.Int64("runs", n))
+}
+
+// sleep waits for d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (e *emitter) report(ctx context.Context, s *derivationStats) {
+	for r, n := range s.skipped {
+		if n > 0 {
+			e.telemetry.RecordsSkipped.Add(ctx, n, e.skippedAttrs[r])
+		}
+	}
+	if s.deduplicated > 0 && e.telemetry.RecordsDeduplicated != nil {
+		e.telemetry.RecordsDeduplicated.Add(ctx, s.deduplicated)
+	}
+	for st, n := range s.evicted {
+		if n > 0 && e.telemetry.RunsEvicted != nil {
+			e.telemetry.RunsEvicted.Add(ctx, n, e.evictedAttrs[st])
+		}
+	}
+	for r, n := range s.stateSkipped {
+		if n > 0 && e.telemetry.StateEntriesSkipped != nil {
+			e.telemetry.StateEntriesSkipped.Add(ctx, n, e.stateSkippedAttrs[r])
+		}
+	}
+	if s.stateEvicted > 0 {
+		if e.telemetry.StateRunsEvicted != nil {
+			e.telemetry.StateRunsEvicted.Add(ctx, s.stateEvicted)
+		}
+		e.warnEvicted(s.stateEvicted)
+	}
+	for r, n := range s.cumulativeRefused {
+		if n > 0 && e.telemetry.CumulativePointsRefused != nil {
+			e.telemetry.CumulativePointsRefused.Add(ctx, n, e.refusedAttrs[r])
+		}
+	}
+	if s.stateWriteFailures > 0 && e.telemetry.StateWriteFailures != nil {
+		e.telemetry.StateWriteFailures.Add(ctx, s.stateWriteFailures)
+	}
+}

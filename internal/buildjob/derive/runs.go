@@ -1,0 +1,71 @@
+package derive
+
+import (
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
+)
+
+// runPayload is what the derivation attaches to a job run: the resource and
+// dimensions its count goes to.
+type runPayload struct {
+	res  *resourceEntry
+	dims []dimValue
+}
+
+// runTracker is the run memory, with the derivation's payload.
+type runTracker = runmemory.Tracker[runPayload]
+
+// countedRun is one run to add to build.jobs and build.job.duration.
+type countedRun struct {
+	res         *resourceEntry
+	dims        []dimValue
+	result      string
+	seconds     float64
+	hasDuration bool
+}
+
+func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
+	return runmemory.New(runmemory.Config[runPayload]{
+		Timeout:       cfg.JobTimeout,
+		PendingGrace:  cfg.MetricsFlushInterval,
+		MaxRuns:       cfg.MaxActiveJobs,
+		TimeoutResult: resultTimeout,
+		// The resource entry is the derivation's own; the dimensions are
+		// borrowed from the input batch.
+		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: ownedDims(p.dims)} },
+		Fill: func(have *runPayload, from runPayload) {
+			for i, v := range from.dims {
+				if have.dims[i].kind == dimUnset && v.kind != dimUnset {
+					have.dims[i] = v.owned()
+				}
+			}
+		},
+		Count: func(c runmemory.Counted[runPayload]) {
+			count(countedRun{res: c.Payload.res, dims: c.Payload.dims, result: c.Result, seconds: c.Seconds, hasDuration: c.HasDuration})
+		},
+	})
+}
+
+// takeStats returns the stats since the last call, the run memory's
+// included, and resets them.
+func (d *deriver) takeStats() derivationStats {
+	s := d.peekStats()
+	d.stats = derivationStats{}
+	if d.jobs != nil {
+		d.jobs.TakeStats()
+	}
+	return s
+}
+
+// peekStats returns the stats since the last takeStats, the run memory's
+// included.
+func (d *deriver) peekStats() derivationStats {
+	s := d.stats
+	if d.jobs != nil {
+		r := d.jobs.Stats()
+		s.deduplicated += r.Deduplicated
+		s.skipped[skipEndBeforeStart] += r.EndBeforeStart
+		s.evicted[evictedActive] += r.EvictedActive
+		s.evicted[evictedEnded] += r.EvictedEnded
+	}
+	return s
+}

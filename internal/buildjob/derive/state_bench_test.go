@@ -1,0 +1,164 @@
+package derive
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// countingStorage is a storage extension whose clients count the value
+// bytes they write.
+type countingStorage struct {
+	extension.Extension
+	written *atomic.Int64
+}
+
+func (s countingStorage) GetClient(ctx context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
+	c, err := s.Extension.(storage.Extension).GetClient(ctx, kind, id, name)
+	return countingClient{Client: c, written: s.written}, err
+}
+
+type countingClient struct {
+	storage.Client
+	written *atomic.Int64
+}
+
+func (c countingClient) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	for _, op := range ops {
+		c.written.Add(int64(len(op.Key) + len(op.Value)))
+	}
+	return c.Client.Batch(ctx, ops...)
+}
+
+func (c countingClient) Walk(ctx context.Context, fn storage.WalkFunc) error {
+	return c.Client.(storage.Walker).Walk(ctx, fn)
+}
+
+// benchConnector starts a connector on benchConfig, its state in a real
+// file_storage when persisted.
+func benchConnector(b *testing.B, persisted, fsync bool, written *atomic.Int64) (*Connector, func()) {
+	ctx := context.Background()
+	cfg := benchConfig()
+	host := component.Host(componenttest.NewNopHost())
+	var ext extension.Extension
+	if persisted {
+		ext = startFileStorageSync(&testing.T{}, b.TempDir(), fsync)
+		cfg.State.Storage = &stateStorageID
+		host = storageHost{Host: host, ext: countingStorage{Extension: ext, written: written}}
+	}
+	set := connectortest.NewNopSettings(testType)
+	tc, err := testConnectorFactory().CreateTracesToMetrics(ctx, set, cfg, consumertest.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := tc.Start(ctx, host); err != nil {
+		b.Fatal(err)
+	}
+	return tc.(*tracesConnector).shared, func() {
+		_ = tc.Shutdown(ctx)
+		if ext != nil {
+			_ = ext.Shutdown(ctx)
+		}
+	}
+}
+
+// runConnectorBench feeds batches through ConsumeTraces, flushing every
+// len(batches) batches as the flush interval would.
+func runConnectorBench(b *testing.B, persisted, fsync bool, batches []ptrace.Traces, jobsPerBatch int) {
+	var written atomic.Int64
+	c, stop := benchConnector(b, persisted, fsync, &written)
+	defer stop()
+	ctx := context.Background()
+	tc := c.Traces()
+	spans := batches[0].SpanCount()
+	c.emitter.now = func() time.Time { return at(time.Second) }
+	b.ReportAllocs()
+	before := mallocs()
+	written.Store(0)
+	b.ResetTimer()
+	for i := range b.N {
+		if err := tc.ConsumeTraces(ctx, batches[i%len(batches)]); err != nil {
+			b.Fatal(err)
+		}
+		if i%len(batches) == len(batches)-1 {
+			_ = c.emitter.flush(ctx)
+		}
+	}
+	b.StopTimer()
+	reportPerItem(b, "span", spans, mallocs()-before)
+	if persisted && jobsPerBatch > 0 {
+		b.ReportMetric(float64(written.Load())/(float64(b.N)*float64(jobsPerBatch))*1000, "B-written/1000jobs")
+	}
+	if persisted {
+		b.ReportMetric(float64(written.Load())/float64(b.N), "B-written/batch")
+	}
+}
+
+// BenchmarkConnectorBuildSpans: whole builds through ConsumeTraces, state
+// in memory (the baseline of the persisted variant below).
+func BenchmarkConnectorBuildSpans(b *testing.B) {
+	runConnectorBench(b, false, false, buildMixBatches(64), 0)
+}
+
+// BenchmarkConnectorBuildSpansPersisted: the same, each batch's changes
+// written to a real file_storage before ConsumeTraces returns.
+func BenchmarkConnectorBuildSpansPersisted(b *testing.B) {
+	runConnectorBench(b, true, false, buildMixBatches(64), benchBatch/9)
+}
+
+// BenchmarkConnectorBuildSpansPersistedFsync: the same with fsync on the
+// extension (the power-loss option): one fsync per ConsumeTraces call.
+func BenchmarkConnectorBuildSpansPersistedFsync(b *testing.B) {
+	runConnectorBench(b, true, true, buildMixBatches(64), benchBatch/9)
+}
+
+// BenchmarkConnectorAPISpansPersisted: HTTP server spans only, persisted
+// (one or two series change per batch).
+func BenchmarkConnectorAPISpansPersisted(b *testing.B) {
+	runConnectorBench(b, true, false, []ptrace.Traces{apiSpanBatch()}, 0)
+}
+
+// BenchmarkProcessorHistogramsPersisted: the processor's ProcessMetrics with
+// its baselines and counts written to a real file_storage per call.
+func BenchmarkProcessorHistogramsPersisted(b *testing.B) {
+	const pointsPerBatch = 100
+	ctx := context.Background()
+	var written atomic.Int64
+	ext := startFileStorage(&testing.T{}, b.TempDir())
+	defer func() { _ = ext.Shutdown(ctx) }()
+	set := componenttest.NewNopTelemetrySettings()
+	cfg := DefaultStateConfig()
+	cfg.Storage = &stateStorageID
+	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), State: cfg, ConnectorType: testType, Telemetry: testTelemetry(set)}, consumertest.NewNop())
+	var clock time.Time
+	p.emitter.now = func() time.Time { return clock }
+	clock = t0
+	host := storageHost{Host: componenttest.NewNopHost(), ext: countingStorage{Extension: ext, written: &written}}
+	if err := p.Start(ctx, host); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = p.Shutdown(ctx) }()
+	md, points := processorBatch(pointsPerBatch)
+	b.ReportAllocs()
+	before := mallocs()
+	written.Store(0)
+	b.ResetTimer()
+	for i := range b.N {
+		clock = nextExport(points, i)
+		if _, err := p.ProcessMetrics(ctx, md); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportPerItem(b, "point", pointsPerBatch, mallocs()-before)
+	b.ReportMetric(float64(written.Load())/float64(b.N), "B-written/batch")
+}

@@ -1,0 +1,608 @@
+package derive
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
+)
+
+var updateFixtures = flag.Bool("update", false, "rewrite testdata/state_v1.txt from this version's encoder")
+
+var stateStorageID = component.MustNewIDWithName("file_storage", "state")
+
+// storageHost hands out one storage extension, as the collector's host does.
+type storageHost struct {
+	component.Host
+	ext extension.Extension
+}
+
+func (h storageHost) GetExtensions() map[component.ID]component.Component {
+	return map[component.ID]component.Component{stateStorageID: h.ext}
+}
+
+// startFileStorage starts the real file_storage extension over dir.
+func startFileStorage(t *testing.T, dir string) extension.Extension {
+	return startFileStorageSync(t, dir, false)
+}
+
+// startFileStorageSync starts file_storage with its fsync setting.
+func startFileStorageSync(t *testing.T, dir string, fsync bool) extension.Extension {
+	t.Helper()
+	f := filestorage.NewFactory()
+	cfg := f.CreateDefaultConfig().(*filestorage.Config)
+	cfg.Directory = dir
+	cfg.FSync = fsync
+	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	return ext
+}
+
+// sidecar is one collector process's connector over a state directory.
+type sidecar struct {
+	t    *testing.T
+	ext  extension.Extension
+	pair connectorPair
+	conn *Connector
+	tel  *componenttest.Telemetry
+	logs *observer.ObservedLogs
+}
+
+// startSidecar starts a connector with its state in dir. clock, when set,
+// is the connector's clock.
+func startSidecar(t *testing.T, dir string, cfg *jobSettings, next consumer.Metrics, clock func() time.Time) *sidecar {
+	t.Helper()
+	return startSidecarSync(t, dir, false, cfg, next, clock)
+}
+
+func startSidecarSync(t *testing.T, dir string, fsync bool, cfg *jobSettings, next consumer.Metrics, clock func() time.Time) *sidecar {
+	t.Helper()
+	ctx := context.Background()
+	if cfg == nil {
+		cfg = testConfig()
+	}
+	cfg.State.Storage = &stateStorageID
+	s := &sidecar{t: t, ext: startFileStorageSync(t, dir, fsync), tel: componenttest.NewTelemetry()}
+	t.Cleanup(func() { _ = s.tel.Shutdown(ctx) })
+	set := connectortest.NewNopSettings(testType)
+	set.ID = component.NewID(testType)
+	set.TelemetrySettings = s.tel.NewTelemetrySettings()
+	core, logs := observer.New(zapcore.InfoLevel)
+	set.Logger = zap.New(core)
+	s.logs = logs
+	f := testConnectorFactory()
+	tc, err := f.CreateTracesToMetrics(ctx, set, cfg, next)
+	require.NoError(t, err)
+	lc, err := f.CreateLogsToMetrics(ctx, set, cfg, next)
+	require.NoError(t, err)
+	s.pair = connectorPair{traces: tc, logs: lc, tel: s.tel}
+	s.conn = tc.(*tracesConnector).shared
+	if clock != nil {
+		s.conn.emitter.now = clock
+	}
+	host := storageHost{Host: componenttest.NewNopHost(), ext: s.ext}
+	require.NoError(t, tc.Start(ctx, host))
+	require.NoError(t, lc.Start(ctx, host))
+	return s
+}
+
+// sigterm shuts the connector down (final flush) and then the storage.
+func (s *sidecar) sigterm() error {
+	ctx := context.Background()
+	err := s.pair.traces.Shutdown(ctx)
+	if err2 := s.pair.logs.Shutdown(ctx); err == nil {
+		err = err2
+	}
+	require.NoError(s.t, s.ext.Shutdown(ctx))
+	return err
+}
+
+// kill9 stops the connector without a flush, as a killed process does:
+// what was written to the storage stays, nothing else happens.
+func (s *sidecar) kill9() {
+	e := s.conn.emitter
+	e.stopLoop()
+	<-e.loopDone
+	require.NoError(s.t, s.conn.state.close(context.Background()))
+	require.NoError(s.t, s.ext.Shutdown(context.Background()))
+}
+
+func (s *sidecar) consumeTraces(svc *testService) {
+	require.NoError(s.t, s.pair.traces.ConsumeTraces(context.Background(), svc.traces()))
+}
+
+func (s *sidecar) consumeLogs(svc *testService) {
+	require.NoError(s.t, s.pair.logs.ConsumeLogs(context.Background(), svc.logs()))
+}
+
+// landed sums a derived metric over everything the sinks accepted.
+func landed(metric string, want map[string]string, sinks ...*consumertest.MetricsSink) int64 {
+	var n int64
+	for _, sink := range sinks {
+		for _, md := range sink.AllMetrics() {
+			n += total(points(md), metric, want)
+		}
+	}
+	return n
+}
+
+var success = attrs("build.result", "success")
+
+// kill -9 after runs were counted and before the flush: the next process
+// emits them, once.
+func TestStateKill9KeepsCountsNotYetFlushed(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+
+	first := new(consumertest.MetricsSink)
+	a := startSidecar(t, dir, nil, first, nil)
+	ranJob(svc, "job-1", now)
+	a.consumeLogs(svc)
+	svc.request("POST", "/_build", 202, now.Add(-time.Second), now)
+	a.consumeTraces(svc)
+	a.kill9()
+	assert.Empty(t, first.AllMetrics())
+
+	second := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, nil, second, nil)
+	// The run's span arrives after the restart (it was in the SDK's batch).
+	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
+	b.consumeTraces(svc)
+	require.NoError(t, b.sigterm())
+
+	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first, second))
+	assert.Equal(t, int64(1), landed(metricAPIRequests, nil, first, second))
+	p := one(t, points(second.AllMetrics()[0]), metricBuildJobDuration, success)
+	assert.Equal(t, uint64(1), p.count)
+	assertCounter(t, b.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+}
+
+// SIGTERM: the final flush emits what was counted; the run memory stays,
+// so the run's span delivered after the restart is not counted again, and
+// an end whose start had not arrived waits for it instead of being counted
+// without a duration.
+func TestStateSIGTERMRemembersRunsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+
+	first := new(consumertest.MetricsSink)
+	a := startSidecar(t, dir, nil, first, nil)
+	ranJob(svc, "job-1", now)
+	svc.status("job-2", completed, now) // its start is still in the SDK's batch
+	a.consumeLogs(svc)
+	require.NoError(t, a.sigterm())
+	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first))
+
+	second := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, nil, second, nil)
+	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
+	b.consumeTraces(svc)
+	svc.status("job-2", running, now.Add(-30*time.Second))
+	b.consumeLogs(svc)
+	require.NoError(t, b.sigterm())
+
+	assert.Equal(t, int64(2), landed(metricBuildJobs, success, first, second))
+	p := one(t, points(second.AllMetrics()[0]), metricBuildJobDuration, success)
+	assert.Equal(t, uint64(1), p.count, "job-2 counted with its duration")
+	assert.InDelta(t, 30.0, p.sum, 1e-9)
+
+	// A third start has nothing left to emit.
+	third := new(consumertest.MetricsSink)
+	c := startSidecar(t, dir, nil, third, nil)
+	require.NoError(t, c.sigterm())
+	assert.Empty(t, third.AllMetrics())
+}
+
+// A flush the next consumer accepted is deleted from the state: a kill
+// right after it does not emit it again.
+func TestStateAcceptedFlushIsNotRepeated(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+
+	first := new(consumertest.MetricsSink)
+	a := startSidecar(t, dir, nil, first, nil)
+	ranJob(svc, "job-1", now)
+	a.consumeLogs(svc)
+	require.NoError(t, a.conn.emitter.flush(context.Background()))
+	a.kill9()
+
+	second := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, nil, second, nil)
+	require.NoError(t, b.sigterm())
+	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first, second))
+}
+
+// A refused flush is carried over in memory and on disk; a final flush that
+// is still refused leaves the counts for the next start instead of losing
+// them.
+func TestStateRefusedFinalFlushStaysForNextStart(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	cfg := testConfig()
+	cfg.MetricsFlushInterval = 200 * time.Millisecond
+
+	a := startSidecar(t, dir, cfg, &refuseAlways{}, nil)
+	ranJob(svc, "job-1", now)
+	a.consumeLogs(svc)
+	require.Error(t, a.conn.emitter.flush(context.Background()))
+	ranJob(svc, "job-2", now)
+	a.consumeLogs(svc)
+	require.Error(t, a.sigterm())
+
+	second := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, nil, second, nil)
+	require.NoError(t, b.sigterm())
+	assert.Equal(t, int64(2), landed(metricBuildJobs, success, second))
+}
+
+// Over state.max_bytes, the oldest counted runs are forgotten, counted and
+// logged; the counts themselves are kept.
+func TestStateByteBudgetEvictsOldestEndedRuns(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	cfg := testConfig()
+	cfg.State.MaxBytes = 600
+
+	sink := new(consumertest.MetricsSink)
+	a := startSidecar(t, dir, cfg, sink, nil)
+	for i := range 20 {
+		id := fmt.Sprintf("job-%d", i)
+		svc.status(id, running, now.Add(-time.Minute))
+		svc.status(id, completed, now)
+		a.consumeLogs(svc)
+	}
+	assert.LessOrEqual(t, a.conn.state.totalJobs, int64(600))
+	got, err := a.tel.GetMetric("otelcol_buildjob_state_runs_evicted")
+	require.NoError(t, err)
+	evicted := got.Data.(metricdata.Sum[int64]).DataPoints[0].Value
+	assert.Positive(t, evicted)
+	assert.Less(t, evicted, int64(20))
+	assert.Equal(t, 1, a.logs.FilterMessageSnippet("state.max_bytes").Len(), "one rate-limited warning")
+	require.NoError(t, a.sigterm())
+	assert.Equal(t, int64(20), landed(metricBuildJobs, success, sink))
+}
+
+// fixtureTime is when the runs of testdata/state_v1.txt were counted.
+var fixtureTime = time.Date(2026, time.March, 2, 10, 0, 0, 0, time.UTC)
+
+// writeFixtureState derives the fixture's content through this version:
+// job-7 and job-8 counted as successes (not yet flushed), job-9 active.
+func writeFixtureState(t *testing.T, dir string) {
+	clock := func() time.Time { return fixtureTime }
+	svc := newTestService(t, newOTLPSink(t), attribute.String("service.name", "vector-index-build"))
+	a := startSidecar(t, dir, nil, new(consumertest.MetricsSink), clock)
+	svc.status("job-7", running, fixtureTime.Add(-2*time.Minute))
+	svc.status("job-7", completed, fixtureTime.Add(-time.Minute))
+	svc.status("job-8", running, fixtureTime.Add(-2*time.Minute))
+	svc.status("job-8", completed, fixtureTime.Add(-30*time.Second))
+	svc.status("job-9", running, fixtureTime.Add(-10*time.Second))
+	a.consumeLogs(svc)
+	a.kill9()
+}
+
+// withStateClient opens the connector's client of a file_storage over dir,
+// as the connector does, for f.
+func withStateClient(t *testing.T, dir string, f func(storage.Client)) {
+	ext := startFileStorage(t, dir)
+	defer func() { require.NoError(t, ext.Shutdown(context.Background())) }()
+	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindConnector, component.NewID(testType), stateClientName)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, client.Close(context.Background())) }()
+	f(client)
+}
+
+// readEntries lists the entries of the connector's state in dir.
+func readEntries(t *testing.T, dir string) map[string][]byte {
+	out := map[string][]byte{}
+	withStateClient(t, dir, func(client storage.Client) {
+		require.NoError(t, client.(storage.Walker).Walk(context.Background(), func(k string, v []byte) ([]*storage.Operation, error) {
+			out[k] = slices.Clone(v)
+			return nil, nil
+		}))
+	})
+	return out
+}
+
+// writeEntries sets entries in the connector's state in dir.
+func writeEntries(t *testing.T, dir string, entries map[string][]byte) {
+	withStateClient(t, dir, func(client storage.Client) {
+		for k, v := range entries {
+			require.NoError(t, client.Set(context.Background(), k, v))
+		}
+	})
+}
+
+const fixturePath = "testdata/state_v1.txt"
+
+func loadFixture(t *testing.T) map[string][]byte {
+	f, err := os.Open(fixturePath)
+	require.NoError(t, err)
+	defer f.Close()
+	out := map[string][]byte{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, " ")
+		require.True(t, ok, line)
+		key, err := strconv.Unquote(k)
+		require.NoError(t, err)
+		out[key], err = hex.DecodeString(v)
+		require.NoError(t, err)
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// The fixture pins format 1: this version writes exactly its bytes for the
+// same input (run with -update to rewrite it after a deliberate change,
+// which must then take a new format byte).
+func TestStateFormatOneIsWhatThisVersionWrites(t *testing.T) {
+	dir := t.TempDir()
+	writeFixtureState(t, dir)
+	got := readEntries(t, dir)
+	if *updateFixtures {
+		keys := slices.Sorted(func(yield func(string) bool) {
+			for k := range got {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		var b strings.Builder
+		b.WriteString("# Persisted derivation state, format 1 (see README.md): one entry per line,\n# the Go-quoted key, a space, the value in hex. Written by writeFixtureState.\n")
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s %s\n", strconv.Quote(k), hex.EncodeToString(got[k]))
+		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(fixturePath), 0o755))
+		require.NoError(t, os.WriteFile(fixturePath, []byte(b.String()), 0o644))
+	}
+	assert.Equal(t, loadFixture(t), got)
+}
+
+// A state written in format 1 is read back: the counts not yet flushed are
+// emitted once, the counted runs are remembered, the active run goes on.
+func TestStateFormatOneFixtureIsRestored(t *testing.T) {
+	dir := t.TempDir()
+	writeEntries(t, dir, loadFixture(t))
+	clock := func() time.Time { return fixtureTime.Add(time.Minute) }
+	svc := newTestService(t, newOTLPSink(t), attribute.String("service.name", "vector-index-build"))
+	sink := new(consumertest.MetricsSink)
+	s := startSidecar(t, dir, nil, sink, clock)
+	svc.jobSpan("job-7", fixtureTime.Add(-2*time.Minute), fixtureTime.Add(-time.Minute), codes.Ok)
+	s.consumeTraces(svc)
+	svc.status("job-9", completed, fixtureTime.Add(50*time.Second))
+	s.consumeLogs(svc)
+	require.NoError(t, s.sigterm())
+
+	ps := points(sink.AllMetrics()[0])
+	assert.Equal(t, int64(3), total(ps, metricBuildJobs, success), "job-7 and job-8 from the state, job-9 now")
+	d := one(t, ps, metricBuildJobDuration, success)
+	assert.InDelta(t, 60.0+90.0+60.0, d.sum, 1e-9)
+	assertCounter(t, s.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+}
+
+// Damaged entries (an unknown format byte, a truncated value, garbage, a
+// series and a run whose resource is gone) are skipped with a counted reason and a
+// warning naming the storage file and the key; the rest is restored and
+// nothing is counted twice.
+func TestStateDamagedEntriesAreSkipped(t *testing.T) {
+	dir := t.TempDir()
+	entries := loadFixture(t)
+	var job7, seriesKey, resKey string
+	for k := range entries {
+		switch {
+		case strings.HasSuffix(k, "\x00job-7"):
+			job7 = k
+		case strings.HasPrefix(k, stateKeySeriesPrefix):
+			seriesKey = k
+		case strings.HasPrefix(k, stateKeyResPrefix):
+			resKey = k
+		}
+	}
+	require.NotEmpty(t, job7)
+	require.NotEmpty(t, seriesKey)
+	future := slices.Clone(entries[job7])
+	future[0] = 9
+	entries[job7] = future                                              // unknown version
+	entries[seriesKey] = entries[seriesKey][:len(entries[seriesKey])-3] // truncated
+	entries["job/vector-index-build\x00job-x"] = []byte{1, 0xff, 0xff}
+	orphan := encodeSeries(nil, &series{labels: seriesLabels{fam: familyJobs, a: "success"}, count: 5}, "res/00000000000000ff")
+	entries[seriesStateKey(99)] = orphan
+	orphanRun := &runmemory.Run[runPayload]{State: runmemory.Ended, Start: 1, End: 2, Result: resultSuccess, ListedAt: fixtureTime}
+	entries[jobStateKey(runmemory.Key{Service: "vector-index-build", JobID: "job-y"})] = encodeJob(nil, []*runmemory.Run[runPayload]{orphanRun}, func(*resourceEntry) string { return "res/00000000000000ff" })
+	writeEntries(t, dir, entries)
+	require.Contains(t, entries, resKey)
+
+	clock := func() time.Time { return fixtureTime.Add(time.Minute) }
+	sink := new(consumertest.MetricsSink)
+	s := startSidecar(t, dir, nil, sink, clock)
+
+	warnings := s.logs.FilterLevelExact(zapcore.WarnLevel).All()
+	require.Len(t, warnings, 5)
+	for _, w := range warnings {
+		assert.Contains(t, w.ContextMap()["storage"], "connector_buildjob__derivation")
+		assert.NotEmpty(t, w.ContextMap()["key"])
+	}
+	assertCounter(t, s.tel, "otelcol_buildjob_state_entries_skipped", []metricdata.DataPoint[int64]{
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("reason", "unknown_version"))},
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "corrupted"))},
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "missing_resource"))},
+	}, metricdatatest.IgnoreTimestamp())
+	require.NoError(t, s.sigterm())
+	// The damaged series held job-7's and job-8's count: lost, not doubled;
+	// the orphan's 5 are not invented; job-9 is still active.
+	require.Len(t, sink.AllMetrics(), 1)
+	ps := points(sink.AllMetrics()[0])
+	assert.Empty(t, matching(ps, metricBuildJobs, nil))
+	assert.Equal(t, int64(1), one(t, ps, metricBuildJobsActive, nil).value)
+}
+
+// startProcessor starts an HTTP processor with its state in dir.
+func startProcessor(t *testing.T, dir string, next consumer.Metrics) (*HTTPProcessor, extension.Extension) {
+	t.Helper()
+	ext := startFileStorage(t, dir)
+	set := componenttest.NewNopTelemetrySettings()
+	cfg := DefaultStateConfig()
+	cfg.Storage = &stateStorageID
+	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), State: cfg, ConnectorType: testType, Telemetry: testTelemetry(set)}, next)
+	require.NoError(t, p.Start(context.Background(), storageHost{Host: componenttest.NewNopHost(), ext: ext}))
+	return p, ext
+}
+
+// The processor's baselines and unflushed counts survive SIGTERM and
+// kill -9: the service's next cumulative point after the restart gives
+// only what is new, and nothing counted before is lost.
+func TestProcessorRestartNeitherRepeatsNorZeroes(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sigterm", true: "kill9"}[kill], func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			now := time.Now()
+			start := now.Add(-10 * time.Minute) // the service ran before the collector
+			first := new(consumertest.MetricsSink)
+			p, ext := startProcessor(t, dir, first)
+			_, err := p.ProcessMetrics(ctx, httpHistogram(start, now, 10))
+			require.NoError(t, err)
+			if kill {
+				p.emitter.stopLoop()
+				<-p.emitter.loopDone
+				require.NoError(t, p.state.close(ctx))
+			} else {
+				require.NoError(t, p.Shutdown(ctx))
+			}
+			require.NoError(t, ext.Shutdown(ctx))
+
+			second := new(consumertest.MetricsSink)
+			p, ext = startProcessor(t, dir, second)
+			_, err = p.ProcessMetrics(ctx, httpHistogram(start, now.Add(time.Minute), 15))
+			require.NoError(t, err)
+			require.NoError(t, p.Shutdown(ctx))
+			require.NoError(t, ext.Shutdown(ctx))
+			assert.Equal(t, int64(15), landed(metricAPIRequests, nil, first, second))
+		})
+	}
+}
+
+// With fsync on the extension (the power-loss option) every batch is synced
+// before the request is acknowledged; the state reads back the same.
+func TestStateWithFsync(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	first := new(consumertest.MetricsSink)
+	a := startSidecarSync(t, dir, true, nil, first, nil)
+	ranJob(svc, "job-1", now)
+	a.consumeLogs(svc)
+	a.kill9()
+	second := new(consumertest.MetricsSink)
+	b := startSidecarSync(t, dir, true, nil, second, nil)
+	require.NoError(t, b.sigterm())
+	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first, second))
+}
+
+// Disk loss: the state directory is gone. The collector starts empty, the
+// unflushed counts are lost, and a run counted before whose span arrives
+// later counts again, as docs/guarantees.md says.
+func TestStateDiskLossStartsEmpty(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	first := new(consumertest.MetricsSink)
+	a := startSidecar(t, dir, nil, first, nil)
+	ranJob(svc, "job-1", now)
+	ranJob(svc, "job-2", now)
+	a.consumeLogs(svc)
+	require.NoError(t, a.conn.emitter.flush(context.Background()))
+	ranJob(svc, "job-3", now)
+	a.consumeLogs(svc)
+	a.kill9()
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.Mkdir(dir, 0o700))
+
+	second := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, nil, second, nil)
+	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
+	b.consumeTraces(svc)
+	require.NoError(t, b.sigterm())
+	assert.Equal(t, int64(2), landed(metricBuildJobs, success, first), "job-1 and job-2 flushed before the loss")
+	assert.Equal(t, int64(1), landed(metricBuildJobs, success, second), "job-3's count is lost; job-1 counts again")
+}
+
+// ranJob reports a run of id that started a minute before end and succeeded.
+func ranJob(svc *testService, id string, end time.Time) {
+	svc.status(id, running, end.Add(-time.Minute))
+	svc.status(id, completed, end)
+}
+
+// Two persisted entries of the same series (a flush taken and not yet
+// accepted, and the counts derived meanwhile) are merged at start; the
+// merge is written with the next batch, so a second crash after it still
+// holds their sum.
+func TestStateMergedSeriesSurviveASecondCrash(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	a := startSidecar(t, dir, nil, new(consumertest.MetricsSink), nil)
+	ranJob(svc, "job-1", now)
+	a.consumeLogs(svc)
+	require.NotNil(t, a.conn.emitter.take(context.Background(), false), "a flush in flight")
+	ranJob(svc, "job-2", now)
+	a.consumeLogs(svc)
+	a.kill9()
+	counts := 0
+	for k := range readEntries(t, dir) {
+		if strings.HasPrefix(k, stateKeySeriesPrefix) {
+			counts++
+		}
+	}
+	require.Equal(t, 2, counts, "two entries of the build.jobs success series")
+
+	b := startSidecar(t, dir, nil, new(consumertest.MetricsSink), nil)
+	svc.request("GET", "/_status/{job_id}", 200, now.Add(-time.Second), now)
+	b.consumeTraces(svc) // a batch after the start writes the merge
+	b.kill9()
+
+	sink := new(consumertest.MetricsSink)
+	c := startSidecar(t, dir, nil, sink, nil)
+	require.NoError(t, c.sigterm())
+	assert.Equal(t, int64(2), landed(metricBuildJobs, success, sink))
+	assert.Equal(t, int64(1), landed(metricAPIRequests, nil, sink))
+}

@@ -1,0 +1,25 @@
+package derive
+
+import (
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Telemetry is a component's own metrics, built from the counters its
+// generated metadata defines. A counter the component does not define is nil
+// and never incremented (the processor has no job runs to deduplicate or
+// evict).
+type Telemetry struct {
+	FlushesFailed       metric.Int64Counter
+	PointsDropped       metric.Int64Counter
+	RecordsSkipped      metric.Int64Counter
+	RecordsDeduplicated metric.Int64Counter
+	RunsEvicted         metric.Int64Counter
+	StateEntriesSkipped metric.Int64Counter
+	StateRunsEvicted    metric.Int64Counter
+	StateWriteFailures  metric.Int64Counter
+	// CumulativePointsRefused: the processor's cumulative points that gave
+	// no increment, by reason.
+	CumulativePointsRefused metric.Int64Counter
+	// Shutdown releases the counters' registration; nil when there is none.
+	Shutdown func()
+}

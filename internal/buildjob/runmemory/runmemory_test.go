@@ -1,0 +1,91 @@
+package runmemory
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// payload is a test payload: a label that later records may fill in.
+type payload struct{ label string }
+
+func newTracker(counted *[]Counted[payload]) *Tracker[payload] {
+	return New(Config[payload]{
+		Timeout:       time.Hour,
+		PendingGrace:  10 * time.Second,
+		MaxRuns:       100,
+		TimeoutResult: "timeout",
+		Own:           func(p payload) payload { return p },
+		Fill: func(have *payload, from payload) {
+			if have.label == "" {
+				have.label = from.label
+			}
+		},
+		Count: func(c Counted[payload]) { *counted = append(*counted, c) },
+	})
+}
+
+var t0 = time.Date(2026, time.March, 2, 10, 0, 0, 0, time.UTC)
+
+func ts(d time.Duration) pcommon.Timestamp { return pcommon.NewTimestampFromTime(t0.Add(d)) }
+
+// A run seen as start and end records and then as its span is counted
+// once, with the payload completed by the later record.
+func TestRunCountedOnceAcrossSources(t *testing.T) {
+	var counted []Counted[payload]
+	tr := newTracker(&counted)
+	key := Key{Service: "svc", JobID: "job-1"}
+	tr.Start(key, payload{}, ts(0), t0)
+	tr.End(key, payload{label: "cagra"}, ts(40*time.Second), "success", t0.Add(40*time.Second))
+	tr.Span(key, payload{}, ts(0), ts(40*time.Second), "success", t0.Add(45*time.Second))
+	require.Len(t, counted, 1)
+	assert.Equal(t, Counted[payload]{Payload: payload{label: "cagra"}, Result: "success", Seconds: 40, HasDuration: true}, counted[0])
+	assert.Equal(t, Stats{Deduplicated: 1}, tr.TakeStats())
+}
+
+// What Restore puts back behaves as the runs did before: an active run
+// ends once, an ended run's late span is recognized, and the lists keep
+// their order (the oldest counted run is evicted first).
+func TestRestoreContinuesTheRuns(t *testing.T) {
+	var counted []Counted[payload]
+	tr := newTracker(&counted)
+	tr.Track()
+	a, b, c := Key{"svc", "a"}, Key{"svc", "b"}, Key{"svc", "c"}
+	jobs := tr.Restore(map[Key][]*Run[payload]{
+		a: {{State: Active, Start: ts(0), LogStart: ts(0), ListedAt: t0, Payload: payload{"x"}}},
+		b: {{State: Ended, Start: ts(0), End: ts(5 * time.Second), LogStart: ts(0), LogEnd: ts(5 * time.Second), Result: "success", ListedAt: t0.Add(6 * time.Second)}},
+		c: {{State: Ended, Start: ts(0), End: ts(2 * time.Second), LogStart: ts(0), LogEnd: ts(2 * time.Second), Result: "failure", ListedAt: t0.Add(3 * time.Second)}},
+	})
+	require.Len(t, jobs, 3)
+	assert.Empty(t, tr.Dirty(), "restoring is not a change")
+	tr.End(a, payload{}, ts(time.Minute), "success", t0.Add(time.Minute))
+	tr.Span(b, payload{}, ts(0), ts(5*time.Second), "success", t0.Add(time.Minute))
+	require.Len(t, counted, 1)
+	assert.Equal(t, "x", counted[0].Payload.label)
+	assert.Equal(t, int64(1), tr.TakeStats().Deduplicated)
+
+	job, ok := tr.EvictOldestEnded()
+	require.True(t, ok)
+	assert.Equal(t, c, job.Key(), "c was counted first")
+	assert.Empty(t, job.Runs())
+	dirty := tr.Dirty()
+	require.NotEmpty(t, dirty)
+	assert.Contains(t, dirty, job)
+}
+
+// A run active for the timeout is counted once as timed out, without a
+// duration.
+func TestTimeout(t *testing.T) {
+	var counted []Counted[payload]
+	tr := newTracker(&counted)
+	tr.Start(Key{"svc", "a"}, payload{}, ts(0), t0)
+	tr.Sweep(t0.Add(59*time.Minute), false)
+	assert.Empty(t, counted)
+	tr.Sweep(t0.Add(time.Hour), false)
+	require.Len(t, counted, 1)
+	assert.Equal(t, "timeout", counted[0].Result)
+	assert.False(t, counted[0].HasDuration)
+}

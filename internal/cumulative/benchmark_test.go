@@ -1,0 +1,61 @@
+package cumulative
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// sumBatch is one resource with n cumulative sum series.
+func sumBatch(n int, start, ts pcommon.Timestamp, step int64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	sum := newMetric(md, "requests", "{request}").SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	for i := range n {
+		dp := sum.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(start)
+		dp.SetTimestamp(ts)
+		dp.SetIntValue(step * int64(i+1))
+		dp.Attributes().PutStr("series", fmt.Sprint(i))
+	}
+	return md
+}
+
+// BenchmarkStateMemory reports the heap the tracker keeps per sum series
+// once 10,000 series are tracked (two points each, so both snapshots are
+// in use).
+func BenchmarkStateMemory(b *testing.B) {
+	const series = 10_000
+	start := at(-time.Hour)
+	var perSeries float64
+	for b.Loop() {
+		b.StopTimer()
+		m1 := sumBatch(series, start, at(0), 1)
+		m2 := sumBatch(series, start, at(time.Minute), 2)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		c := New(Config{TTL: time.Hour, MaxSeries: 1 << 20}, nil)
+		var r Result
+		c.Convert(context.Background(), m1, testNow, &r)
+		r.Reset()
+		c.Convert(context.Background(), m2, testNow, &r)
+		b.StopTimer()
+		r = Result{}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perSeries = float64(after.HeapAlloc-before.HeapAlloc) / series
+		runtime.KeepAlive(c)
+		runtime.KeepAlive(m1)
+		runtime.KeepAlive(m2)
+		b.StartTimer()
+	}
+	b.ReportMetric(perSeries, "heap_bytes/series")
+}

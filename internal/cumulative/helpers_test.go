@@ -1,0 +1,158 @@
+package cumulative
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) pcommon.Timestamp { return pcommon.NewTimestampFromTime(testNow.Add(d)) }
+
+var testConfig = Config{TTL: 30 * time.Minute, MaxSeries: 100, MaxAge: DefaultMaxAge, FutureTolerance: DefaultFutureTolerance}
+
+func newObserved(cfg Config) (*Tracker, *observer.ObservedLogs) {
+	core, logs := observer.New(zap.InfoLevel)
+	return New(cfg, zap.New(core)), logs
+}
+
+// newResource appends a resource with the test's resource attributes, as
+// the exporter's tests (and the format-1 fixture) have them.
+func newMetric(md pmetric.Metrics, name, unit string) pmetric.Metric {
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	rm.Resource().Attributes().PutStr("service.instance.id", "instance-1")
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	return m
+}
+
+func cumulativeSum(start, ts pcommon.Timestamp, value int64, attrs map[string]string) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	sum := newMetric(md, "requests", "{request}").SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := sum.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetIntValue(value)
+	for k, v := range attrs {
+		dp.Attributes().PutStr(k, v)
+	}
+	return md
+}
+
+func cumulativeHistogram(start, ts pcommon.Timestamp, bounds []float64, counts []uint64, sum float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "latency", "s").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.ExplicitBounds().FromRaw(bounds)
+	dp.BucketCounts().FromRaw(counts)
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	dp.SetCount(n)
+	dp.SetSum(sum)
+	return md
+}
+
+// sentSum is the single sum point left in md after conversion, if any.
+func sentSum(t *testing.T, md pmetric.Metrics) (int64, bool) {
+	t.Helper()
+	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
+	if dps.Len() == 0 {
+		return 0, false
+	}
+	if dps.Len() != 1 {
+		t.Fatalf("%d points", dps.Len())
+	}
+	return dps.At(0).IntValue(), true
+}
+
+// convert converts md at now and saves the state when the tracker has storage.
+func convert(t *testing.T, c *Tracker, md pmetric.Metrics, now time.Time) Result {
+	t.Helper()
+	var r Result
+	c.Convert(context.Background(), md, now, &r)
+	if err := c.Save(context.Background(), r.Records); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// memStorage is a storage client over a map that can list its entries, as
+// file_storage's clients can.
+type memStorage struct {
+	mu   sync.Mutex
+	data map[string][]byte
+}
+
+func newMemStorage(data map[string][]byte) *memStorage {
+	if data == nil {
+		data = map[string][]byte{}
+	}
+	return &memStorage{data: data}
+}
+
+func (s *memStorage) Get(_ context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data[key], nil
+}
+
+func (s *memStorage) Set(ctx context.Context, key string, value []byte) error {
+	return s.Batch(ctx, storage.SetOperation(key, value))
+}
+
+func (s *memStorage) Delete(ctx context.Context, key string) error {
+	return s.Batch(ctx, storage.DeleteOperation(key))
+}
+
+func (s *memStorage) Batch(_ context.Context, ops ...*storage.Operation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, op := range ops {
+		switch op.Type {
+		case storage.Get:
+			op.Value = s.data[op.Key]
+		case storage.Set:
+			s.data[op.Key] = slices.Clone(op.Value)
+		case storage.Delete:
+			delete(s.data, op.Key)
+		}
+	}
+	return nil
+}
+
+func (s *memStorage) Close(context.Context) error { return nil }
+
+func (s *memStorage) Walk(_ context.Context, fn storage.WalkFunc) error {
+	s.mu.Lock()
+	snapshot := maps.Clone(s.data)
+	s.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(snapshot)) {
+		if _, err := fn(k, snapshot[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type zapField = zap.Field
+
+func zapString(k, v string) zap.Field { return zap.String(k, v) }

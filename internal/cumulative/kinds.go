@@ -1,0 +1,194 @@
+package cumulative // import "github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+
+import (
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// snapshot is one cumulative point.
+type snapshot struct {
+	start, ts pcommon.Timestamp
+
+	// sums: intValue when isInt, else value
+	intValue int64
+	value    float64
+	// histograms and summaries
+	count uint64
+	sum   float64
+	isInt bool
+
+	// *histogramPart is nil for sums and summaries, so that their records
+	// stay small; its fields read as the snapshot's own.
+	*histogramPart
+}
+
+// histogramPart is what only histograms and exponential histograms keep.
+type histogramPart struct {
+	min, max  float64
+	zeroCount uint64    // exponential histograms
+	bounds    []float64 // explicit bounds
+	counts    []uint64  // explicit bucket counts, or positive exponential buckets
+	neg       []uint64  // negative exponential buckets
+
+	scale                int32 // exponential histograms
+	posOffset, negOffset int32
+	hasMin, hasMax       bool
+}
+
+// seriesKind says how two points of a series compare.
+type seriesKind uint8
+
+const (
+	sumSeries seriesKind = iota
+	histogramSeries
+	exponentialSeries
+	summarySeries
+)
+
+// fell reports whether p is below prev: a reset.
+func (k seriesKind) fell(p, prev *snapshot) bool {
+	switch k {
+	case sumSeries:
+		return sumFell(p, prev)
+	case exponentialSeries:
+		return exponentialFell(p, prev)
+	default:
+		return histogramFell(p, prev)
+	}
+}
+
+// layoutChanged reports whether p and prev cannot be subtracted.
+func (k seriesKind) layoutChanged(p, prev *snapshot) bool {
+	return k == histogramSeries && explicitLayoutChanged(p, prev)
+}
+
+// setDeltaMinMax sets the min and max of a delta converted from cumulative
+// points. The cumulative min/max cover the series' whole life; they are the
+// interval's only when they changed in it (a new lowest or highest value was
+// observed), otherwise the interval's min/max are unknown and left out.
+func setDeltaMinMax(p, prev *snapshot, setMin func(float64), removeMin func(), setMax func(float64), removeMax func()) {
+	if p.hasMin && prev.hasMin && p.min < prev.min {
+		setMin(p.min)
+	} else {
+		removeMin()
+	}
+	if p.hasMax && prev.hasMax && p.max > prev.max {
+		setMax(p.max)
+	} else {
+		removeMax()
+	}
+}
+
+// reuse empties s, keeping old's histogram buffers for the next copyFrom.
+func (s *snapshot) reuse(old *snapshot) {
+	*s = snapshot{histogramPart: old.histogramPart}
+}
+
+// copyFrom makes s a copy of p, reusing s's buffers.
+func (s *snapshot) copyFrom(p *snapshot) {
+	h := s.histogramPart
+	*s = *p
+	if p.histogramPart == nil {
+		s.histogramPart = nil
+		return
+	}
+	if h == nil {
+		h = new(histogramPart)
+	}
+	bounds, counts, neg := h.bounds, h.counts, h.neg
+	*h = *p.histogramPart
+	h.bounds = append(bounds[:0], p.bounds...)
+	h.counts = append(counts[:0], p.counts...)
+	h.neg = append(neg[:0], p.neg...)
+	s.histogramPart = h
+}
+
+func sumFell(p, prev *snapshot) bool {
+	if p.isInt != prev.isInt {
+		return true
+	}
+	if p.isInt {
+		return p.intValue < prev.intValue
+	}
+	return p.value < prev.value
+}
+
+func histogramFell(p, prev *snapshot) bool {
+	if p.count < prev.count {
+		return true
+	}
+	if p.histogramPart == nil || prev.histogramPart == nil {
+		return false // summaries and counts: the count alone
+	}
+	for i := range min(len(p.counts), len(prev.counts)) {
+		if p.counts[i] < prev.counts[i] {
+			return true
+		}
+	}
+	return false
+}
+
+func explicitLayoutChanged(p, prev *snapshot) bool {
+	return !slices.Equal(p.bounds, prev.bounds) || len(p.counts) != len(prev.counts)
+}
+
+// exponentialFell reports whether any bucket of p (at the coarser of the two
+// scales) holds fewer observations than the same bucket of prev.
+func exponentialFell(p, prev *snapshot) bool {
+	if p.count < prev.count || p.zeroCount < prev.zeroCount {
+		return true
+	}
+	scale := min(p.scale, prev.scale)
+	return bucketsFell(p.posOffset, p.counts, p.scale, prev.posOffset, prev.counts, prev.scale, scale) ||
+		bucketsFell(p.negOffset, p.neg, p.scale, prev.negOffset, prev.neg, prev.scale, scale)
+}
+
+func bucketsFell(off int32, counts []uint64, scale int32, prevOff int32, prevCounts []uint64, prevScale int32, to int32) bool {
+	o, c := downscale(off, counts, scale-to)
+	po, pc := downscale(prevOff, prevCounts, prevScale-to)
+	for i, v := range pc {
+		j := int(po) + i - int(o)
+		if v > 0 && (j < 0 || j >= len(c) || c[j] < v) {
+			return true
+		}
+	}
+	return false
+}
+
+// exponentialDelta is p minus prev at the coarser of their scales; p must
+// not have fallen below prev.
+func exponentialDelta(p, prev *snapshot) snapshot {
+	scale := min(p.scale, prev.scale)
+	d := snapshot{histogramPart: &histogramPart{scale: scale, zeroCount: p.zeroCount - prev.zeroCount}}
+	d.posOffset, d.counts = subtractBuckets(p.posOffset, p.counts, p.scale, prev.posOffset, prev.counts, prev.scale, scale)
+	d.negOffset, d.neg = subtractBuckets(p.negOffset, p.neg, p.scale, prev.negOffset, prev.neg, prev.scale, scale)
+	return d
+}
+
+func subtractBuckets(off int32, counts []uint64, scale int32, prevOff int32, prevCounts []uint64, prevScale int32, to int32) (int32, []uint64) {
+	o, c := downscale(off, counts, scale-to)
+	c = slices.Clone(c)
+	po, pc := downscale(prevOff, prevCounts, prevScale-to)
+	for i, v := range pc {
+		if j := int(po) + i - int(o); j >= 0 && j < len(c) {
+			c[j] -= v
+		}
+	}
+	return o, c
+}
+
+// downscale merges exponential buckets to a scale lower by by (each step
+// halves the resolution: bucket i goes to i>>1).
+func downscale(offset int32, counts []uint64, by int32) (int32, []uint64) {
+	if by <= 0 || len(counts) == 0 {
+		return offset, counts
+	}
+	first := offset >> by
+	last := (offset + int32(len(counts)) - 1) >> by
+	out := make([]uint64, last-first+1)
+	for i, v := range counts {
+		out[((offset+int32(i))>>by)-first] += v
+	}
+	return first, out
+}

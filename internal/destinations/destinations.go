@@ -1,0 +1,579 @@
+// Package destinations is a confmap converter that picks the metric stores
+// from one environment variable, GPUBUILD_DESTINATIONS (a comma list).
+//
+// The loaded configuration's `metrics` pipeline stays the one place where
+// metrics are received and derived. The converter decides where it ends:
+//
+//   - cloudwatch: the configuration's own cloudwatch exporter(s), fed delta
+//     (the exporter converts cumulative to delta itself), as before;
+//   - prometheus, prometheus-remote-write, cloudwatch-otlp and otlp (with
+//     GPUBUILD_OTLP_TEMPORALITY=cumulative): a `metrics/cumulative` pipeline
+//     behind a forward connector, whose deltatocumulative processor turns the
+//     derived delta build metrics into cumulative series;
+//   - otlp with GPUBUILD_OTLP_TEMPORALITY=delta: a `metrics/delta` pipeline
+//     whose cumulativetodelta processor turns pass-through cumulative series
+//     into deltas.
+//
+// Every destination that sends is its own exporter with its own queue and
+// retry, so one store that is down only fills its own queue. The component
+// configurations are generated here (not in the YAML) because an exporter
+// that is defined is validated even when no pipeline uses it, and most
+// destinations have a required setting.
+//
+// Unset or `cloudwatch` alone leaves the configuration untouched.
+package destinations
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+)
+
+// Environment variables read by the converter.
+const (
+	EnvDestinations           = "GPUBUILD_DESTINATIONS"
+	EnvAWSRegion              = "AWS_REGION"
+	EnvCloudWatchOTLPEndpoint = "GPUBUILD_CLOUDWATCH_OTLP_ENDPOINT"
+	EnvPrometheusHost         = "GPUBUILD_PROMETHEUS_HOST"
+	EnvPrometheusPort         = "GPUBUILD_PROMETHEUS_PORT"
+	EnvRemoteWriteEndpoint    = "GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT"
+	EnvRemoteWriteWAL         = "GPUBUILD_PROMETHEUS_REMOTE_WRITE_WAL"
+	EnvOTLPEndpoint           = "GPUBUILD_OTLP_ENDPOINT"
+	EnvOTLPProtocol           = "GPUBUILD_OTLP_PROTOCOL"
+	EnvOTLPHeaders            = "GPUBUILD_OTLP_HEADERS"
+	EnvOTLPTemporality        = "GPUBUILD_OTLP_TEMPORALITY"
+	EnvOTLPInsecure           = "GPUBUILD_OTLP_INSECURE"
+	EnvOTLPCAFile             = "GPUBUILD_OTLP_CA_FILE"
+	EnvOTLPClientCertFile     = "GPUBUILD_OTLP_CLIENT_CERT_FILE"
+	EnvOTLPClientKeyFile      = "GPUBUILD_OTLP_CLIENT_KEY_FILE"
+	EnvQueueSize              = "GPUBUILD_DESTINATION_QUEUE_SIZE"
+	EnvRetryMaxElapsed        = "GPUBUILD_DESTINATION_RETRY_MAX_ELAPSED"
+	EnvCumulativeMaxStale     = "GPUBUILD_CUMULATIVE_MAX_STALE"
+	EnvCumulativeMaxStreams   = "GPUBUILD_CUMULATIVE_MAX_STREAMS"
+)
+
+// Destination names accepted in GPUBUILD_DESTINATIONS.
+const (
+	CloudWatch            = "cloudwatch"
+	CloudWatchOTLP        = "cloudwatch-otlp"
+	Prometheus            = "prometheus"
+	PrometheusRemoteWrite = "prometheus-remote-write"
+	OTLP                  = "otlp"
+)
+
+// Names lists the accepted destinations in the order they are documented.
+var Names = []string{CloudWatch, CloudWatchOTLP, Prometheus, PrometheusRemoteWrite, OTLP}
+
+// Component ids the converter generates.
+const (
+	sourcePipeline      = "metrics"
+	cumulativePipeline  = "metrics/cumulative"
+	deltaPipeline       = "metrics/delta"
+	cumulativeForward   = "forward/cumulative"
+	deltaForward        = "forward/delta"
+	deltaToCumulative   = "deltatocumulative/destinations"
+	cumulativeToDelta   = "cumulativetodelta/destinations"
+	cloudWatchOTLPAuth  = "sigv4auth/cloudwatch_otlp"
+	cloudWatchOTLPExp   = "otlp_http/cloudwatch_otlp"
+	prometheusExp       = "prometheus/destination"
+	remoteWriteExp      = "prometheusremotewrite/destination"
+	otlpGRPCExp         = "otlp_grpc/destination"
+	otlpHTTPExp         = "otlp_http/destination"
+	queueStorage        = "file_storage/queue"
+	cloudWatchType      = "cloudwatch"
+	defaultPromHost     = "127.0.0.1"
+	defaultPromPort     = "9464"
+	defaultQueueSize    = "10000"
+	defaultRetryElapsed = "1h"
+	defaultMaxStale     = "24h"
+	defaultMaxStreams   = "20000"
+)
+
+// NewFactory returns the converter factory that ocb wires into the distribution.
+func NewFactory() confmap.ConverterFactory {
+	return confmap.NewConverterFactory(func(confmap.ConverterSettings) confmap.Converter {
+		return converter{lookupEnv: os.LookupEnv}
+	})
+}
+
+type converter struct {
+	lookupEnv func(string) (string, bool)
+}
+
+func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
+	out, err := Apply(conf.ToStringMap(), c.lookupEnv)
+	if err != nil {
+		return err
+	}
+	*conf = *confmap.NewFromStringMap(out)
+	return nil
+}
+
+// Parse reads GPUBUILD_DESTINATIONS: unset or empty means cloudwatch alone.
+// Names are trimmed, lower-cased and deduplicated, in the order given.
+func Parse(lookupEnv func(string) (string, bool)) ([]string, error) {
+	raw, _ := lookupEnv(EnvDestinations)
+	if strings.TrimSpace(raw) == "" {
+		return []string{CloudWatch}, nil
+	}
+	var out []string
+	for _, part := range strings.Split(raw, ",") {
+		name := strings.ToLower(strings.TrimSpace(part))
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(Names, name) {
+			return nil, fmt.Errorf("%s: unknown destination %q (accepted: %s)", EnvDestinations, name, strings.Join(Names, ", "))
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: %q names no destination (accepted: %s)", EnvDestinations, raw, strings.Join(Names, ", "))
+	}
+	return out, nil
+}
+
+// Apply rewrites a resolved collector configuration for the destinations
+// GPUBUILD_DESTINATIONS names. It does not modify cfg.
+func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[string]any, error) {
+	names, err := Parse(lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Equal(names, []string{CloudWatch}) {
+		return cfg, nil
+	}
+	env := envReader(lookupEnv)
+	out := cloneMap(cfg)
+	service := cloneMap(asMap(out["service"]))
+	pipelines := cloneMap(asMap(service["pipelines"]))
+	source := asMap(pipelines[sourcePipeline])
+	if source == nil {
+		return nil, fmt.Errorf("%s: the configuration has no service::pipelines::%s to send from", EnvDestinations, sourcePipeline)
+	}
+	source = cloneMap(source)
+
+	extensions := cloneMap(asMap(out["extensions"]))
+	exporters := cloneMap(asMap(out["exporters"]))
+	processors := cloneMap(asMap(out["processors"]))
+	connectors := cloneMap(asMap(out["connectors"]))
+	serviceExtensions := asList(service["extensions"])
+	storage := ""
+	if _, ok := extensions[queueStorage]; ok {
+		storage = queueStorage
+	}
+	common, err := commonSettings(env, storage)
+	if err != nil {
+		return nil, err
+	}
+
+	var sourceExporters []any
+	for _, id := range asList(source["exporters"]) {
+		if s, ok := id.(string); ok && componentType(s) == cloudWatchType && !slices.Contains(names, CloudWatch) {
+			continue
+		}
+		sourceExporters = append(sourceExporters, id)
+	}
+	if slices.Contains(names, CloudWatch) && !slices.ContainsFunc(sourceExporters, func(id any) bool {
+		s, _ := id.(string)
+		return componentType(s) == cloudWatchType
+	}) {
+		return nil, fmt.Errorf("%s=cloudwatch: service::pipelines::%s has no cloudwatch exporter", EnvDestinations, sourcePipeline)
+	}
+
+	var cumulativeExporters, deltaExporters []any
+	for _, name := range names {
+		switch name {
+		case CloudWatchOTLP:
+			exp, ext, err := cloudWatchOTLPConfig(env, common)
+			if err != nil {
+				return nil, err
+			}
+			exporters[cloudWatchOTLPExp] = exp
+			extensions[cloudWatchOTLPAuth] = ext
+			if !slices.Contains(serviceExtensions, any(cloudWatchOTLPAuth)) {
+				serviceExtensions = append(serviceExtensions, cloudWatchOTLPAuth)
+			}
+			cumulativeExporters = append(cumulativeExporters, cloudWatchOTLPExp)
+		case Prometheus:
+			exp, err := prometheusConfig(env, common)
+			if err != nil {
+				return nil, err
+			}
+			exporters[prometheusExp] = exp
+			cumulativeExporters = append(cumulativeExporters, prometheusExp)
+		case PrometheusRemoteWrite:
+			exp, err := remoteWriteConfig(env, common, asMap(extensions[queueStorage]))
+			if err != nil {
+				return nil, err
+			}
+			exporters[remoteWriteExp] = exp
+			cumulativeExporters = append(cumulativeExporters, remoteWriteExp)
+		case OTLP:
+			id, exp, delta, err := otlpConfig(env, common)
+			if err != nil {
+				return nil, err
+			}
+			exporters[id] = exp
+			if delta {
+				deltaExporters = append(deltaExporters, id)
+			} else {
+				cumulativeExporters = append(cumulativeExporters, id)
+			}
+		}
+	}
+
+	if len(cumulativeExporters) > 0 {
+		connectors[cumulativeForward] = nil
+		processors[deltaToCumulative] = map[string]any{
+			"max_stale":   common.maxStale,
+			"max_streams": common.maxStreams,
+		}
+		sourceExporters = append(sourceExporters, cumulativeForward)
+		pipelines[cumulativePipeline] = map[string]any{
+			"receivers":  []any{cumulativeForward},
+			"processors": []any{deltaToCumulative},
+			"exporters":  cumulativeExporters,
+		}
+	}
+	if len(deltaExporters) > 0 {
+		connectors[deltaForward] = nil
+		processors[cumulativeToDelta] = map[string]any{
+			"max_staleness": common.maxStale,
+		}
+		sourceExporters = append(sourceExporters, deltaForward)
+		pipelines[deltaPipeline] = map[string]any{
+			"receivers":  []any{deltaForward},
+			"processors": []any{cumulativeToDelta},
+			"exporters":  deltaExporters,
+		}
+	}
+
+	source["exporters"] = sourceExporters
+	pipelines[sourcePipeline] = source
+	service["pipelines"] = pipelines
+	if len(serviceExtensions) > 0 {
+		service["extensions"] = serviceExtensions
+	}
+	out["service"] = service
+	out["exporters"] = exporters
+	setIfNotEmpty(out, "extensions", extensions)
+	setIfNotEmpty(out, "processors", processors)
+	setIfNotEmpty(out, "connectors", connectors)
+	return out, nil
+}
+
+// settings every sending destination shares.
+type common struct {
+	queue      map[string]any
+	queueSize  int
+	retry      map[string]any
+	maxStale   string
+	maxStreams int
+}
+
+func commonSettings(env envReader, storage string) (common, error) {
+	size, err := env.positiveInt(EnvQueueSize, defaultQueueSize)
+	if err != nil {
+		return common{}, err
+	}
+	elapsed, err := env.duration(EnvRetryMaxElapsed, defaultRetryElapsed)
+	if err != nil {
+		return common{}, err
+	}
+	maxStale, err := env.duration(EnvCumulativeMaxStale, defaultMaxStale)
+	if err != nil {
+		return common{}, err
+	}
+	maxStreams, err := env.positiveInt(EnvCumulativeMaxStreams, defaultMaxStreams)
+	if err != nil {
+		return common{}, err
+	}
+	queue := map[string]any{
+		"enabled":    true,
+		"queue_size": size,
+		// A full queue refuses rather than blocks: a store that is down
+		// must never hold up the pipeline that feeds the others.
+		"block_on_overflow": false,
+		"batch": map[string]any{
+			"flush_timeout": "1s",
+			"min_size":      1000,
+			"max_size":      20000,
+		},
+	}
+	if storage != "" {
+		queue["storage"] = storage
+	}
+	return common{
+		queue:     queue,
+		queueSize: size,
+		retry: map[string]any{
+			"enabled":          true,
+			"initial_interval": "1s",
+			"max_interval":     "30s",
+			"max_elapsed_time": elapsed,
+		},
+		maxStale:   maxStale,
+		maxStreams: maxStreams,
+	}, nil
+}
+
+func cloudWatchOTLPConfig(env envReader, c common) (exporter, extension map[string]any, err error) {
+	region := env.get(EnvAWSRegion, "")
+	if region == "" {
+		return nil, nil, fmt.Errorf("%s is required by %s=%s (the AWS region to sign for, e.g. us-east-1)", EnvAWSRegion, EnvDestinations, CloudWatchOTLP)
+	}
+	endpoint := env.get(EnvCloudWatchOTLPEndpoint, "https://monitoring."+region+".amazonaws.com/v1/metrics")
+	if err := checkURL(EnvCloudWatchOTLPEndpoint, endpoint); err != nil {
+		return nil, nil, err
+	}
+	return map[string]any{
+			"metrics_endpoint": endpoint,
+			"auth":             map[string]any{"authenticator": cloudWatchOTLPAuth},
+			"compression":      "gzip",
+			"timeout":          "10s",
+			"sending_queue":    c.queue,
+			"retry_on_failure": c.retry,
+		}, map[string]any{
+			"region":  region,
+			"service": "monitoring",
+		}, nil
+}
+
+func prometheusConfig(env envReader, c common) (map[string]any, error) {
+	host := env.get(EnvPrometheusHost, defaultPromHost)
+	port, err := env.port(EnvPrometheusPort, defaultPromPort)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"endpoint": net.JoinHostPort(host, strconv.Itoa(port)),
+		// GPU and build resource attributes become labels, so series of
+		// different GPUs or builds never collapse into one.
+		"resource_to_telemetry_conversion": map[string]any{"enabled": true},
+		"metric_expiration":                c.maxStale,
+	}, nil
+}
+
+func remoteWriteConfig(env envReader, c common, storage map[string]any) (map[string]any, error) {
+	endpoint := env.get(EnvRemoteWriteEndpoint, "")
+	if endpoint == "" {
+		return nil, fmt.Errorf("%s is required by %s=%s (the remote write URL, e.g. http://127.0.0.1:9090/api/v1/write)", EnvRemoteWriteEndpoint, EnvDestinations, PrometheusRemoteWrite)
+	}
+	if err := checkURL(EnvRemoteWriteEndpoint, endpoint); err != nil {
+		return nil, err
+	}
+	cfg := map[string]any{
+		"endpoint":                         endpoint,
+		"resource_to_telemetry_conversion": map[string]any{"enabled": true},
+		"retry_on_failure":                 c.retry,
+		"timeout":                          "10s",
+		// Prometheus refuses a sample older than the newest of its series:
+		// requests in parallel would reorder them, so send one at a time.
+		"max_batch_request_parallelism": 1,
+		"remote_write_queue":            map[string]any{"enabled": true, "queue_size": c.queueSize, "num_consumers": 1},
+	}
+	useWAL, err := env.boolean(EnvRemoteWriteWAL, "true")
+	if err != nil {
+		return nil, err
+	}
+	// The write-ahead log keeps what was not yet sent across an outage and a
+	// restart; it lives beside the persistent queues. Without it the
+	// in-memory queue keeps an outage's samples (not a restart's), and a
+	// request the store refuses for good is dropped instead of re-sent.
+	if dir, _ := storage["directory"].(string); dir != "" && *useWAL {
+		cfg["wal"] = map[string]any{
+			"directory": strings.TrimRight(dir, "/") + "/prometheus-remote-write-wal",
+			// The log is sent (and truncated) this often: remote write
+			// lags by up to this much.
+			"truncate_frequency": "5s",
+		}
+	}
+	return cfg, nil
+}
+
+func otlpConfig(env envReader, c common) (id string, cfg map[string]any, delta bool, err error) {
+	endpoint := env.get(EnvOTLPEndpoint, "")
+	if endpoint == "" {
+		return "", nil, false, fmt.Errorf("%s is required by %s=%s (the OTLP endpoint, e.g. http://127.0.0.1:4318)", EnvOTLPEndpoint, EnvDestinations, OTLP)
+	}
+	protocol := env.get(EnvOTLPProtocol, "http/protobuf")
+	temporality := strings.ToLower(env.get(EnvOTLPTemporality, "cumulative"))
+	switch temporality {
+	case "cumulative", "delta":
+	default:
+		return "", nil, false, fmt.Errorf("%s: %q is not a temporality (accepted: cumulative, delta)", EnvOTLPTemporality, temporality)
+	}
+	headers, err := ParseHeaders(env.get(EnvOTLPHeaders, ""))
+	if err != nil {
+		return "", nil, false, err
+	}
+	insecure, err := env.boolean(EnvOTLPInsecure, "")
+	if err != nil {
+		return "", nil, false, err
+	}
+	tls := map[string]any{}
+	for key, name := range map[string]string{"ca_file": EnvOTLPCAFile, "cert_file": EnvOTLPClientCertFile, "key_file": EnvOTLPClientKeyFile} {
+		if v := env.get(name, ""); v != "" {
+			tls[key] = v
+		}
+	}
+	cfg = map[string]any{
+		"timeout":          "10s",
+		"compression":      "gzip",
+		"sending_queue":    c.queue,
+		"retry_on_failure": c.retry,
+	}
+	if len(headers) > 0 {
+		cfg["headers"] = headers
+	}
+	switch protocol {
+	case "http/protobuf":
+		if err := checkURL(EnvOTLPEndpoint, endpoint); err != nil {
+			return "", nil, false, err
+		}
+		// The exporter appends /v1/metrics, as OTEL_EXPORTER_OTLP_ENDPOINT does.
+		cfg["endpoint"] = endpoint
+		cfg["encoding"] = "proto"
+		id = otlpHTTPExp
+	case "grpc":
+		hostPort := endpoint
+		if u, perr := url.Parse(endpoint); perr == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			hostPort = u.Host
+			if u.Scheme == "http" && insecure == nil {
+				t := true
+				insecure = &t
+			}
+		}
+		if _, _, err := net.SplitHostPort(hostPort); err != nil {
+			return "", nil, false, fmt.Errorf("%s: %q is not host:port or a URL with a port", EnvOTLPEndpoint, endpoint)
+		}
+		cfg["endpoint"] = hostPort
+		id = otlpGRPCExp
+	default:
+		return "", nil, false, fmt.Errorf("%s: %q is not a protocol (accepted: grpc, http/protobuf)", EnvOTLPProtocol, protocol)
+	}
+	if insecure != nil {
+		tls["insecure"] = *insecure
+	}
+	if len(tls) > 0 {
+		cfg["tls"] = tls
+	}
+	return id, cfg, temporality == "delta", nil
+}
+
+// ParseHeaders reads the OTEL_EXPORTER_OTLP_HEADERS format: comma-separated
+// key=value pairs, values URL-encoded.
+func ParseHeaders(raw string) (map[string]any, error) {
+	out := map[string]any{}
+	for _, pair := range strings.Split(raw, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(pair, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			return nil, fmt.Errorf("%s: %q is not key=value (accepted: comma-separated key=value pairs, values URL-encoded)", EnvOTLPHeaders, pair)
+		}
+		decoded, err := url.PathUnescape(strings.TrimSpace(value))
+		if err != nil {
+			return nil, fmt.Errorf("%s: value of %q is not URL-encoded: %w", EnvOTLPHeaders, key, err)
+		}
+		out[key] = decoded
+	}
+	return out, nil
+}
+
+func checkURL(name, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s: %q is not an http(s) URL", name, raw)
+	}
+	return nil
+}
+
+type envReader func(string) (string, bool)
+
+func (e envReader) get(name, def string) string {
+	if v, ok := e(name); ok && strings.TrimSpace(v) != "" {
+		return strings.TrimSpace(v)
+	}
+	return def
+}
+
+func (e envReader) positiveInt(name, def string) (int, error) {
+	v := e.get(name, def)
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive integer", name, v)
+	}
+	return n, nil
+}
+
+func (e envReader) port(name, def string) (int, error) {
+	v := e.get(name, def)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("%s: %q is not a TCP port (accepted: 1-65535)", name, v)
+	}
+	return n, nil
+}
+
+func (e envReader) duration(name, def string) (string, error) {
+	v := e.get(name, def)
+	if _, err := time.ParseDuration(v); err != nil {
+		return "", fmt.Errorf("%s: %q is not a duration (e.g. 30m, 1h)", name, v)
+	}
+	return v, nil
+}
+
+func (e envReader) boolean(name, def string) (*bool, error) {
+	v := e.get(name, def)
+	if v == "" {
+		return nil, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q is not a boolean (accepted: true, false)", name, v)
+	}
+	return &b, nil
+}
+
+func componentType(id string) string {
+	typ, _, _ := strings.Cut(id, "/")
+	return typ
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return slices.Clone(l)
+}
+
+func cloneMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func setIfNotEmpty(cfg map[string]any, key string, m map[string]any) {
+	if len(m) > 0 {
+		cfg[key] = m
+	}
+}

@@ -1,0 +1,189 @@
+package destinations
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+)
+
+func env(vals map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vals[k]; return v, ok }
+}
+
+func defaultConfig(t *testing.T) map[string]any {
+	t.Helper()
+	conf, err := confmaptest.LoadConf(filepath.Join("..", "..", "otelcol-config.yaml"))
+	require.NoError(t, err)
+	return conf.ToStringMap()
+}
+
+func pipeline(t *testing.T, cfg map[string]any, id string) map[string]any {
+	t.Helper()
+	p, ok := cfg["service"].(map[string]any)["pipelines"].(map[string]any)[id].(map[string]any)
+	require.True(t, ok, "pipeline %s missing", id)
+	return p
+}
+
+func TestParse(t *testing.T) {
+	got, err := Parse(env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cloudwatch"}, got, "unset means today's behaviour")
+
+	got, err = Parse(env(map[string]string{EnvDestinations: " Prometheus , otlp,prometheus,, "}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"prometheus", "otlp"}, got)
+
+	_, err = Parse(env(map[string]string{EnvDestinations: "cloudwatch,influx"}))
+	require.EqualError(t, err, `GPUBUILD_DESTINATIONS: unknown destination "influx" (accepted: cloudwatch, cloudwatch-otlp, prometheus, prometheus-remote-write, otlp)`)
+
+	_, err = Parse(env(map[string]string{EnvDestinations: " , "}))
+	require.ErrorContains(t, err, "names no destination")
+}
+
+func TestDefaultLeavesConfigUntouched(t *testing.T) {
+	cfg := defaultConfig(t)
+	for _, v := range []string{"", "cloudwatch", " CloudWatch "} {
+		out, err := Apply(cfg, env(map[string]string{EnvDestinations: v}))
+		require.NoError(t, err)
+		assert.Equal(t, cfg, out, "GPUBUILD_DESTINATIONS=%q", v)
+	}
+}
+
+func TestAllDestinations(t *testing.T) {
+	cfg := defaultConfig(t)
+	// The collector expands ${env:...} before converters run.
+	cfg["extensions"].(map[string]any)["file_storage/queue"].(map[string]any)["directory"] = "/q/"
+	out, err := Apply(cfg, env(map[string]string{
+		EnvDestinations:        "cloudwatch,cloudwatch-otlp,prometheus,prometheus-remote-write,otlp",
+		EnvAWSRegion:           "eu-west-1",
+		EnvRemoteWriteEndpoint: "http://127.0.0.1:9090/api/v1/write",
+		EnvOTLPEndpoint:        "https://gateway.example:4318",
+		EnvOTLPHeaders:         "authorization=Bearer%20abc,x-tenant=t1",
+	}))
+	require.NoError(t, err)
+
+	source := pipeline(t, out, "metrics")
+	assert.Equal(t, []any{"cloudwatch", "forward/cumulative"}, source["exporters"])
+	assert.Equal(t, []any{"otlp", "nvml", "buildjob"}, source["receivers"], "receivers and derivation stay in one pipeline")
+
+	cumulative := pipeline(t, out, "metrics/cumulative")
+	assert.Equal(t, []any{"forward/cumulative"}, cumulative["receivers"])
+	assert.Equal(t, []any{"deltatocumulative/destinations"}, cumulative["processors"])
+	assert.ElementsMatch(t, []any{"otlp_http/cloudwatch_otlp", "prometheus/destination", "prometheusremotewrite/destination", "otlp_http/destination"}, cumulative["exporters"])
+
+	exporters := out["exporters"].(map[string]any)
+	cw := exporters["otlp_http/cloudwatch_otlp"].(map[string]any)
+	assert.Equal(t, "https://monitoring.eu-west-1.amazonaws.com/v1/metrics", cw["metrics_endpoint"])
+	assert.Equal(t, map[string]any{"region": "eu-west-1", "service": "monitoring"}, out["extensions"].(map[string]any)["sigv4auth/cloudwatch_otlp"])
+	assert.Contains(t, out["service"].(map[string]any)["extensions"], "sigv4auth/cloudwatch_otlp")
+
+	prom := exporters["prometheus/destination"].(map[string]any)
+	assert.Equal(t, "127.0.0.1:9464", prom["endpoint"])
+
+	rw := exporters["prometheusremotewrite/destination"].(map[string]any)
+	assert.Equal(t, "/q/prometheus-remote-write-wal", rw["wal"].(map[string]any)["directory"])
+
+	otlp := exporters["otlp_http/destination"].(map[string]any)
+	assert.Equal(t, map[string]any{"authorization": "Bearer abc", "x-tenant": "t1"}, otlp["headers"])
+
+	// Each sending destination has its own persistent queue (distinct
+	// exporter ids give distinct keys in the one file_storage).
+	for _, id := range []string{"otlp_http/cloudwatch_otlp", "otlp_http/destination"} {
+		q := exporters[id].(map[string]any)["sending_queue"].(map[string]any)
+		assert.Equal(t, "file_storage/queue", q["storage"], id)
+		assert.Equal(t, false, q["block_on_overflow"], id)
+	}
+	// The input is not modified.
+	assert.Equal(t, []any{"cloudwatch"}, pipeline(t, cfg, "metrics")["exporters"])
+}
+
+func TestRemoteWriteWithoutWAL(t *testing.T) {
+	cfg := defaultConfig(t)
+	cfg["extensions"].(map[string]any)["file_storage/queue"].(map[string]any)["directory"] = "/q"
+	vals := map[string]string{EnvDestinations: "prometheus-remote-write", EnvRemoteWriteEndpoint: "http://127.0.0.1:9090/api/v1/write"}
+	out, err := Apply(cfg, env(vals))
+	require.NoError(t, err)
+	assert.Contains(t, out["exporters"].(map[string]any)["prometheusremotewrite/destination"], "wal", "the write-ahead log is the default")
+
+	vals[EnvRemoteWriteWAL] = "false"
+	out, err = Apply(cfg, env(vals))
+	require.NoError(t, err)
+	rw := out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
+	assert.NotContains(t, rw, "wal")
+	assert.Equal(t, map[string]any{"enabled": true, "queue_size": 10000, "num_consumers": 1}, rw["remote_write_queue"])
+
+	vals[EnvRemoteWriteWAL] = "sometimes"
+	_, err = Apply(cfg, env(vals))
+	require.ErrorContains(t, err, `GPUBUILD_PROMETHEUS_REMOTE_WRITE_WAL: "sometimes" is not a boolean (accepted: true, false)`)
+}
+
+func TestWithoutCloudWatch(t *testing.T) {
+	out, err := Apply(defaultConfig(t), env(map[string]string{EnvDestinations: "prometheus", EnvPrometheusHost: "0.0.0.0", EnvPrometheusPort: "9999"}))
+	require.NoError(t, err)
+	assert.Equal(t, []any{"forward/cumulative"}, pipeline(t, out, "metrics")["exporters"])
+	assert.Equal(t, "0.0.0.0:9999", out["exporters"].(map[string]any)["prometheus/destination"].(map[string]any)["endpoint"])
+}
+
+func TestOTLPDeltaAndGRPC(t *testing.T) {
+	out, err := Apply(defaultConfig(t), env(map[string]string{
+		EnvDestinations:    "cloudwatch,otlp",
+		EnvOTLPEndpoint:    "http://127.0.0.1:4317",
+		EnvOTLPProtocol:    "grpc",
+		EnvOTLPTemporality: "delta",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, []any{"cloudwatch", "forward/delta"}, pipeline(t, out, "metrics")["exporters"])
+	delta := pipeline(t, out, "metrics/delta")
+	assert.Equal(t, []any{"cumulativetodelta/destinations"}, delta["processors"])
+	assert.Equal(t, []any{"otlp_grpc/destination"}, delta["exporters"])
+	exp := out["exporters"].(map[string]any)["otlp_grpc/destination"].(map[string]any)
+	assert.Equal(t, "127.0.0.1:4317", exp["endpoint"])
+	assert.Equal(t, map[string]any{"insecure": true}, exp["tls"], "an http:// endpoint means plaintext gRPC")
+}
+
+func TestErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{EnvDestinations: "otlp"}, "GPUBUILD_OTLP_ENDPOINT is required by GPUBUILD_DESTINATIONS=otlp"},
+		{map[string]string{EnvDestinations: "prometheus-remote-write"}, "GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT is required by GPUBUILD_DESTINATIONS=prometheus-remote-write"},
+		{map[string]string{EnvDestinations: "cloudwatch-otlp"}, "AWS_REGION is required by GPUBUILD_DESTINATIONS=cloudwatch-otlp"},
+		{map[string]string{EnvDestinations: "otlp", EnvOTLPEndpoint: "http://x:1", EnvOTLPProtocol: "thrift"}, `GPUBUILD_OTLP_PROTOCOL: "thrift" is not a protocol (accepted: grpc, http/protobuf)`},
+		{map[string]string{EnvDestinations: "otlp", EnvOTLPEndpoint: "http://x:1", EnvOTLPTemporality: "both"}, `GPUBUILD_OTLP_TEMPORALITY: "both" is not a temporality (accepted: cumulative, delta)`},
+		{map[string]string{EnvDestinations: "otlp", EnvOTLPEndpoint: "http://x:1", EnvOTLPHeaders: "novalue"}, `GPUBUILD_OTLP_HEADERS: "novalue" is not key=value`},
+		{map[string]string{EnvDestinations: "otlp", EnvOTLPEndpoint: "x:1"}, `GPUBUILD_OTLP_ENDPOINT: "x:1" is not an http(s) URL`},
+		{map[string]string{EnvDestinations: "otlp", EnvOTLPEndpoint: "x", EnvOTLPProtocol: "grpc"}, `GPUBUILD_OTLP_ENDPOINT: "x" is not host:port`},
+		{map[string]string{EnvDestinations: "otlp", EnvOTLPEndpoint: "http://x:1", EnvOTLPInsecure: "maybe"}, `GPUBUILD_OTLP_INSECURE: "maybe" is not a boolean`},
+		{map[string]string{EnvDestinations: "prometheus", EnvPrometheusPort: "70000"}, `GPUBUILD_PROMETHEUS_PORT: "70000" is not a TCP port (accepted: 1-65535)`},
+		{map[string]string{EnvDestinations: "prometheus", EnvQueueSize: "-1"}, `GPUBUILD_DESTINATION_QUEUE_SIZE: "-1" is not a positive integer`},
+		{map[string]string{EnvDestinations: "prometheus", EnvCumulativeMaxStale: "soon"}, `GPUBUILD_CUMULATIVE_MAX_STALE: "soon" is not a duration`},
+	} {
+		_, err := Apply(defaultConfig(t), env(tc.env))
+		require.Error(t, err, "%v", tc.env)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.NotContains(t, err.Error(), "\n", "one line")
+	}
+}
+
+func TestConfigWithoutMetricsPipeline(t *testing.T) {
+	cfg := map[string]any{"service": map[string]any{"pipelines": map[string]any{"traces": map[string]any{}}}}
+	_, err := Apply(cfg, env(map[string]string{EnvDestinations: "prometheus"}))
+	require.ErrorContains(t, err, "no service::pipelines::metrics")
+}
+
+func TestParseHeaders(t *testing.T) {
+	h, err := ParseHeaders("api-key=a%3Db , x=1")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"api-key": "a=b", "x": "1"}, h)
+	h, err = ParseHeaders("")
+	require.NoError(t, err)
+	assert.Empty(t, h)
+	_, err = ParseHeaders("=v")
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), EnvOTLPHeaders))
+}

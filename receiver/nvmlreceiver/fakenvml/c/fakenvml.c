@@ -1,0 +1,660 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// A fake libnvidia-ml.so.1 for tests. It is compiled against the nvml.h that
+// go-nvml ships, so every exported function has the real signature and every
+// struct the real layout (a mismatch is a compile error). What it answers is
+// read from text files:
+//
+//   FAKE_NVML_SCENARIO  static truth, read once by nvmlInit:
+//     driver <version>
+//     gpu <index> key=value ...          (see parse_gpu for the keys)
+//     sample <gpu> gpu|mem <ts_us> <percent>
+//     proc <gpu> <pid> <bytes>
+//     putil <gpu> <pid> <ts_us> <sm_percent>
+//     mig <gpu> <slot> <uuid> <gi> <ci> <total> <used> <reserved>
+//     migproc <gpu> <slot> <pid> <bytes>
+//   FAKE_NVML_STATE     what changes during a run, re-read when it changes:
+//     clock <us>        samples newer than this are not yet "taken"
+//     lost <gpu>        the GPU answers NVML_ERROR_GPU_IS_LOST; when the line
+//                       goes away the GPU is back with a new handle
+//     xid <gpu> <code>  one XID event each, delivered once, in order
+//
+// Compile-time variants model older drivers and broken builds:
+// -DFAKE_NO_V3 drops nvmlDeviceGetComputeRunningProcesses_v3 (drivers before
+// R470); -DFAKE_NO_TEMPERATURE drops nvmlDeviceGetTemperature and
+// -DFAKE_WRONG_PROCESS_LAYOUT writes v1 process records into the v3 buffer,
+// both for the test harness's self-check.
+
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include "nvml.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_GPUS 16
+#define MAX_SAMPLES 64
+#define MAX_PROCS 16
+#define MAX_MIG 8
+#define MAX_XID 64
+
+typedef struct { unsigned long long ts; unsigned int v; } fake_sample;
+typedef struct { unsigned int pid; unsigned long long ts; unsigned int sm; } fake_putil;
+typedef struct { unsigned int pid; unsigned long long mem; } fake_proc;
+
+struct fake_dev; // opaque nvmlDevice_st: the handle NVML hands out
+
+typedef struct {
+	int present, slot, gi, ci;
+	char uuid[96];
+	unsigned long long total, used, reserved;
+	fake_proc procs[MAX_PROCS];
+	int nprocs;
+} fake_mig;
+
+typedef struct {
+	int present;
+	char uuid[96], name[96], bus[32];
+	unsigned long long mem_total, mem_used, mem_reserved, energy_mj;
+	unsigned int temp, power_mw, power_limit_mw, clock_sm, clock_mem, clock_gfx;
+	unsigned long long ecc_corr, ecc_uncorr, throttle_supported, throttle_current;
+	unsigned int pcie_tx_kib, pcie_rx_kib, util_gpu, util_mem;
+	int power_unsupported, ecc_unsupported, mig_mode;
+	fake_sample gpu_samples[MAX_SAMPLES], mem_samples[MAX_SAMPLES];
+	int ngpu_samples, nmem_samples;
+	fake_proc procs[MAX_PROCS];
+	int nprocs;
+	fake_putil putil[MAX_SAMPLES];
+	int nputil;
+	fake_mig mig[MAX_MIG];
+	int generation; // bumped when a lost GPU comes back
+} fake_gpu;
+
+struct nvmlDevice_st {
+	int gpu, generation, mig_slot; // mig_slot -1: the physical GPU
+};
+
+struct nvmlEventSet_st {
+	int registered[MAX_GPUS];
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int initialized;
+static char driver[64] = "999.99";
+static fake_gpu gpus[MAX_GPUS];
+static int ngpus;
+
+// state
+static struct timespec state_mtime;
+static off_t state_size = -1;
+static ino_t state_ino;
+static unsigned long long clock_us = ~0ULL;
+static int lost[MAX_GPUS];
+static struct { int gpu; unsigned long long code; } xids[MAX_XID];
+static int nxids, xids_delivered;
+// Handles live as long as the process: a stale one must stay readable.
+static struct nvmlDevice_st *handles[MAX_GPUS][64];
+static struct nvmlDevice_st *mig_handles[MAX_GPUS][64][MAX_MIG];
+
+static void parse_gpu(char *rest) {
+	int idx = atoi(strtok(rest, " \t\n"));
+	if (idx < 0 || idx >= MAX_GPUS) return;
+	fake_gpu *g = &gpus[idx];
+	g->present = 1;
+	if (idx + 1 > ngpus) ngpus = idx + 1;
+	char *tok;
+	while ((tok = strtok(NULL, " \t\n")) != NULL) {
+		char *eq = strchr(tok, '=');
+		if (!eq) continue;
+		*eq = 0;
+		const char *k = tok, *v = eq + 1;
+		unsigned long long n = strtoull(v, NULL, 0);
+		if (!strcmp(k, "uuid")) snprintf(g->uuid, sizeof g->uuid, "%s", v);
+		else if (!strcmp(k, "name")) {
+			snprintf(g->name, sizeof g->name, "%s", v);
+			for (char *p = g->name; *p; p++) if (*p == '_') *p = ' ';
+		}
+		else if (!strcmp(k, "bus")) snprintf(g->bus, sizeof g->bus, "%s", v);
+		else if (!strcmp(k, "mem_total")) g->mem_total = n;
+		else if (!strcmp(k, "mem_used")) g->mem_used = n;
+		else if (!strcmp(k, "mem_reserved")) g->mem_reserved = n;
+		else if (!strcmp(k, "temp")) g->temp = n;
+		else if (!strcmp(k, "power_mw")) g->power_mw = n;
+		else if (!strcmp(k, "power_limit_mw")) g->power_limit_mw = n;
+		else if (!strcmp(k, "energy_mj")) g->energy_mj = n;
+		else if (!strcmp(k, "clock_sm")) g->clock_sm = n;
+		else if (!strcmp(k, "clock_mem")) g->clock_mem = n;
+		else if (!strcmp(k, "clock_gfx")) g->clock_gfx = n;
+		else if (!strcmp(k, "ecc_corr")) g->ecc_corr = n;
+		else if (!strcmp(k, "ecc_uncorr")) g->ecc_uncorr = n;
+		else if (!strcmp(k, "throttle_supported")) g->throttle_supported = n;
+		else if (!strcmp(k, "throttle_current")) g->throttle_current = n;
+		else if (!strcmp(k, "pcie_tx_kib")) g->pcie_tx_kib = n;
+		else if (!strcmp(k, "pcie_rx_kib")) g->pcie_rx_kib = n;
+		else if (!strcmp(k, "util_gpu")) g->util_gpu = n;
+		else if (!strcmp(k, "util_mem")) g->util_mem = n;
+		else if (!strcmp(k, "power")) g->power_unsupported = !strcmp(v, "unsupported");
+		else if (!strcmp(k, "ecc")) g->ecc_unsupported = !strcmp(v, "unsupported");
+		else if (!strcmp(k, "mig")) g->mig_mode = !strcmp(v, "on");
+	}
+}
+
+static int load_scenario(void) {
+	const char *path = getenv("FAKE_NVML_SCENARIO");
+	if (!path) return 0; // no scenario: a driver with no GPU
+	FILE *f = fopen(path, "r");
+	if (!f) return -1;
+	char line[1024];
+	while (fgets(line, sizeof line, f)) {
+		char kw[16];
+		int off = 0;
+		if (sscanf(line, "%15s %n", kw, &off) != 1) continue;
+		char *rest = line + off;
+		int gi, slot;
+		unsigned long long a, b, c;
+		unsigned int pid, gid, cid;
+		char kind[8], uuid[96];
+		if (!strcmp(kw, "driver")) sscanf(rest, "%63s", driver);
+		else if (!strcmp(kw, "gpu")) parse_gpu(rest);
+		else if (!strcmp(kw, "sample") && sscanf(rest, "%d %7s %llu %llu", &gi, kind, &a, &b) == 4 && gi >= 0 && gi < MAX_GPUS) {
+			fake_gpu *g = &gpus[gi];
+			if (!strcmp(kind, "gpu") && g->ngpu_samples < MAX_SAMPLES) g->gpu_samples[g->ngpu_samples++] = (fake_sample){a, (unsigned)b};
+			if (!strcmp(kind, "mem") && g->nmem_samples < MAX_SAMPLES) g->mem_samples[g->nmem_samples++] = (fake_sample){a, (unsigned)b};
+		} else if (!strcmp(kw, "proc") && sscanf(rest, "%d %u %llu", &gi, &pid, &a) == 3 && gi >= 0 && gi < MAX_GPUS && gpus[gi].nprocs < MAX_PROCS) {
+			gpus[gi].procs[gpus[gi].nprocs++] = (fake_proc){pid, a};
+		} else if (!strcmp(kw, "putil") && sscanf(rest, "%d %u %llu %llu", &gi, &pid, &a, &b) == 4 && gi >= 0 && gi < MAX_GPUS && gpus[gi].nputil < MAX_SAMPLES) {
+			gpus[gi].putil[gpus[gi].nputil++] = (fake_putil){pid, a, (unsigned)b};
+		} else if (!strcmp(kw, "mig") && sscanf(rest, "%d %d %95s %u %u %llu %llu %llu", &gi, &slot, uuid, &gid, &cid, &a, &b, &c) == 8 &&
+		           gi >= 0 && gi < MAX_GPUS && slot >= 0 && slot < MAX_MIG) {
+			fake_mig *m = &gpus[gi].mig[slot];
+			m->present = 1; m->slot = slot; m->gi = gid; m->ci = cid;
+			snprintf(m->uuid, sizeof m->uuid, "%s", uuid);
+			m->total = a; m->used = b; m->reserved = c;
+		} else if (!strcmp(kw, "migproc") && sscanf(rest, "%d %d %u %llu", &gi, &slot, &pid, &a) == 4 &&
+		           gi >= 0 && gi < MAX_GPUS && slot >= 0 && slot < MAX_MIG && gpus[gi].mig[slot].nprocs < MAX_PROCS) {
+			gpus[gi].mig[slot].procs[gpus[gi].mig[slot].nprocs++] = (fake_proc){pid, a};
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+// refresh_state re-reads FAKE_NVML_STATE when it changed. Called with mu held.
+static void refresh_state(void) {
+	const char *path = getenv("FAKE_NVML_STATE");
+	if (!path) return;
+	struct stat st;
+	if (stat(path, &st) != 0) return;
+	if (st.st_ino == state_ino && st.st_size == state_size && st.st_mtim.tv_sec == state_mtime.tv_sec && st.st_mtim.tv_nsec == state_mtime.tv_nsec) return;
+	FILE *f = fopen(path, "r");
+	if (!f) return;
+	state_size = st.st_size;
+	state_ino = st.st_ino;
+	state_mtime = st.st_mtim;
+	int was_lost[MAX_GPUS];
+	memcpy(was_lost, lost, sizeof lost);
+	memset(lost, 0, sizeof lost);
+	clock_us = ~0ULL;
+	nxids = 0;
+	char line[256];
+	while (fgets(line, sizeof line, f)) {
+		unsigned long long a;
+		int gi;
+		if (sscanf(line, "clock %llu", &a) == 1) clock_us = a;
+		else if (sscanf(line, "lost %d", &gi) == 1 && gi >= 0 && gi < MAX_GPUS) lost[gi] = 1;
+		else if (sscanf(line, "xid %d %llu", &gi, &a) == 2 && nxids < MAX_XID) {
+			xids[nxids].gpu = gi;
+			xids[nxids].code = a;
+			nxids++;
+		}
+	}
+	fclose(f);
+	for (int i = 0; i < MAX_GPUS; i++)
+		if (was_lost[i] && !lost[i]) gpus[i].generation++; // back, as a new device
+}
+
+static struct nvmlDevice_st *handle_of(int gpu, int mig_slot) {
+	int gen = gpus[gpu].generation % 64;
+	struct nvmlDevice_st **h = mig_slot < 0 ? &handles[gpu][gen] : &mig_handles[gpu][gen][mig_slot];
+	if (!*h || (*h)->generation != gpus[gpu].generation) {
+		*h = calloc(1, sizeof **h);
+		(*h)->gpu = gpu;
+		(*h)->generation = gpus[gpu].generation;
+		(*h)->mig_slot = mig_slot;
+	}
+	return *h;
+}
+
+// dev_check validates a handle; it takes mu and leaves it held on SUCCESS.
+static nvmlReturn_t dev_check(struct nvmlDevice_st *d) {
+	pthread_mutex_lock(&mu);
+	if (!initialized) { pthread_mutex_unlock(&mu); return NVML_ERROR_UNINITIALIZED; }
+	if (!d || d->gpu < 0 || d->gpu >= MAX_GPUS || !gpus[d->gpu].present) { pthread_mutex_unlock(&mu); return NVML_ERROR_INVALID_ARGUMENT; }
+	refresh_state();
+	if (lost[d->gpu] || d->generation != gpus[d->gpu].generation) { pthread_mutex_unlock(&mu); return NVML_ERROR_GPU_IS_LOST; }
+	return NVML_SUCCESS;
+}
+#define DEV(dv) struct nvmlDevice_st *d = (dv).handle; do { nvmlReturn_t r_ = dev_check(d); if (r_ != NVML_SUCCESS) return r_; } while (0)
+#define RET(x) do { nvmlReturn_t r_ = (x); pthread_mutex_unlock(&mu); return r_; } while (0)
+#define PHYS(d) do { if ((d)->mig_slot >= 0) RET(NVML_ERROR_NOT_SUPPORTED); } while (0)
+
+static nvmlReturn_t do_init(void) {
+	pthread_mutex_lock(&mu);
+	if (!initialized) {
+		memset(gpus, 0, sizeof gpus);
+		ngpus = 0;
+		if (load_scenario() != 0) RET(NVML_ERROR_UNKNOWN);
+		refresh_state();
+	}
+	initialized++;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
+nvmlReturn_t nvmlInit(void) { return do_init(); }
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return do_init(); }
+
+nvmlReturn_t nvmlShutdown(void) {
+	pthread_mutex_lock(&mu);
+	if (!initialized) RET(NVML_ERROR_UNINITIALIZED);
+	initialized--;
+	RET(NVML_SUCCESS);
+}
+
+const char *nvmlErrorString(nvmlReturn_t r) {
+	switch (r) {
+	case NVML_SUCCESS: return "Success";
+	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+	case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+	case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+	case NVML_ERROR_NOT_FOUND: return "Not Found";
+	case NVML_ERROR_TIMEOUT: return "Timeout";
+	case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+	case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+	case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+	default: return "Unknown Error";
+	}
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+	if (!version) return NVML_ERROR_INVALID_ARGUMENT;
+	if (strlen(driver) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+	strcpy(version, driver);
+	return NVML_SUCCESS;
+}
+
+static nvmlReturn_t get_count(unsigned int *count) {
+	pthread_mutex_lock(&mu);
+	if (!initialized) RET(NVML_ERROR_UNINITIALIZED);
+	if (!count) RET(NVML_ERROR_INVALID_ARGUMENT);
+	*count = ngpus;
+	RET(NVML_SUCCESS);
+}
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) { return get_count(count); }
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { return get_count(count); }
+
+static nvmlReturn_t get_handle(unsigned int index, nvmlDevice_t *device) {
+	pthread_mutex_lock(&mu);
+	if (!initialized) RET(NVML_ERROR_UNINITIALIZED);
+	if (!device || index >= (unsigned)ngpus || !gpus[index].present) RET(NVML_ERROR_INVALID_ARGUMENT);
+	refresh_state();
+	if (lost[index]) RET(NVML_ERROR_GPU_IS_LOST);
+	device->handle = handle_of(index, -1);
+	RET(NVML_SUCCESS);
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) { return get_handle(index, device); }
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device) { return get_handle(index, device); }
+
+static nvmlReturn_t copy_str(char *dst, unsigned int length, const char *src) {
+	if (!dst) return NVML_ERROR_INVALID_ARGUMENT;
+	if (strlen(src) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+	strcpy(dst, src);
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dv, char *uuid, unsigned int length) {
+	DEV(dv);
+	RET(copy_str(uuid, length, d->mig_slot >= 0 ? gpus[d->gpu].mig[d->mig_slot].uuid : gpus[d->gpu].uuid));
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dv, char *name, unsigned int length) {
+	DEV(dv);
+	RET(copy_str(name, length, gpus[d->gpu].name));
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dv, nvmlPciInfo_t *pci) {
+	DEV(dv);
+	if (!pci) RET(NVML_ERROR_INVALID_ARGUMENT);
+	memset(pci, 0, sizeof *pci);
+	snprintf(pci->busId, sizeof pci->busId, "%s", gpus[d->gpu].bus);
+	snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%.15s", gpus[d->gpu].bus);
+	pci->pciDeviceId = 0x233010de;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dv, nvmlSamplingType_t type, unsigned long long lastSeen,
+                                  nvmlValueType_t *valType, unsigned int *count, nvmlSample_t *samples) {
+	DEV(dv);
+	if (!valType || !count) RET(NVML_ERROR_INVALID_ARGUMENT);
+	fake_gpu *g = &gpus[d->gpu];
+	if (d->mig_slot >= 0 || g->mig_mode) RET(NVML_ERROR_NOT_SUPPORTED);
+	const fake_sample *src;
+	int n;
+	if (type == NVML_GPU_UTILIZATION_SAMPLES) { src = g->gpu_samples; n = g->ngpu_samples; }
+	else if (type == NVML_MEMORY_UTILIZATION_SAMPLES) { src = g->mem_samples; n = g->nmem_samples; }
+	else RET(NVML_ERROR_NOT_SUPPORTED);
+	unsigned int want = 0;
+	for (int i = 0; i < n; i++)
+		if (src[i].ts > lastSeen && src[i].ts <= clock_us) want++;
+	*valType = NVML_VALUE_TYPE_UNSIGNED_INT;
+	if (want == 0) RET(NVML_ERROR_NOT_FOUND);
+	if (!samples) { *count = want; RET(NVML_SUCCESS); }
+	if (*count < want) RET(NVML_ERROR_INSUFFICIENT_SIZE);
+	unsigned int k = 0;
+	for (int i = 0; i < n; i++) {
+		if (src[i].ts > lastSeen && src[i].ts <= clock_us) {
+			memset(&samples[k], 0, sizeof samples[k]);
+			samples[k].timeStamp = src[i].ts;
+			samples[k].sampleValue.uiVal = src[i].v;
+			k++;
+		}
+	}
+	*count = k;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dv, nvmlUtilization_t *u) {
+	DEV(dv);
+	if (!u) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (d->mig_slot >= 0 || gpus[d->gpu].mig_mode) RET(NVML_ERROR_NOT_SUPPORTED);
+	u->gpu = gpus[d->gpu].util_gpu;
+	u->memory = gpus[d->gpu].util_mem;
+	RET(NVML_SUCCESS);
+}
+
+static void mem_of(struct nvmlDevice_st *d, unsigned long long *total, unsigned long long *used, unsigned long long *reserved) {
+	if (d->mig_slot >= 0) {
+		fake_mig *m = &gpus[d->gpu].mig[d->mig_slot];
+		*total = m->total; *used = m->used; *reserved = m->reserved;
+	} else {
+		fake_gpu *g = &gpus[d->gpu];
+		*total = g->mem_total; *used = g->mem_used; *reserved = g->mem_reserved;
+	}
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dv, nvmlMemory_t *m) {
+	DEV(dv);
+	if (!m) RET(NVML_ERROR_INVALID_ARGUMENT);
+	unsigned long long total, used, reserved;
+	mem_of(d, &total, &used, &reserved);
+	m->total = total;
+	m->used = used + reserved; // v1 counts the reserved memory as used
+	m->free = total - used - reserved;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dv, nvmlMemory_v2_t *m) {
+	DEV(dv);
+	if (!m) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (m->version != nvmlMemory_v2) RET(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+	unsigned long long total, used, reserved;
+	mem_of(d, &total, &used, &reserved);
+	m->total = total;
+	m->used = used;
+	m->reserved = reserved;
+	m->free = total - used - reserved;
+	RET(NVML_SUCCESS);
+}
+
+#ifndef FAKE_NO_TEMPERATURE
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dv, nvmlTemperatureSensors_t sensor, unsigned int *temp) {
+	DEV(dv);
+	PHYS(d);
+	if (!temp || sensor != NVML_TEMPERATURE_GPU) RET(NVML_ERROR_INVALID_ARGUMENT);
+	*temp = gpus[d->gpu].temp;
+	RET(NVML_SUCCESS);
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dv, unsigned int *power) {
+	DEV(dv);
+	PHYS(d);
+	if (!power) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (gpus[d->gpu].power_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
+	*power = gpus[d->gpu].power_mw;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dv, unsigned int *limit) {
+	DEV(dv);
+	PHYS(d);
+	if (!limit) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (gpus[d->gpu].power_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
+	*limit = gpus[d->gpu].power_limit_mw;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dv, unsigned long long *energy) {
+	DEV(dv);
+	PHYS(d);
+	if (!energy) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (gpus[d->gpu].power_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
+	*energy = gpus[d->gpu].energy_mj;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t dv, nvmlClockType_t type, unsigned int *clock) {
+	DEV(dv);
+	PHYS(d);
+	if (!clock) RET(NVML_ERROR_INVALID_ARGUMENT);
+	switch (type) {
+	case NVML_CLOCK_SM: *clock = gpus[d->gpu].clock_sm; break;
+	case NVML_CLOCK_MEM: *clock = gpus[d->gpu].clock_mem; break;
+	case NVML_CLOCK_GRAPHICS: *clock = gpus[d->gpu].clock_gfx; break;
+	default: RET(NVML_ERROR_INVALID_ARGUMENT);
+	}
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dv, nvmlMemoryErrorType_t et, nvmlEccCounterType_t ct, unsigned long long *n) {
+	DEV(dv);
+	PHYS(d);
+	if (!n || ct != NVML_VOLATILE_ECC) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (gpus[d->gpu].ecc_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
+	*n = et == NVML_MEMORY_ERROR_TYPE_CORRECTED ? gpus[d->gpu].ecc_corr : gpus[d->gpu].ecc_uncorr;
+	RET(NVML_SUCCESS);
+}
+
+static nvmlReturn_t reasons(nvmlDevice_t dv, unsigned long long *out, int supported) {
+	DEV(dv);
+	PHYS(d);
+	if (!out) RET(NVML_ERROR_INVALID_ARGUMENT);
+	*out = supported ? gpus[d->gpu].throttle_supported : gpus[d->gpu].throttle_current;
+	RET(NVML_SUCCESS);
+}
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dv, unsigned long long *r) { return reasons(dv, r, 0); }
+nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t dv, unsigned long long *r) { return reasons(dv, r, 1); }
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t dv, unsigned long long *r) { return reasons(dv, r, 0); }
+nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t dv, unsigned long long *r) { return reasons(dv, r, 1); }
+
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t dv, nvmlPcieUtilCounter_t counter, unsigned int *value) {
+	DEV(dv);
+	PHYS(d);
+	if (!value) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (counter == NVML_PCIE_UTIL_TX_BYTES) *value = gpus[d->gpu].pcie_tx_kib;
+	else if (counter == NVML_PCIE_UTIL_RX_BYTES) *value = gpus[d->gpu].pcie_rx_kib;
+	else RET(NVML_ERROR_INVALID_ARGUMENT);
+	RET(NVML_SUCCESS);
+}
+
+// procs_of returns the process list of a GPU or MIG device. In MIG mode the
+// physical GPU lists every instance's processes, as NVML does.
+static int procs_of(struct nvmlDevice_st *d, fake_proc *out, unsigned int *gi, unsigned int *ci) {
+	fake_gpu *g = &gpus[d->gpu];
+	int n = 0;
+	if (d->mig_slot >= 0) {
+		fake_mig *m = &g->mig[d->mig_slot];
+		for (int i = 0; i < m->nprocs; i++) { out[n] = m->procs[i]; gi[n] = m->gi; ci[n] = m->ci; n++; }
+		return n;
+	}
+	for (int i = 0; i < g->nprocs && n < MAX_PROCS * (MAX_MIG + 1); i++) { out[n] = g->procs[i]; gi[n] = ci[n] = 0xFFFFFFFF; n++; }
+	if (g->mig_mode)
+		for (int s = 0; s < MAX_MIG; s++)
+			for (int i = 0; g->mig[s].present && i < g->mig[s].nprocs; i++) {
+				out[n] = g->mig[s].procs[i]; gi[n] = g->mig[s].gi; ci[n] = g->mig[s].ci; n++;
+			}
+	return n;
+}
+
+static nvmlReturn_t running_processes(nvmlDevice_t dv, unsigned int *count, nvmlProcessInfo_t *infos) {
+	DEV(dv);
+	if (!count) RET(NVML_ERROR_INVALID_ARGUMENT);
+	fake_proc procs[MAX_PROCS * (MAX_MIG + 1)];
+	unsigned int gi[MAX_PROCS * (MAX_MIG + 1)], ci[MAX_PROCS * (MAX_MIG + 1)];
+	int n = procs_of(d, procs, gi, ci);
+	if (*count < (unsigned)n || (!infos && n > 0)) { *count = n; RET(NVML_ERROR_INSUFFICIENT_SIZE); }
+#ifdef FAKE_WRONG_PROCESS_LAYOUT
+	nvmlProcessInfo_v1_t *v1 = (nvmlProcessInfo_v1_t *)infos;
+	for (int i = 0; i < n; i++) {
+		memset(&v1[i], 0, sizeof v1[i]);
+		v1[i].pid = procs[i].pid;
+		v1[i].usedGpuMemory = procs[i].mem;
+	}
+	*count = n;
+	RET(NVML_SUCCESS);
+#endif
+	for (int i = 0; i < n; i++) {
+		memset(&infos[i], 0, sizeof infos[i]);
+		infos[i].pid = procs[i].pid;
+		infos[i].usedGpuMemory = procs[i].mem;
+		infos[i].gpuInstanceId = gi[i];
+		infos[i].computeInstanceId = ci[i];
+	}
+	*count = n;
+	RET(NVML_SUCCESS);
+}
+
+#ifndef FAKE_NO_V3
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dv, unsigned int *count, nvmlProcessInfo_t *infos) {
+	return running_processes(dv, count, infos);
+}
+#endif
+
+// _v2 takes the same nvmlProcessInfo_v2_t in this header.
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t dv, unsigned int *count, nvmlProcessInfo_v2_t *infos) {
+	return running_processes(dv, count, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dv, nvmlProcessUtilizationSample_t *u, unsigned int *count, unsigned long long lastSeen) {
+	DEV(dv);
+	if (!count) RET(NVML_ERROR_INVALID_ARGUMENT);
+	fake_gpu *g = &gpus[d->gpu];
+	if (d->mig_slot >= 0 || g->mig_mode) RET(NVML_ERROR_NOT_SUPPORTED);
+	unsigned int want = 0;
+	for (int i = 0; i < g->nputil; i++)
+		if (g->putil[i].ts > lastSeen && g->putil[i].ts <= clock_us) want++;
+	if (want == 0) { *count = 0; RET(NVML_ERROR_NOT_FOUND); }
+	if (!u || *count < want) { *count = want; RET(NVML_ERROR_INSUFFICIENT_SIZE); }
+	unsigned int k = 0;
+	for (int i = 0; i < g->nputil; i++) {
+		if (g->putil[i].ts > lastSeen && g->putil[i].ts <= clock_us) {
+			memset(&u[k], 0, sizeof u[k]);
+			u[k].pid = g->putil[i].pid;
+			u[k].timeStamp = g->putil[i].ts;
+			u[k].smUtil = g->putil[i].sm;
+			k++;
+		}
+	}
+	*count = k;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dv, unsigned int *current, unsigned int *pending) {
+	DEV(dv);
+	if (!current || !pending) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (d->mig_slot >= 0) RET(NVML_ERROR_NOT_SUPPORTED);
+	int any = 0;
+	for (int s = 0; s < MAX_MIG; s++) any |= gpus[d->gpu].mig[s].present;
+	if (!gpus[d->gpu].mig_mode && !any) RET(NVML_ERROR_NOT_SUPPORTED); // not a MIG-capable board
+	*current = *pending = gpus[d->gpu].mig_mode ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dv, unsigned int *count) {
+	DEV(dv);
+	if (!count) RET(NVML_ERROR_INVALID_ARGUMENT);
+	*count = MAX_MIG;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dv, unsigned int index, nvmlDevice_t *mig) {
+	DEV(dv);
+	if (!mig || index >= MAX_MIG || d->mig_slot >= 0) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (!gpus[d->gpu].mig[index].present) RET(NVML_ERROR_NOT_FOUND);
+	mig->handle = handle_of(d->gpu, index);
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t dv, unsigned int *id) {
+	DEV(dv);
+	if (!id) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (d->mig_slot < 0) RET(NVML_ERROR_NOT_SUPPORTED);
+	*id = gpus[d->gpu].mig[d->mig_slot].gi;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t dv, unsigned int *id) {
+	DEV(dv);
+	if (!id) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (d->mig_slot < 0) RET(NVML_ERROR_NOT_SUPPORTED);
+	*id = gpus[d->gpu].mig[d->mig_slot].ci;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+	if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+	set->handle = calloc(1, sizeof *set->handle);
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t dv, unsigned long long types, nvmlEventSet_t set) {
+	DEV(dv);
+	if (!set.handle || d->mig_slot >= 0) RET(NVML_ERROR_INVALID_ARGUMENT);
+	if (types & nvmlEventTypeXidCriticalError) set.handle->registered[d->gpu] = 1;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms) {
+	if (!set.handle || !data) return NVML_ERROR_INVALID_ARGUMENT;
+	// Poll the state file every 10 ms until an event is due or the timeout.
+	for (unsigned int waited = 0;; waited += 10) {
+		pthread_mutex_lock(&mu);
+		refresh_state();
+		while (xids_delivered < nxids) {
+			int gi = xids[xids_delivered].gpu;
+			unsigned long long code = xids[xids_delivered].code;
+			xids_delivered++;
+			if (gi < 0 || gi >= MAX_GPUS || !set.handle->registered[gi]) continue;
+			memset(data, 0, sizeof *data);
+			data->device.handle = handle_of(gi, -1);
+			data->eventType = nvmlEventTypeXidCriticalError;
+			data->eventData = code;
+			data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFF;
+			RET(NVML_SUCCESS);
+		}
+		pthread_mutex_unlock(&mu);
+		if (waited >= timeoutms) return NVML_ERROR_TIMEOUT;
+		usleep(10000);
+	}
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+	free(set.handle);
+	return NVML_SUCCESS;
+}

@@ -1,0 +1,313 @@
+// Package lifecycle drives a real Node.js build service (test/jsservice,
+// the OpenTelemetry JS SDK at its defaults) against the built collector and
+// the local CloudWatch endpoint, stops, kills, starts late and upgrades the
+// collector or restarts the service, and compares what landed with the
+// requests the test sent, exactly.
+package lifecycle
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+)
+
+// env is one test's world: the CloudWatch endpoint, the collector's ports
+// and state directory (kept across the collector's restarts).
+type env struct {
+	t        *testing.T
+	cw       *cloudwatchtest.Server
+	grpc     int
+	http     int
+	health   int
+	stateDir string
+	config   string
+	// previousConfig is the same configuration without the keys the
+	// previous release does not know (the derivation state).
+	previousConfig string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cw.Close() })
+	e := &env{t: t, cw: cw, grpc: binarytest.FreePort(t), http: binarytest.FreePort(t),
+		health: binarytest.FreePort(t), stateDir: t.TempDir()}
+	tmpl, err := template.ParseFiles(filepath.Join("testdata", "collector.yaml.tmpl"))
+	require.NoError(t, err)
+	render := func(persistDerivation bool) string {
+		var b bytes.Buffer
+		require.NoError(t, tmpl.Execute(&b, map[string]any{
+			"Health": e.health, "GRPC": e.grpc, "HTTP": e.http, "StateDir": e.stateDir, "Endpoint": cw.Endpoint(),
+			"PersistDerivation": persistDerivation,
+		}))
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o600))
+		return path
+	}
+	e.config, e.previousConfig = render(true), render(false)
+	return e
+}
+
+// collector is one run of a collector binary.
+type collector struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	output *binarytest.Buffer
+	done   chan struct{}
+	err    error
+}
+
+// startCollector runs bin on the env's config and waits until it is healthy.
+func (e *env) startCollector(bin string) *collector {
+	e.t.Helper()
+	return e.startCollectorOn(bin, e.config)
+}
+
+// startPreviousRelease runs the previous release's binary on the same
+// directories and ports, with the configuration it understands.
+func (e *env) startPreviousRelease(bin string) *collector {
+	e.t.Helper()
+	return e.startCollectorOn(bin, e.previousConfig)
+}
+
+func (e *env) startCollectorOn(bin, config string) *collector {
+	t := e.t
+	t.Helper()
+	c := &collector{t: t, output: &binarytest.Buffer{}, done: make(chan struct{})}
+	c.cmd = exec.Command(bin, "--config", config)
+	c.cmd.Env = append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_"),
+		"AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIDLIFECYCLE000001",
+		"AWS_SECRET_ACCESS_KEY=lifecycleSecret", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
+	c.cmd.Stdout, c.cmd.Stderr = c.output, c.output
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, c.cmd.Start())
+	go func() { c.err = c.cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.done
+		if t.Failed() {
+			t.Logf("collector output (tail):\n%s", tail(c.output.String(), 4000))
+		}
+	})
+	await(t, 60*time.Second, "collector healthy", func() (bool, string) {
+		select {
+		case <-c.done:
+			t.Fatalf("collector exited before it was healthy: %v\n%s", c.err, tail(c.output.String(), 4000))
+		default:
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", e.health))
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return c
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *collector) stop() {
+	c.t.Helper()
+	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-c.done:
+	case <-time.After(60 * time.Second):
+		c.t.Fatalf("collector did not exit within 60s of SIGTERM:\n%s", tail(c.output.String(), 4000))
+	}
+	require.NoError(c.t, c.err, "collector exit after SIGTERM:\n%s", tail(c.output.String(), 4000))
+}
+
+// kill9 kills the collector without warning, as the OOM killer would.
+func (c *collector) kill9() {
+	c.t.Helper()
+	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGKILL))
+	<-c.done
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// await polls cond until it holds or the deadline passes; the machine is
+// slow under load, so deadlines are generous and nothing sleeps in place of
+// a condition.
+func await(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		ok, state := cond()
+		if ok {
+			return true
+		}
+		last = state
+		if time.Now().After(deadline) {
+			t.Logf("%s: not reached after %v: %s", what, timeout, last)
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// binary is the collector under test (bin/otelcol-gpubuild).
+func binary(t *testing.T) string { return binarytest.Binary(t) }
+
+// repoPath is a path inside the checkout.
+func repoPath(rel string) string { return filepath.Join(binarytest.RepoRoot(), rel) }
+
+// landed sums what reached the CloudWatch endpoint for one service.
+type landed struct {
+	Jobs      map[string]float64 // build.jobs by build.result
+	Requests  map[string]float64 // api.requests by "route METHOD class"
+	Histogram map[string]float64 // http.server.request.duration sample count by "route METHOD class"
+}
+
+func (e *env) landed(serviceName string) landed {
+	l := landed{Jobs: map[string]float64{}, Requests: map[string]float64{}, Histogram: map[string]float64{}}
+	for _, d := range e.cw.Datums() {
+		if d.Dimensions["service.name"] != serviceName {
+			continue
+		}
+		switch d.MetricName {
+		case "build.jobs":
+			l.Jobs[d.Dimensions["build.result"]] += sumValues(d)
+		case "api.requests":
+			l.Requests[requestKey(d.Dimensions["http.route"], d.Dimensions["http.request.method"], d.Dimensions["http.response.status_class"])] += sumValues(d)
+		case "http.server.request.duration":
+			class := d.Dimensions["http.response.status_code"]
+			if class != "" {
+				class = class[:1] + "xx"
+			}
+			l.Histogram[requestKey(d.Dimensions["http.route"], d.Dimensions["http.request.method"], class)] += sampleCount(d)
+		}
+	}
+	return l
+}
+
+func sumValues(d cloudwatchtest.Datum) float64 {
+	switch {
+	case d.Statistics != nil:
+		return d.Statistics.Sum
+	case len(d.Values) > 0:
+		var s float64
+		for i, v := range d.Values {
+			c := 1.0
+			if i < len(d.Counts) {
+				c = d.Counts[i]
+			}
+			s += v * c
+		}
+		return s
+	case d.Value != nil:
+		return *d.Value
+	}
+	return 0
+}
+
+func sampleCount(d cloudwatchtest.Datum) float64 {
+	switch {
+	case d.Statistics != nil:
+		return d.Statistics.SampleCount
+	case len(d.Values) > 0:
+		var s float64
+		for i := range d.Values {
+			c := 1.0
+			if i < len(d.Counts) {
+				c = d.Counts[i]
+			}
+			s += c
+		}
+		return s
+	case d.Value != nil:
+		return 1
+	}
+	return 0
+}
+
+func requestKey(route, method, class string) string { return route + " " + method + " " + class }
+
+// diff lists the keys where got and want differ, sorted.
+func diff(what string, got map[string]float64, want map[string]int) []string {
+	keys := map[string]bool{}
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if got[k] != float64(want[k]) {
+			out = append(out, fmt.Sprintf("%s{%s}: landed %v, truth %d", what, k, got[k], want[k]))
+		}
+	}
+	return out
+}
+
+func total[V int | float64](m map[string]V) V {
+	var s V
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+// mismatches compares what landed with the truth: build.jobs by result,
+// api.requests by route/method/status class, and the pass-through
+// histogram's counts by the same keys.
+func mismatches(l landed, tr *tally) []string {
+	out := diff("build.jobs", l.Jobs, tr.Jobs)
+	out = append(out, diff("api.requests", l.Requests, tr.Requests)...)
+	out = append(out, diff("http.server.request.duration count", l.Histogram, tr.Requests)...)
+	return out
+}
+
+// awaitExact waits until what landed for the service equals the truth and
+// fails the test with the differences (and the totals) if it never does.
+// Once equal it waits a further flush to see nothing more lands.
+func (e *env) awaitExact(serviceName string, tr *tally, timeout time.Duration) {
+	t := e.t
+	t.Helper()
+	ok := await(t, timeout, "landed == truth", func() (bool, string) {
+		return len(mismatches(e.landed(serviceName), tr)) == 0, strings.Join(mismatches(e.landed(serviceName), tr), "; ")
+	})
+	if ok {
+		// Anything that would land twice arrives within a few flushes (1 s
+		// each) of the rest: give it that chance before calling it exact.
+		n := len(e.cw.Requests())
+		await(t, 5*time.Second, "three more PutMetricData requests", func() (bool, string) {
+			return len(e.cw.Requests()) >= n+3 || len(mismatches(e.landed(serviceName), tr)) > 0, ""
+		})
+	}
+	l := e.landed(serviceName)
+	if m := mismatches(l, tr); len(m) > 0 {
+		t.Errorf("landed != truth: build.jobs landed %v truth %d; api.requests landed %v truth %d; histogram count landed %v\n  %s",
+			total(l.Jobs), total(tr.Jobs), total(l.Requests), total(tr.Requests), total(l.Histogram), strings.Join(m, "\n  "))
+	}
+}
+
+// writeJSON is a helper for the service's JSON bodies.
+func writeJSON(v any) *bytes.Reader {
+	b, _ := json.Marshal(v)
+	return bytes.NewReader(b)
+}

@@ -1,0 +1,96 @@
+package lifecycle
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// The collector is stopped (SIGTERM) and restarted right after a wave of
+// jobs ended, while their spans still wait in the SDK's 5 s batch; the
+// service keeps running at the SDK's defaults.
+func TestLifecycleSIGTERMWithJobsInBatch(t *testing.T) {
+	const name = "lifecycle-sigterm"
+	e := newEnv(t)
+	col := e.startCollector(binary(t))
+	svc := e.startService(name, serviceOptions{})
+	tr := newTally()
+	svc.wave(tr, 20)
+	col.stop()
+	e.startCollector(binary(t))
+	svc.wave(tr, 20)
+	svc.checkServiceTruth(tr)
+	svc.stop()
+	e.awaitExact(name, tr, scenarioDeadline)
+}
+
+// The collector is stopped and restarted while a client keeps submitting
+// and polling jobs, so spans, records and metric exports are in flight
+// across the restart.
+func TestLifecycleRestartWhileRequestsInFlight(t *testing.T) {
+	const name = "lifecycle-inflight"
+	e := newEnv(t)
+	col := e.startCollector(binary(t))
+	svc := e.startService(name, shortMetrics)
+	tr := newTally()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		svc.wave(tr, 60)
+	}()
+	// Restart once the wave is under way (some runs ended, more to come).
+	await(t, 60*time.Second, "first runs ended", func() (bool, string) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return tr.Jobs["success"] >= 5, ""
+	})
+	col.stop()
+	e.startCollector(binary(t))
+	wg.Wait()
+	svc.checkServiceTruth(tr)
+	svc.stop()
+	e.awaitExact(name, tr, scenarioDeadline)
+}
+
+// kill -9 of the collector after a wave, restarted on the same state
+// directory.
+func TestLifecycleKill9(t *testing.T) {
+	const name = "lifecycle-kill9"
+	e := newEnv(t)
+	col := e.startCollector(binary(t))
+	svc := e.startService(name, shortMetrics)
+	tr := newTally()
+	svc.wave(tr, 20)
+	// Let the derived counts of the wave reach the collector (they are
+	// then in its memory or queue, which is what the kill tests).
+	await(t, 30*time.Second, "the wave's runs derived", func() (bool, string) {
+		return e.landed(name).Jobs["success"] >= 1, ""
+	})
+	col.kill9()
+	e.startCollector(binary(t))
+	svc.wave(tr, 20)
+	svc.checkServiceTruth(tr)
+	svc.stop()
+	e.awaitExact(name, tr, scenarioDeadline)
+}
+
+// The service serves requests before the collector is up (what a start
+// order without a health condition gives). The runs and API spans of that
+// time are the SDK's to lose, so the first requests start no job; what the
+// collector can still count exactly is in the cumulative histograms.
+func TestLifecycleLateStart(t *testing.T) {
+	const name = "lifecycle-latestart"
+	e := newEnv(t)
+	svc := e.startService(name, shortMetrics)
+	tr := newTally()
+	for range 10 {
+		svc.badBuild(tr)
+		svc.status(tr, "no-such-job")
+	}
+	e.startCollector(binary(t))
+	svc.wave(tr, 20)
+	svc.checkServiceTruth(tr)
+	svc.stop()
+	e.awaitExact(name, tr, scenarioDeadline)
+}

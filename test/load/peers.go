@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+)
+
+// The side-by-side footprint comparison (`make bench-peers`): otelcol-gpubuild
+// against the assembly a user would build from contrib instead (otlp receiver,
+// spanmetrics connector, awsemf exporter) and a stock otlp -> debug build, all
+// at the same Collector version, on the same loads, in one run, rounds
+// interleaved so that drift on a shared machine hits every target alike.
+
+// peerLoad is one of the loads every peer is measured at.
+type peerLoad struct {
+	name string
+	load load
+}
+
+// peerLoads: the base load (500 spans/s + 10k points/s), 4x base, the team's
+// shape (10,000 series exported every 10 s by the SDK, a job a second), and
+// one signal at a time (a job a second beside the points, the job series
+// beside the spans) for the per-point and per-span CPU costs.
+func peerLoads(duration time.Duration) []peerLoad {
+	return []peerLoad{
+		{"base: 500 spans/s + 10k points/s", load{points: 10000, jobs: 50, interval: time.Second, duration: duration}},
+		{"4x base", load{points: 40000, jobs: 200, interval: 250 * time.Millisecond, duration: duration}},
+		{"team's shape: 10k series every 10 s", load{points: 1000, jobs: 1, interval: 10 * time.Second, duration: duration}},
+		{"points only: 20k points/s", load{points: 20000, jobs: 1, interval: time.Second, duration: duration}},
+		{"spans only: 2000 spans/s", load{points: 0, jobs: 200, interval: time.Second, duration: duration}},
+	}
+}
+
+// peer is one collector build under comparison.
+type peer struct {
+	name   string
+	bin    string
+	target func(tmp string, round int) (target, error)
+	cw     *cloudwatchtest.Server // the CloudWatch endpoint behind it, if it sends PutMetricData
+}
+
+// peerRun is what one round measured of one peer at one load.
+type peerRun struct {
+	cores, rssMiB, points, spans, seconds float64
+}
+
+func benchPeers(ctx context.Context, o options) (string, error) {
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = cw.Close() }()
+	logs, err := startLogsSink()
+	if err != nil {
+		return "", err
+	}
+	defer logs.close()
+	tmp, err := os.MkdirTemp("", "otelcol-gpubuild-peers-")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+
+	stock, err := buildWithOCB(o.root, "baseline-builder-config.yaml", filepath.Join("baseline", "otelcol-baseline"))
+	if err != nil {
+		return "", err
+	}
+	contrib, err := buildWithOCB(o.root, "contrib-builder-config.yaml", filepath.Join("contrib", "otelcol-contrib-assembly"))
+	if err != nil {
+		return "", err
+	}
+	peers := []peer{
+		{name: "otelcol-gpubuild", bin: filepath.Join(o.root, "bin", "otelcol-gpubuild"), cw: cw, target: func(tmp string, round int) (target, error) {
+			return sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-%d-%d", round, time.Now().UnixNano())))
+		}},
+		{name: "contrib assembly", bin: contrib, target: func(tmp string, _ int) (target, error) {
+			return contribTarget(contrib, tmp, logs.endpoint())
+		}},
+		{name: "stock", bin: stock, target: func(tmp string, _ int) (target, error) {
+			return baselineTarget(stock, tmp)
+		}},
+	}
+	loads := peerLoads(o.duration)
+
+	idle := make(map[string][]float64)
+	runs := make(map[string]map[string][]peerRun)
+	for _, p := range peers {
+		runs[p.name] = make(map[string][]peerRun)
+	}
+	for round := 1; round <= o.rounds; round++ {
+		for _, p := range peers {
+			t, err := p.target(tmp, round)
+			if err != nil {
+				return "", err
+			}
+			logf("round %d/%d: %s idle", round, o.rounds, p.name)
+			rss, err := idleRSS(t, 10*time.Second)
+			if err != nil {
+				return "", err
+			}
+			idle[p.name] = append(idle[p.name], rss)
+			for _, pl := range loads {
+				if t, err = p.target(tmp, round); err != nil {
+					return "", err
+				}
+				logf("round %d/%d: %s at %s for %v", round, o.rounds, p.name, pl.name, o.duration)
+				var cwp *cloudwatchtest.Server
+				if p.cw != nil {
+					cwp = p.cw
+				}
+				r, err := run(ctx, t, pl.load, o.warmup, cwp, "")
+				if err != nil {
+					return "", err
+				}
+				e := r.sim.Exports
+				runs[p.name][pl.name] = append(runs[p.name][pl.name], peerRun{
+					cores: r.cpuCores, rssMiB: r.rssMiB,
+					points: float64(e.MetricPoints.Items), spans: float64(e.Spans.Items), seconds: r.sim.Elapsed,
+				})
+			}
+		}
+	}
+	return peersReport(o, peers, loads, idle, runs), nil
+}
+
+func peersReport(o options, peers []peer, loads []peerLoad, idle map[string][]float64, runs map[string]map[string][]peerRun) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Side by side with the contrib assembly (`make bench-peers`)\n\n")
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, measured %s. ", runtime.NumCPU(), cpuModel(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v`. ", o.rounds, o.duration, o.warmup)
+	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
+	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window. ")
+	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic).\n\n")
+
+	fmt.Fprintf(&b, "| figure |")
+	for _, p := range peers {
+		fmt.Fprintf(&b, " %s |", p.name)
+	}
+	fmt.Fprintf(&b, " ours / contrib |\n|---|")
+	for range peers {
+		fmt.Fprintf(&b, "---|")
+	}
+	fmt.Fprintf(&b, "---|\n")
+	row := func(name string, f func(p peer) float64, format string) {
+		fmt.Fprintf(&b, "| %s |", name)
+		vals := make([]float64, len(peers))
+		for i, p := range peers {
+			vals[i] = f(p)
+			fmt.Fprintf(&b, " "+format+" |", vals[i])
+		}
+		fmt.Fprintf(&b, " %s |\n", ratio(vals[0], vals[1]))
+	}
+	row("binary (MB)", func(p peer) float64 {
+		st, err := os.Stat(p.bin)
+		if err != nil {
+			return 0
+		}
+		return float64(st.Size()) / 1e6
+	}, "%.1f")
+	row("idle RSS (MiB)", func(p peer) float64 { return median(idle[p.name]) }, "%.1f")
+	for _, pl := range loads {
+		row(pl.name+": CPU (cores)", func(p peer) float64 {
+			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.cores })
+		}, "%.3f")
+		row(pl.name+": RSS (MiB)", func(p peer) float64 {
+			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.rssMiB })
+		}, "%.1f")
+	}
+	// Per-signal costs from the single-signal loads: CPU seconds per million
+	// items sent, and items per second one core would carry at that cost.
+	pointsLoad, spansLoad := loads[3].name, loads[4].name
+	perMillion := func(rs []peerRun, items func(peerRun) float64) float64 {
+		return medianOf(rs, func(r peerRun) float64 {
+			if items(r) == 0 {
+				return 0
+			}
+			return r.cores * r.seconds / items(r) * 1e6
+		})
+	}
+	row("CPU-seconds per 1M points", func(p peer) float64 {
+		return perMillion(runs[p.name][pointsLoad], func(r peerRun) float64 { return r.points })
+	}, "%.1f")
+	row("CPU-seconds per 1M spans", func(p peer) float64 {
+		return perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
+	}, "%.1f")
+	row("spans/s per core (at that cost)", func(p peer) float64 {
+		c := perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
+		if c == 0 {
+			return 0
+		}
+		return 1e6 / c
+	}, "%.0f")
+	fmt.Fprintf(&b, "\nThe load generator and the endpoints run in the harness process on the same machine; the spans-only load also carries the job status log records and the SDK's few job series.\n")
+	return b.String()
+}
+
+func medianOf(rs []peerRun, f func(peerRun) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	return median(v)
+}
+
+// idleRSS starts the target, waits until it listens, lets it settle and
+// returns its median RSS over the following seconds.
+func idleRSS(t target, settle time.Duration) (float64, error) {
+	p, err := startProcess(t.argv, t.env, "")
+	if err != nil {
+		return 0, err
+	}
+	defer p.Kill()
+	if err := p.AwaitListening(t.grpcAddr, 60*time.Second); err != nil {
+		return 0, fmt.Errorf("%s: %w", t.name, err)
+	}
+	time.Sleep(settle) // idle is a duration, not a condition
+	var rss []float64
+	for range 5 {
+		if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
+			rss = append(rss, float64(r)/1024)
+		}
+		time.Sleep(time.Second)
+	}
+	return median(rss), nil
+}
+
+// contribTarget runs the contrib assembly: spans become metrics through
+// spanmetrics (the job, stage and API spans), metrics go to CloudWatch as
+// EMF logs, logs are dropped.
+func contribTarget(bin, dir, logsEndpoint string) (target, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return target{}, err
+	}
+	cfg := fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      grpc: {endpoint: "127.0.0.1:%d"}
+      http: {endpoint: "127.0.0.1:%d"}
+connectors:
+  spanmetrics:
+    dimensions:
+      - name: build.result
+      - name: build.stage
+      - name: http.route
+      - name: http.request.method
+      - name: http.response.status_code
+exporters:
+  awsemf:
+    region: us-east-1
+    endpoint: %s
+    namespace: GPUIndexBuild
+    log_group_name: /gpubuild/metrics
+    log_stream_name: peers
+  nop:
+service:
+  pipelines:
+    traces: {receivers: [otlp], exporters: [spanmetrics]}
+    logs: {receivers: [otlp], exporters: [nop]}
+    metrics: {receivers: [otlp, spanmetrics], exporters: [awsemf]}
+  telemetry:
+    metrics:
+      level: normal
+      readers:
+        - pull:
+            exporter:
+              prometheus: {host: 127.0.0.1, port: %d}
+`, ports[0], ports[1], logsEndpoint, ports[2])
+	path := filepath.Join(dir, "contrib.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return target{}, err
+	}
+	env := append(baseEnv(), "AWS_ACCESS_KEY_ID=AKIDPEERS", "AWS_SECRET_ACCESS_KEY=peers-secret", "AWS_EC2_METADATA_DISABLED=true")
+	return target{
+		name:      "contrib assembly (otlp, spanmetrics, awsemf)",
+		argv:      []string{bin, "--config", path},
+		env:       env,
+		grpcAddr:  fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		telemetry: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+	}, nil
+}
+
+// logsSink is a local CloudWatch Logs endpoint for awsemf: it reads every
+// request (PutLogEvents, CreateLogGroup, CreateLogStream) and answers with
+// an empty JSON object, which the SDK takes as success for each of them.
+type logsSink struct {
+	srv      *http.Server
+	addr     string
+	requests atomic.Int64
+}
+
+func startLogsSink() (*logsSink, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &logsSink{addr: l.Addr().String()}
+	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.requests.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = w.Write([]byte("{}"))
+	})}
+	go func() { _ = s.srv.Serve(l) }()
+	return s, nil
+}
+
+func (s *logsSink) endpoint() string { return "http://" + s.addr }
+func (s *logsSink) close()           { _ = s.srv.Close() }
