@@ -18,7 +18,8 @@ import (
 // free ports, with no AWS credentials reachable.
 type sidecar struct {
 	*binarytest.Process
-	health string
+	health   string
+	httpPort int
 }
 
 func cleanEnv(t *testing.T) []string {
@@ -37,10 +38,10 @@ func cleanEnv(t *testing.T) []string {
 func startSidecar(t *testing.T, queueDir string, extraEnv ...string) *sidecar {
 	t.Helper()
 	healthPort := binarytest.FreePort(t)
-	s := &sidecar{health: fmt.Sprintf("http://127.0.0.1:%d/", healthPort)}
+	s := &sidecar{health: fmt.Sprintf("http://127.0.0.1:%d/", healthPort), httpPort: binarytest.FreePort(t)}
 	env := append(cleanEnv(t),
 		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(s.httpPort),
 		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(healthPort),
 		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
 		"GPUBUILD_QUEUE_DIR="+queueDir,
