@@ -41,7 +41,7 @@ func podEnv(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), "deploy", "kubernetes", "pod.yaml"))
 	require.NoError(t, err)
-	m := regexp.MustCompile(`- name: `+regexp.QuoteMeta(name)+`\s*\n\s*value: "?([^"\n]+)"?`).FindSubmatch(b)
+	m := regexp.MustCompile(`- name: ` + regexp.QuoteMeta(name) + `\s*\n\s*value: "?([^"\n]+)"?`).FindSubmatch(b)
 	require.NotNil(t, m, "%s in deploy/kubernetes/pod.yaml", name)
 	return string(m[1])
 }
