@@ -94,7 +94,7 @@ func checkFile(path string, timeout time.Duration) (err error) {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	return db.View(func(tx *bbolt.Tx) error {
 		return tx.ForEach(func(_ []byte, b *bbolt.Bucket) error { return walk(b) })
 	})

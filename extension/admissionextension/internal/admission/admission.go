@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// ErrBusy: no place within the wait timeout, or too many already waiting.
+// ErrBusy is returned when no place is free within the wait timeout, or too many already wait.
 var ErrBusy = errors.New("too many requests in flight")
 
 // Gate is safe for concurrent use.
