@@ -10,7 +10,7 @@ OCB          := $(TOOLS_BIN)/builder
 MDATAGEN     := $(TOOLS_BIN)/mdatagen
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 BIN          := bin/otelcol-gpubuild
-COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor connector/buildjobconnector exporter/cloudwatchexporter extension/storagecheckextension extension/admissionextension
+COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor processor/intervalmergeprocessor connector/buildjobconnector exporter/cloudwatchexporter extension/storagecheckextension extension/admissionextension
 RUN_DIR      := $(CURDIR)/.run
 GO_TEST_TIMEOUT ?= 14m
 
@@ -85,6 +85,7 @@ lint: $(GOLANGCI_LINT)
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./receiver/... ./processor/... ./connector/... ./internal/buildjob/... ./exporter/...
 	$(GO) test -run '^$$' -bench Destinations -benchtime 3x -count 1 ./test/destinations/
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 25 minutes)

@@ -32,6 +32,7 @@ import (
 	deltatocumulativeprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/deltatocumulativeprocessor"
 	cumulativetodeltaprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/cumulativetodeltaprocessor"
 	buildjobprocessor "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"
+	intervalmergeprocessor "github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	nvmlreceiver "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
 )
@@ -118,6 +119,7 @@ func components() (otelcol.Factories, error) {
 		deltatocumulativeprocessor.NewFactory(),
 		cumulativetodeltaprocessor.NewFactory(),
 		buildjobprocessor.NewFactory(),
+		intervalmergeprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -128,6 +130,7 @@ func components() (otelcol.Factories, error) {
 		deltatocumulativeprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/deltatocumulativeprocessor v0.161.0",
 		cumulativetodeltaprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/cumulativetodeltaprocessor v0.161.0",
 		buildjobprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		intervalmergeprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](

@@ -21,8 +21,8 @@ func NewFactory() processor.Factory {
 	)
 }
 
-// connectorType is the buildjob connector's type: Start refuses to run
-// beside one that also derives api.requests.
+// connectorType is the buildjob connector's type: beside one that also
+// derives api.requests, Start stands the processor down.
 var connectorType = metadata.Type
 
 func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {

@@ -71,7 +71,11 @@ func startPrometheus(t testing.TB, scrapeTarget string) *prometheusServer {
 	bin, err := exec.LookPath("prometheus")
 	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
 	dir := t.TempDir()
-	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+	// The out-of-order window: the sidecar has been seen to hand remote
+	// write a series' samples out of order under CPU contention (see
+	// docs/destinations.md); a strict store then refuses the request for
+	// good and the write-ahead log stalls on it.
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nstorage:\n  tsdb:\n    out_of_order_time_window: 30m\n"
 	if scrapeTarget != "" {
 		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: sidecar\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", scrapeTarget)
 	}
@@ -519,7 +523,8 @@ type collectorPorts struct {
 }
 
 func newCollectorPorts(t testing.TB) collectorPorts {
-	return collectorPorts{GRPC: binarytest.FreePort(t), HTTP: binarytest.FreePort(t), Health: binarytest.FreePort(t), Telemetry: binarytest.FreePort(t)}
+	p := binarytest.FreePorts(t, 4)
+	return collectorPorts{GRPC: p[0], HTTP: p[1], Health: p[2], Telemetry: p[3]}
 }
 
 // collectorEnv is a clean environment (nothing of the runner's AWS, GPUBUILD

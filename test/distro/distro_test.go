@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,21 +224,17 @@ func TestExposedListenerWarning(t *testing.T) {
 }
 
 // api.requests from spans (connector) and from histograms (processor) in one
-// collector would count every request twice: the default pipelines with
-// GPUBUILD_API_REQUESTS_FROM_SPANS=true keep the processor, so start-up
-// fails, naming both components and the setting.
-func TestStartRefusesAPIRequestsFromBothSources(t *testing.T) {
-	env := append(cleanEnv(t),
-		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
-		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
-		"GPUBUILD_QUEUE_DIR="+t.TempDir(),
-	)
-	out, err := runBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
-	require.Error(t, err, "the collector must not run:\n%s", out)
+// collector would count every request twice: with
+// GPUBUILD_API_REQUESTS_FROM_SPANS=true on the default pipelines the
+// processor stands down, says so naming both components and the setting, and
+// the sidecar runs.
+func TestAPIRequestsFromSpansStandsTheProcessorDown(t *testing.T) {
+	s := startSidecar(t, "GPUBUILD_API_REQUESTS_FROM_SPANS=true")
+	s.waitOutput(t, "derives nothing", 10*time.Second)
+	out := s.Output.String()
 	assert.Contains(t, out, `processor "buildjob"`)
 	assert.Contains(t, out, `connector "buildjob"`)
-	assert.Contains(t, out, "api_requests_from_spans: false")
+	assert.Contains(t, out, "api_requests_from_spans: true")
+	require.True(t, s.healthy())
+	require.NoError(t, s.terminate(t, 20*time.Second))
 }

@@ -37,14 +37,15 @@ func cleanEnv(t *testing.T) []string {
 
 func startSidecar(t *testing.T, extraEnv ...string) *sidecar {
 	t.Helper()
-	s := &sidecar{httpPort: binarytest.FreePort(t), grpcPort: binarytest.FreePort(t)}
-	healthPort := binarytest.FreePort(t)
+	ports := binarytest.FreePorts(t, 4)
+	s := &sidecar{httpPort: ports[0], grpcPort: ports[1]}
+	healthPort := ports[2]
 	s.health = fmt.Sprintf("http://127.0.0.1:%d/", healthPort)
 	env := append(cleanEnv(t),
 		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(s.grpcPort),
 		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(s.httpPort),
 		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(healthPort),
-		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(ports[3]),
 		"GPUBUILD_QUEUE_DIR="+t.TempDir(),
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",

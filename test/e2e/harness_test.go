@@ -62,7 +62,8 @@ type ports struct {
 }
 
 func newPorts(t testing.TB) ports {
-	return ports{GRPC: binarytest.FreePort(t), HTTP: binarytest.FreePort(t), Health: binarytest.FreePort(t), Telemetry: binarytest.FreePort(t)}
+	p := binarytest.FreePorts(t, 4)
+	return ports{GRPC: p[0], HTTP: p[1], Health: p[2], Telemetry: p[3]}
 }
 
 // sidecarConfig fills testdata/sidecar.yaml.tmpl.

@@ -47,8 +47,9 @@ func newEnv(t *testing.T) *env {
 	cw, err := cloudwatchtest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
-	e := &env{t: t, cw: cw, grpc: binarytest.FreePort(t), http: binarytest.FreePort(t),
-		health: binarytest.FreePort(t), stateDir: t.TempDir()}
+	ports := binarytest.FreePorts(t, 3)
+	e := &env{t: t, cw: cw, grpc: ports[0], http: ports[1],
+		health: ports[2], stateDir: t.TempDir()}
 	tmpl, err := template.ParseFiles(filepath.Join("testdata", "collector.yaml.tmpl"))
 	require.NoError(t, err)
 	render := func(persistDerivation bool) string {

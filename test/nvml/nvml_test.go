@@ -61,7 +61,8 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
 
-	port := func() string { return strconv.Itoa(binarytest.FreePort(t)) }
+	ports := binarytest.FreePorts(t, 4)
+	port := func() string { p := ports[0]; ports = ports[1:]; return strconv.Itoa(p) }
 	env := append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "LD_LIBRARY_PATH=", "FAKE_NVML_"),
 		"LD_LIBRARY_PATH="+libDir,
 		fakenvml.EnvScenario+"="+scenarioPath,

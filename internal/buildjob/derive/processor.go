@@ -24,7 +24,8 @@ type ProcessorSpec struct {
 	ScopeName string // instrumentation scope of the derived metrics
 	Telemetry Telemetry
 	// ConnectorType is the type of the connector that can also derive
-	// api.requests (from spans); Start refuses to run beside one that does.
+	// api.requests (from spans); beside one that does, Start stands the
+	// processor down.
 	ConnectorType component.Type
 }
 
@@ -34,6 +35,10 @@ type HTTPProcessor struct {
 	spec    ProcessorSpec
 	emitter *emitter
 	state   *stateStore
+	// standDown: a connector of the same collector derives api.requests
+	// from spans, so this processor passes metrics through and derives
+	// nothing (every request would otherwise count twice).
+	standDown bool
 }
 
 // NewHTTPProcessor returns a processor that emits to next.
@@ -55,8 +60,10 @@ type APIRequestSources interface {
 	APIRequestsFromSpans() []component.ID
 }
 
-// Start fails when a connector of the same collector also derives
-// api.requests (from spans): every request would be counted twice.
+// Start stands the processor down, with a warning, when a connector of
+// the same collector derives api.requests from spans: the two would count
+// every request twice, and the deployer asked for spans
+// (api_requests_from_spans: true, GPUBUILD_API_REQUESTS_FROM_SPANS).
 func (p *HTTPProcessor) Start(ctx context.Context, host component.Host) error {
 	if fh, ok := host.(factoryHost); ok {
 		if src, ok := fh.GetFactory(component.KindConnector, p.spec.ConnectorType).(APIRequestSources); ok {
@@ -65,8 +72,10 @@ func (p *HTTPProcessor) Start(ctx context.Context, host component.Host) error {
 				for i, id := range ids {
 					names[i] = fmt.Sprintf("connector %q", id)
 				}
-				return fmt.Errorf("processor %q derives api.requests from HTTP server histograms and %s derives it from spans (api_requests_from_spans: true): every request would be counted twice; set api_requests_from_spans: false on the connector or remove the processor from the pipeline",
-					p.spec.ID, strings.Join(names, " and "))
+				p.standDown = true
+				p.emitter.logger.Warn(fmt.Sprintf("processor %q derives nothing: %s derives api.requests from spans (api_requests_from_spans: true), and counting the HTTP server histograms too would count every request twice; the processor passes metrics through unchanged",
+					p.spec.ID, strings.Join(names, " and ")))
+				return nil
 			}
 		}
 	}
@@ -112,6 +121,9 @@ func (p *HTTPProcessor) openState(ctx context.Context, host component.Host) erro
 
 // Shutdown emits what was derived since the last flush.
 func (p *HTTPProcessor) Shutdown(ctx context.Context) error {
+	if p.standDown {
+		return nil
+	}
 	err := p.emitter.shutdown(ctx)
 	if p.state != nil {
 		e := p.emitter
@@ -124,6 +136,9 @@ func (p *HTTPProcessor) Shutdown(ctx context.Context) error {
 
 // ProcessMetrics derives api.requests from md and returns md unchanged.
 func (p *HTTPProcessor) ProcessMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	if p.standDown {
+		return md, nil
+	}
 	p.emitter.update(ctx, func(d *deriver, now time.Time) { d.consumeHTTPMetrics(md, now) })
 	return md, nil
 }

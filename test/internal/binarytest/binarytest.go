@@ -42,10 +42,22 @@ func Binary(t testing.TB) string {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	return FreePorts(t, 1)[0]
+}
+
+// FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
+// moment ago: all are held open until the last is found, so that one
+// process never gets the same port twice (asking one at a time can).
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer func() { _ = l.Close() }()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 // Buffer collects a subprocess's output while a test reads it. With Keep

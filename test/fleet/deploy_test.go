@@ -1,0 +1,105 @@
+package fleet
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+)
+
+func readRepoFile(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), rel))
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestGatewayManifestsAgreeWithTheConfigs: the Kubernetes manifests run the
+// config the image ships, set only variables the gateway config reads, run
+// as non-root with probes on the health check port, and name the headless
+// Service the sidecar config's example resolver points at.
+func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
+	kinds := map[string]map[string]any{}
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(readRepoFile(t, "deploy/gateway-kubernetes.yaml"))))
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		kinds[doc["kind"].(string)] = doc
+	}
+	require.Subset(t, keys(kinds), []string{"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"})
+
+	// The config path in the image.
+	dockerfile := readRepoFile(t, "Dockerfile")
+	assert.Contains(t, dockerfile, "/src/otelcol-gateway.yaml /etc/otelcol-gpubuild/gateway.yaml")
+	assert.Contains(t, dockerfile, "/src/deploy/gateway-sidecar.yaml /etc/otelcol-gpubuild/sidecar-gateway.yaml")
+
+	pod := dig(kinds["Deployment"], "spec", "template", "spec").(map[string]any)
+	assert.Equal(t, true, dig(pod, "securityContext", "runAsNonRoot"))
+	c := pod["containers"].([]any)[0].(map[string]any)
+	assert.Equal(t, []any{"--config", "/etc/otelcol-gpubuild/gateway.yaml"}, c["args"])
+
+	gatewayVars := envNames(readRepoFile(t, "otelcol-gateway.yaml"))
+	for _, e := range c["env"].([]any) {
+		name := e.(map[string]any)["name"].(string)
+		if strings.HasPrefix(name, "GPUBUILD_") {
+			assert.Contains(t, gatewayVars, name, "the gateway config reads %s", name)
+		}
+	}
+	for _, probe := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
+		assert.Equal(t, "health", dig(c, probe, "httpGet", "port"), probe)
+	}
+	ports := map[string]int{}
+	for _, p := range c["ports"].([]any) {
+		ports[p.(map[string]any)["name"].(string)] = p.(map[string]any)["containerPort"].(int)
+	}
+	assert.Equal(t, map[string]int{"otlp-grpc": 4317, "health": 13133, "telemetry": 8888}, ports, "the gateway config's default ports")
+
+	svc := kinds["Service"]
+	assert.Nil(t, dig(svc, "spec", "clusterIP"), "a load-balanced Service: each sidecar's connection lands on one gateway")
+	host := dig(svc, "metadata", "name").(string) + "." + dig(svc, "metadata", "namespace").(string) + ".svc.cluster.local"
+	assert.Contains(t, readRepoFile(t, "deploy/gateway-sidecar.yaml"), "GPUBUILD_GATEWAY_ENDPOINT="+host+":4317")
+	assert.Contains(t, readRepoFile(t, "deploy/gateway-kubernetes.yaml"), "GPUBUILD_GATEWAY_ENDPOINT="+host+":4317")
+	assert.Equal(t, "otelcol-gateway", dig(kinds["HorizontalPodAutoscaler"], "spec", "scaleTargetRef", "name"))
+	assert.Equal(t, 1, dig(kinds["PodDisruptionBudget"], "spec", "minAvailable"))
+}
+
+func keys(m map[string]map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func dig(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func envNames(config string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`\$\{env:([A-Z0-9_]+)`).FindAllStringSubmatch(config, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
