@@ -22,6 +22,8 @@ import (
 	otlphttpexporter "go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	healthcheckextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension"
 	filestorage "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
+	storagecheckextension "github.com/gpubuild/otelcol-gpubuild/extension/storagecheckextension"
+	admissionextension "github.com/gpubuild/otelcol-gpubuild/extension/admissionextension"
 	bearertokenauthextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
 	basicauthextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/basicauthextension"
 	sigv4authextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/sigv4authextension"
@@ -58,6 +60,8 @@ func components() (otelcol.Factories, error) {
 	factories.Extensions, err = otelcol.MakeFactoryMap[extension.Factory](
 		healthcheckextension.NewFactory(),
 		filestorage.NewFactory(),
+		storagecheckextension.NewFactory(),
+		admissionextension.NewFactory(),
 		bearertokenauthextension.NewFactory(),
 		basicauthextension.NewFactory(),
 		sigv4authextension.NewFactory(),
@@ -68,6 +72,8 @@ func components() (otelcol.Factories, error) {
 	factories.ExtensionModules = makeModulesMap(factories.Extensions, map[component.Type]string{
 		healthcheckextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension v0.161.0",
 		filestorage.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage v0.161.0",
+		storagecheckextension.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		admissionextension.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		bearertokenauthextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension v0.161.0",
 		basicauthextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/basicauthextension v0.161.0",
 		sigv4authextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/sigv4authextension v0.159.0",

@@ -395,3 +395,46 @@ func TestCardinalityFloodIsBoundedPerMetric(t *testing.T) {
 	assert.Equal(t, "build.jobs", fields["metric"])
 	assert.Equal(t, "job.id", fields["exploding_dimension"])
 }
+
+// The cumulative state cap reached by a stream of new cumulative series (a
+// job id as an attribute, new ids every interval): the least recently
+// updated series (finished jobs) are evicted, so a neighbour updated every
+// interval keeps its place and each of its deltas is exact. New series
+// that come after an eviction with a start time not after the forgotten
+// points are baselines (a forgotten series cannot be told from a new one):
+// counted as cumulative_baseline, so every point is accounted for.
+// Not covered: more new series within one interval than the cap evicts the
+// neighbour too.
+func TestCumulativeFloodKeepsTheNeighbourExact(t *testing.T) {
+	const maxSeries, rounds, flood = 100, 5, 60
+	te := newTestExporter(t, false, func(cfg *Config) { cfg.CumulativeState.MaxSeries = maxSeries })
+	begin := time.Now().Add(-10 * time.Minute)
+	start := pcommon.NewTimestampFromTime(begin)
+	for r := 1; r <= rounds; r++ {
+		ts := pcommon.NewTimestampFromTime(begin.Add(time.Duration(r) * time.Minute))
+		md := cumulativeSum(start, ts, int64(10*r), map[string]string{"route": "neighbour"})
+		sum := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum()
+		for i := range flood {
+			dp := sum.DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(ts)
+			dp.SetIntValue(1)
+			dp.Attributes().PutStr("job.id", fmt.Sprintf("r%d-job-%d", r, i))
+		}
+		require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	}
+	var neighbour []float64
+	jobs := 0.0
+	for _, d := range te.server.Datums() {
+		if d.Dimensions["route"] == "neighbour" {
+			neighbour = append(neighbour, *d.Value)
+		} else {
+			jobs += *d.Value
+		}
+	}
+	assert.Equal(t, []float64{10, 10, 10, 10, 10}, neighbour, "no increment of the neighbour lost")
+	baselines := te.counter(t, "points_dropped", "reason")["cumulative_baseline"]
+	assert.Positive(t, baselines)
+	assert.Equal(t, float64(rounds*flood), jobs+float64(baselines), "every job point sent or counted")
+	assert.Positive(t, te.counter(t, "cumulative_evictions", "")[""])
+}

@@ -56,13 +56,14 @@ func expectedImage(t *testing.T) string {
 }
 
 // knownEnv says whether the sidecar reads an environment variable: the
-// config's own, the metrics switch, or the AWS SDK's and NVIDIA runtime's.
+// config's own, the metrics switch, or the AWS SDK's, NVIDIA runtime's and
+// Go runtime's.
 func knownEnv(defaults map[string]string, name string) bool {
 	if _, ok := defaults[name]; ok || name == metricsswitch.EnvVar {
 		return true
 	}
 	return slices.Contains([]string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-		"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}, name)
+		"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "GOMEMLIMIT"}, name)
 }
 
 // requireMemoryHeadroom checks that the container's memory limit leaves the
