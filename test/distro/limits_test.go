@@ -47,7 +47,7 @@ func bigMetrics(size int) pmetricotlp.ExportRequest {
 // both protocols, and the sidecar goes on serving the next one.
 func TestOversizedRequestsRefused(t *testing.T) {
 	s := startSidecar(t)
-	req := bigMetrics(5 << 20) // over the 4 MiB default
+	req := bigMetrics(5 << 20) // over the 2 MiB default
 	body, err := req.MarshalProto()
 	require.NoError(t, err)
 	require.Greater(t, len(body), 4<<20)
