@@ -50,6 +50,7 @@ type options struct {
 	peers        bool
 	rounds       int
 	splice       string
+	only         string
 }
 
 func main() {
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	flag.BoolVar(&o.peers, "peers", false, "instead: compare with the contrib assembly and the stock build, side by side (make bench-peers)")
 	flag.IntVar(&o.rounds, "rounds", 3, "with -peers: rounds to take medians over")
+	flag.StringVar(&o.only, "only", "", "with -peers: measure only the builds and loads whose names contain this text (e.g. \"spans only\"); for profiling one case")
 	flag.StringVar(&o.splice, "splice", "", "also put the report into this markdown file, between the lines <!-- NAME:begin --> and <!-- NAME:end --> (NAME = bench-peers or bench)")
 	flag.Parse()
 

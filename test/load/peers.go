@@ -112,6 +112,9 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 			}
 			idle[p.name] = append(idle[p.name], rss)
 			for _, pl := range loads {
+				if o.only != "" && !strings.Contains(p.name, o.only) && !strings.Contains(pl.name, o.only) {
+					continue
+				}
 				if t, err = p.target(tmp, round); err != nil {
 					return "", err
 				}

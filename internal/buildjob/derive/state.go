@@ -85,10 +85,10 @@ type stateStore struct {
 
 	// resources already written, by key.
 	resources map[string]bool
-	// bytes of persisted job entries, by key, and their total.
-	jobBytes  map[string]int
-	totalJobs int64
-	nextID    uint64 // next series entry id
+	// bytes of persisted job entries (each job's own in its Stored).
+	totalJobs  int64
+	nextID     uint64 // next series entry id
+	nextJobSeq uint64 // next job entry's place in the key order
 
 	ops     []*storage.Operation
 	deletes []string // series entries to delete with the next write
@@ -117,9 +117,9 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 		client:    client,
 		cfg:       cfg,
 		location:  fmt.Sprintf("%s (file %s_%s_%s_%s)", cfg.Storage, strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName),
-		resources: map[string]bool{},
-		jobBytes:  map[string]int{},
-		nextID:    1,
+		resources:  map[string]bool{},
+		nextID:     1,
+		nextJobSeq: 1,
 	}
 	// Tracking is on while loading: what the load merges or trims is
 	// written with the first batch.
@@ -177,7 +177,7 @@ func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logge
 				return nil, nil
 			}
 			resources[key] = m
-		case len(key) > len(stateKeyJobPrefix) && key[:len(stateKeyJobPrefix)] == stateKeyJobPrefix:
+		case strings.HasPrefix(key, stateKeyJobPrefix) || strings.HasPrefix(key, stateKeyJobPrefixUnordered):
 			jobs[key] = slices.Clone(value)
 		default:
 			if id, ok := parseSeriesStateKey(key); ok {
@@ -248,13 +248,20 @@ func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logge
 	restoredRuns, expired := 0, 0
 	if d.jobs != nil {
 		restored := map[runmemory.Key][]*runmemory.Run[runPayload]{}
-		trimmed := map[runmemory.Key]bool{}
+		stored := map[runmemory.Key]runmemory.StoredEntry{}
+		rewrite := map[runmemory.Key]bool{} // trimmed, or under an earlier version's key
 		keep := d.jobs.Timeout() + st.cfg.ExpiryMargin
 		for key, v := range jobs {
-			jk, ok := parseJobStateKey(key)
+			seq, jk, ok := parseJobStateKey(key)
 			if !ok {
 				continue
 			}
+			if _, dup := restored[jk]; dup {
+				// The same job under both key layouts: keep one.
+				deletes = append(deletes, key)
+				continue
+			}
+			st.nextJobSeq = max(st.nextJobSeq, seq+1)
 			runs, err := decodeJob(v, len(d.dimensions))
 			if err != nil {
 				skip(key, err)
@@ -284,14 +291,19 @@ func (st *stateStore) load(ctx context.Context, d *deriver, now time.Time, logge
 				continue
 			}
 			restored[jk] = kept
-			trimmed[jk] = len(kept) != len(runs)
-			st.jobBytes[key] = len(v)
-			st.totalJobs += int64(len(v))
+			if seq == 0 {
+				deletes = append(deletes, key) // rewritten under this version's key
+			} else {
+				stored[jk] = runmemory.StoredEntry{Seq: seq, Bytes: len(v)}
+				st.totalJobs += int64(len(v))
+			}
+			rewrite[jk] = seq == 0 || len(kept) != len(runs)
 			restoredRuns += len(kept)
 		}
 		for jk, jr := range d.jobs.Restore(restored) {
-			if trimmed[jk] {
-				d.jobs.Touch(jr) // rewrite without the expired runs
+			jr.Stored = stored[jk]
+			if rewrite[jk] {
+				d.jobs.Touch(jr)
 			}
 		}
 	}
@@ -385,20 +397,25 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 	var spans []span
 	if d.jobs != nil {
 		for _, jr := range d.jobs.Dirty() {
-			key := jobStateKey(jr.Key())
 			if len(jr.Runs()) == 0 {
-				st.ops = append(st.ops, storage.DeleteOperation(key))
-				st.totalJobs -= int64(st.jobBytes[key])
-				delete(st.jobBytes, key)
+				if jr.Stored.Seq != 0 {
+					st.ops = append(st.ops, storage.DeleteOperation(jobStateKey(jr.Stored.Seq, jr.Key())))
+					st.totalJobs -= int64(jr.Stored.Bytes)
+					jr.Stored = runmemory.StoredEntry{}
+				}
 				continue
+			}
+			if jr.Stored.Seq == 0 {
+				jr.Stored.Seq = st.nextJobSeq
+				st.nextJobSeq++
 			}
 			start := len(st.buf)
 			st.buf = encodeJob(st.buf, jr.Runs(), st.resourceKey)
 			n := len(st.buf) - start
-			st.totalJobs += int64(n - st.jobBytes[key])
-			st.jobBytes[key] = n
+			st.totalJobs += int64(n - jr.Stored.Bytes)
+			jr.Stored.Bytes = n
 			spans = append(spans, span{len(st.ops), start})
-			st.ops = append(st.ops, storage.SetOperation(key, nil))
+			st.ops = append(st.ops, storage.SetOperation(jobStateKey(jr.Stored.Seq, jr.Key()), nil))
 		}
 	}
 	for _, key := range st.deletes {
@@ -461,9 +478,8 @@ func (st *stateStore) evictOverBudget(d *deriver) {
 		}
 		d.stats.stateEvicted++
 		// Until the job is rewritten, estimate what the run took.
-		key := jobStateKey(jr.Key())
-		share := st.jobBytes[key] / (len(jr.Runs()) + 1)
-		st.jobBytes[key] -= share
+		share := jr.Stored.Bytes / (len(jr.Runs()) + 1)
+		jr.Stored.Bytes -= share
 		st.totalJobs -= int64(share)
 	}
 }

@@ -347,10 +347,17 @@ func writeEntries(t *testing.T, dir string, entries map[string][]byte) {
 	})
 }
 
-const fixturePath = "testdata/state_v1.txt"
+// fixturePath is the state this version writes; fixtureByIDPath the same
+// state as versions before the ordered job keys wrote it.
+const (
+	fixturePath     = "testdata/state_v1.txt"
+	fixtureByIDPath = "testdata/state_v1_job_keys_by_id.txt"
+)
 
-func loadFixture(t *testing.T) map[string][]byte {
-	f, err := os.Open(fixturePath)
+func loadFixture(t *testing.T) map[string][]byte { return loadFixtureFile(t, fixturePath) }
+
+func loadFixtureFile(t *testing.T, path string) map[string][]byte {
+	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
 	out := map[string][]byte{}
@@ -398,10 +405,18 @@ func TestStateFormatOneIsWhatThisVersionWrites(t *testing.T) {
 }
 
 // A state written in format 1 is read back: the counts not yet flushed are
-// emitted once, the counted runs are remembered, the active run goes on.
+// emitted once, the counted runs are remembered, the active run goes on;
+// likewise from a state of the versions that keyed jobs by id, whose job
+// entries are rewritten under ordered keys.
 func TestStateFormatOneFixtureIsRestored(t *testing.T) {
+	for _, path := range []string{fixturePath, fixtureByIDPath} {
+		t.Run(filepath.Base(path), func(t *testing.T) { testFixtureIsRestored(t, path) })
+	}
+}
+
+func testFixtureIsRestored(t *testing.T, path string) {
 	dir := t.TempDir()
-	writeEntries(t, dir, loadFixture(t))
+	writeEntries(t, dir, loadFixtureFile(t, path))
 	clock := func() time.Time { return fixtureTime.Add(time.Minute) }
 	svc := newTestService(t, newOTLPSink(t), attribute.String("service.name", "vector-index-build"))
 	sink := new(consumertest.MetricsSink)
@@ -417,6 +432,17 @@ func TestStateFormatOneFixtureIsRestored(t *testing.T) {
 	d := one(t, ps, metricBuildJobDuration, success)
 	assert.InDelta(t, 60.0+90.0+60.0, d.sum, 1e-9)
 	assertCounter(t, s.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+
+	var jobKeys []string
+	for k := range readEntries(t, dir) {
+		if strings.HasPrefix(k, stateKeyJobPrefixUnordered) {
+			t.Errorf("entry %q is left under the earlier key layout", k)
+		}
+		if strings.HasPrefix(k, stateKeyJobPrefix) {
+			jobKeys = append(jobKeys, k)
+		}
+	}
+	assert.Len(t, jobKeys, 3, "job-7, job-8 and job-9 are remembered")
 }
 
 // Damaged entries (an unknown format byte, a truncated value, garbage, a
@@ -447,7 +473,7 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	orphan := encodeSeries(nil, &series{labels: seriesLabels{fam: familyJobs, a: "success"}, count: 5}, "res/00000000000000ff")
 	entries[seriesStateKey(99)] = orphan
 	orphanRun := &runmemory.Run[runPayload]{State: runmemory.Ended, Start: 1, End: 2, Result: resultSuccess, ListedAt: fixtureTime}
-	entries[jobStateKey(runmemory.Key{Service: "vector-index-build", JobID: "job-y"})] = encodeJob(nil, []*runmemory.Run[runPayload]{orphanRun}, func(*resourceEntry) string { return "res/00000000000000ff" })
+	entries[jobStateKey(99, runmemory.Key{Service: "vector-index-build", JobID: "job-y"})] = encodeJob(nil, []*runmemory.Run[runPayload]{orphanRun}, func(*resourceEntry) string { return "res/00000000000000ff" })
 	writeEntries(t, dir, entries)
 	require.Contains(t, entries, resKey)
 

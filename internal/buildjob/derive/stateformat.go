@@ -24,7 +24,9 @@ import (
 //
 //	meta                   start time of cumulative series
 //	res/<16 hex>           a resource's attributes (FNV-64a of the value)
-//	job/<service>\x00<id>  the runs of one job
+//	jobs/<16 hex>/<service>\x00<id>
+//	                       the runs of one job, keyed in the order jobs
+//	                       were first written (earlier versions: job/<service>\x00<id>)
 //	counts/<16 hex>        derived counts not yet accepted by the next consumer
 //
 // The processor shares the client with its cumulative tracker
@@ -34,7 +36,10 @@ const (
 
 	stateKeyMeta         = "meta"
 	stateKeyResPrefix    = "res/"
-	stateKeyJobPrefix    = "job/"
+	stateKeyJobPrefix    = "jobs/"
+	// stateKeyJobPrefixUnordered is the job key of earlier versions, read
+	// and rewritten under stateKeyJobPrefix at start.
+	stateKeyJobPrefixUnordered = "job/"
 	stateKeySeriesPrefix = "counts/"
 )
 
@@ -180,17 +185,32 @@ func decodeResource(v []byte) (pcommon.Map, error) {
 	return decodeAttributes(b)
 }
 
-func jobStateKey(k runmemory.Key) string {
-	return stateKeyJobPrefix + k.Service + "\x00" + k.JobID
+// jobStateKey is the key of a job's entry. The sequence number leads so
+// that new jobs land at the end of the store's B+tree: with job ids that
+// are hashes, keys in id order made every write rewrite pages all over
+// the file (about 65 pages per request at 2000 spans/s, against 2 or 3).
+func jobStateKey(seq uint64, k runmemory.Key) string {
+	return stateKeyJobPrefix + strconv.FormatUint(seq|1<<63, 16)[:16] + "/" + k.Service + "\x00" + k.JobID
 }
 
-func parseJobStateKey(key string) (runmemory.Key, bool) {
-	rest, ok := strings.CutPrefix(key, stateKeyJobPrefix)
-	if !ok {
-		return runmemory.Key{}, false
+// parseJobStateKey reads a job key of this version (seq > 0) or of an
+// earlier one (seq 0).
+func parseJobStateKey(key string) (seq uint64, k runmemory.Key, ok bool) {
+	var rest string
+	if rest, ok = strings.CutPrefix(key, stateKeyJobPrefix); ok {
+		if len(rest) < 17 || rest[16] != '/' {
+			return 0, k, false
+		}
+		v, err := strconv.ParseUint(rest[:16], 16, 64)
+		if err != nil || v&^(1<<63) == 0 {
+			return 0, k, false
+		}
+		seq, rest = v&^(1<<63), rest[17:]
+	} else if rest, ok = strings.CutPrefix(key, stateKeyJobPrefixUnordered); !ok {
+		return 0, k, false
 	}
 	service, id, ok := strings.Cut(rest, "\x00")
-	return runmemory.Key{Service: service, JobID: id}, ok
+	return seq, runmemory.Key{Service: service, JobID: id}, ok
 }
 
 func seriesStateKey(id uint64) string {

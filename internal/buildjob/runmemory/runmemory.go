@@ -88,6 +88,18 @@ type Job[P any] struct {
 	runs   []*Run[P]
 	inline [2]*Run[P] // backs runs for the usual one or two runs, saving an allocation
 	dirty  bool       // changed since ClearDirty
+
+	// Stored is the owner's bookkeeping of the job's persisted entry, kept
+	// here rather than in a map of the owner's so that a remembered job
+	// costs no more than its own record.
+	Stored StoredEntry
+}
+
+// StoredEntry says where and how large a job's persisted entry is; the
+// tracker never reads it.
+type StoredEntry struct {
+	Seq   uint64 // the entry's place in the owner's key order; 0 = not written yet
+	Bytes int    // the entry's size
 }
 
 // Key is the job's key.
