@@ -114,9 +114,9 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 		return nil, fmt.Errorf("state.storage: %w", err)
 	}
 	st := &stateStore{
-		client:    client,
-		cfg:       cfg,
-		location:  fmt.Sprintf("%s (file %s_%s_%s_%s)", cfg.Storage, strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName),
+		client:     client,
+		cfg:        cfg,
+		location:   fmt.Sprintf("%s (file %s_%s_%s_%s)", cfg.Storage, strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName),
 		resources:  map[string]bool{},
 		nextID:     1,
 		nextJobSeq: 1,

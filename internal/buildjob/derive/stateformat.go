@@ -34,13 +34,13 @@ import (
 const (
 	stateFormatV1 = 1
 
-	stateKeyMeta         = "meta"
-	stateKeyResPrefix    = "res/"
-	stateKeyJobPrefix    = "jobs/"
+	stateKeyMeta      = "meta"
+	stateKeyResPrefix = "res/"
+	stateKeyJobPrefix = "jobs/"
 	// stateKeyJobPrefixUnordered is the job key of earlier versions, read
 	// and rewritten under stateKeyJobPrefix at start.
 	stateKeyJobPrefixUnordered = "job/"
-	stateKeySeriesPrefix = "counts/"
+	stateKeySeriesPrefix       = "counts/"
 )
 
 var (
