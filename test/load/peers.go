@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -157,11 +158,18 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle map[string][]fl
 	}
 	fmt.Fprintf(&b, "---|\n")
 	row := func(name string, f func(p peer) float64, format string) {
-		fmt.Fprintf(&b, "| %s |", name)
 		vals := make([]float64, len(peers))
+		measured := false
 		for i, p := range peers {
 			vals[i] = f(p)
-			fmt.Fprintf(&b, " "+format+" |", vals[i])
+			measured = measured || !math.IsNaN(vals[i])
+		}
+		if !measured { // a load left out by -only
+			return
+		}
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, v := range vals {
+			fmt.Fprintf(&b, " "+format+" |", v)
 		}
 		fmt.Fprintf(&b, " %s |\n", ratio(vals[0], vals[1]))
 	}
