@@ -3,6 +3,7 @@ package derive
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"runtime"
 	"testing"
 	"time"
@@ -87,6 +88,19 @@ func apiSpanBatch() ptrace.Traces {
 // stage spans and four HTTP server spans per job, with distinct job ids
 // across batches so that each job is a new run.
 func buildMixBatches(n int) []ptrace.Traces {
+	return buildMixBatchesWithIDs(n, func(id int) string { return fmt.Sprintf("a3f9c2e1%08x", id) })
+}
+
+// hashedJobID is a job id as the build service makes them: a hash, so
+// consecutive jobs are far apart in id order.
+func hashedJobID(id int) string {
+	h := fnv.New64a()
+	_, _ = fmt.Fprint(h, id)
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// buildMixBatchesWithIDs is buildMixBatches with the job ids jobID gives.
+func buildMixBatchesWithIDs(n int, jobID func(int) string) []ptrace.Traces {
 	stages := []string{"download", "gpu_build", "gpu_to_cpu", "upload"}
 	const perJob = 9
 	out := make([]ptrace.Traces, n)
@@ -99,7 +113,7 @@ func buildMixBatches(n int) []ptrace.Traces {
 		ss := rs.ScopeSpans().AppendEmpty()
 		ss.Scope().SetName("build-service")
 		for range benchBatch / perJob {
-			job := fmt.Sprintf("a3f9c2e1%08x", id)
+			job := jobID(id)
 			jobSpan := ss.Spans().AppendEmpty()
 			tid, sid := benchIDs(id * 16)
 			jobSpan.SetTraceID(tid)

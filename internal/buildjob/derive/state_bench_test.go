@@ -2,6 +2,9 @@ package derive
 
 import (
 	"context"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,9 +48,12 @@ func (c countingClient) Walk(ctx context.Context, fn storage.WalkFunc) error {
 
 // benchConnector starts a connector on benchConfig, its state in a real
 // file_storage when persisted.
-func benchConnector(b *testing.B, persisted, fsync bool, written *atomic.Int64) (*Connector, func()) {
+func benchConnector(b *testing.B, maxActiveJobs int, persisted, fsync bool, written *atomic.Int64) (*Connector, func()) {
 	ctx := context.Background()
 	cfg := benchConfig()
+	if maxActiveJobs > 0 {
+		cfg.MaxActiveJobs = maxActiveJobs
+	}
 	host := component.Host(componenttest.NewNopHost())
 	var ext extension.Extension
 	if persisted {
@@ -74,8 +80,18 @@ func benchConnector(b *testing.B, persisted, fsync bool, written *atomic.Int64) 
 // runConnectorBench feeds batches through ConsumeTraces, flushing every
 // len(batches) batches as the flush interval would.
 func runConnectorBench(b *testing.B, persisted, fsync bool, batches []ptrace.Traces, jobsPerBatch int) {
+	runConnectorBenchWith(b, 0, persisted, fsync, batches, jobsPerBatch)
+}
+
+// defaultMaxActiveJobs is the default of max_active_jobs: as many counted
+// runs are remembered, so the persisted run memory holds that many jobs.
+var defaultMaxActiveJobs = DefaultJobConfig().MaxActiveJobs
+
+// runConnectorBenchWith is runConnectorBench remembering maxActiveJobs
+// runs (0: benchConfig's 1,000).
+func runConnectorBenchWith(b *testing.B, maxActiveJobs int, persisted, fsync bool, batches []ptrace.Traces, jobsPerBatch int) {
 	var written atomic.Int64
-	c, stop := benchConnector(b, persisted, fsync, &written)
+	c, stop := benchConnector(b, maxActiveJobs, persisted, fsync, &written)
 	defer stop()
 	ctx := context.Background()
 	tc := c.Traces()
@@ -84,6 +100,7 @@ func runConnectorBench(b *testing.B, persisted, fsync bool, batches []ptrace.Tra
 	b.ReportAllocs()
 	before := mallocs()
 	written.Store(0)
+	wchar0 := processWrittenBytes()
 	b.ResetTimer()
 	for i := range b.N {
 		if err := tc.ConsumeTraces(ctx, batches[i%len(batches)]); err != nil {
@@ -100,7 +117,28 @@ func runConnectorBench(b *testing.B, persisted, fsync bool, batches []ptrace.Tra
 	}
 	if persisted {
 		b.ReportMetric(float64(written.Load())/float64(b.N), "B-written/batch")
+		if wchar0 >= 0 {
+			b.ReportMetric(float64(processWrittenBytes()-wchar0)/float64(b.N), "B-syscall-written/batch")
+		}
 	}
+}
+
+// processWrittenBytes is what this process passed to write calls so far
+// (wchar in /proc/self/io); -1 where that file does not exist.
+func processWrittenBytes() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // BenchmarkConnectorBuildSpans: whole builds through ConsumeTraces, state
@@ -113,6 +151,15 @@ func BenchmarkConnectorBuildSpans(b *testing.B) {
 // written to a real file_storage before ConsumeTraces returns.
 func BenchmarkConnectorBuildSpansPersisted(b *testing.B) {
 	runConnectorBench(b, true, false, buildMixBatches(64), benchBatch/9)
+}
+
+// BenchmarkConnectorBuildSpansPersistedHashedIDs: the same with job ids
+// that are hashes, as the build service's are, and 512 batches (56,832
+// jobs) before the first repeats: the file and its B+tree grow as in a
+// long run. B-syscall-written/batch is what the process wrote per batch
+// (/proc/self/io wchar): bbolt's pages, not only the values.
+func BenchmarkConnectorBuildSpansPersistedHashedIDs(b *testing.B) {
+	runConnectorBenchWith(b, defaultMaxActiveJobs, true, false, buildMixBatchesWithIDs(512, hashedJobID), benchBatch/9)
 }
 
 // BenchmarkConnectorBuildSpansPersistedFsync: the same with fsync on the
