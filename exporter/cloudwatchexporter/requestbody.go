@@ -62,26 +62,27 @@ func (p presetBodyProtocol) SerializeRequest(ctx context.Context, schema *smithy
 	return nil
 }
 
-// bodyBuffers are one request's reused buffers.
+// bodyBuffers are one request's reused buffers, held until the request
+// is done.
 type bodyBuffers struct {
 	raw  []byte
 	gz   bytes.Buffer
-	zw   *gzip.Writer
 	body preparedBody
 }
 
-// bodyWriter prepares request bodies in reused buffers.
+// bodyWriter prepares request bodies in reused buffers. The gzip writers
+// (about 800 KiB each) are pooled apart from the bodies: a writer is held
+// only while it compresses, so there are as many as compressions run at
+// once, not as many as requests are in flight.
 type bodyWriter struct {
-	pool sync.Pool
+	pool    sync.Pool // *bodyBuffers
+	writers sync.Pool // *gzip.Writer
 }
 
 func newBodyWriter() *bodyWriter {
 	w := &bodyWriter{}
-	w.pool.New = func() any {
-		b := &bodyBuffers{}
-		b.zw = gzip.NewWriter(&b.gz)
-		return b
-	}
+	w.pool.New = func() any { return &bodyBuffers{} }
+	w.writers.New = func() any { return gzip.NewWriter(nil) }
 	return w
 }
 
@@ -95,11 +96,16 @@ func (w *bodyWriter) prepare(namespace string, datums []datum) (*bodyBuffers, er
 		return b, nil
 	}
 	b.gz.Reset()
-	b.zw.Reset(&b.gz)
-	if _, err := b.zw.Write(b.raw); err != nil {
-		return nil, err
+	zw := w.writers.Get().(*gzip.Writer)
+	zw.Reset(&b.gz)
+	_, err := zw.Write(b.raw)
+	if err == nil {
+		err = zw.Close()
 	}
-	if err := b.zw.Close(); err != nil {
+	zw.Reset(nil)
+	w.writers.Put(zw)
+	if err != nil {
+		w.release(b)
 		return nil, err
 	}
 	b.body = preparedBody{bytes: b.gz.Bytes(), gzipped: true}

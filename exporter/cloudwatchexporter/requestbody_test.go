@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -133,4 +134,35 @@ func TestRequestBodyGzipAndReuse(t *testing.T) {
 		assert.Equal(t, len(ds) == len(big), rec.header.Get("Content-Encoding") == "gzip")
 	}
 	assert.Equal(t, "gzip", sdkRequest(t, "GPUBuild/Test", big).header.Get("Content-Encoding"), "the SDK compresses such a body too")
+}
+
+// Bodies held by requests in flight do not each hold a gzip writer (about
+// 800 KiB): ten bodies prepared one after another while all ten are still
+// in flight share one writer, and each decompresses to its own request.
+func TestRequestBodiesInFlightShareTheGzipWriter(t *testing.T) {
+	var tr translation
+	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
+	// A collection may empty a sync.Pool; none runs here.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	w := newBodyWriter()
+	writers := 0
+	w.writers.New = func() any { writers++; return gzip.NewWriter(nil) }
+
+	var inFlight []*bodyBuffers
+	for i := range 10 {
+		ds := tr.datums[i*100 : i*100+100]
+		b, err := w.prepare("GPUBuild/Test", ds)
+		require.NoError(t, err)
+		require.True(t, b.body.gzipped)
+		inFlight = append(inFlight, b)
+	}
+	assert.Equal(t, 1, writers)
+	for i, b := range inFlight {
+		zr, err := gzip.NewReader(bytes.NewReader(b.body.bytes))
+		require.NoError(t, err)
+		got, err := io.ReadAll(zr)
+		require.NoError(t, err)
+		assert.Equal(t, appendPutMetricData(nil, "GPUBuild/Test", tr.datums[i*100:i*100+100]), got, "body %d", i)
+		w.release(b)
+	}
 }
