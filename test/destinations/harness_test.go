@@ -71,11 +71,9 @@ func startPrometheus(t testing.TB, scrapeTarget string) *prometheusServer {
 	bin, err := exec.LookPath("prometheus")
 	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
 	dir := t.TempDir()
-	// The out-of-order window: the sidecar has been seen to hand remote
-	// write a series' samples out of order under CPU contention (see
-	// docs/destinations.md); a strict store then refuses the request for
-	// good and the write-ahead log stalls on it.
-	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nstorage:\n  tsdb:\n    out_of_order_time_window: 30m\n"
+	// No out-of-order window: like a default Prometheus, the store refuses
+	// a sample older than the newest of its series (HTTP 400).
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
 	if scrapeTarget != "" {
 		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: sidecar\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", scrapeTarget)
 	}
@@ -151,13 +149,24 @@ func (p *prometheusServer) query(promql string) ([]promSample, error) {
 }
 
 // countingProxy forwards to target and counts requests and body bytes:
-// what remote write sends over the wire.
+// what remote write sends over the wire. It also counts the store's own
+// 4xx answers (a request refused for good) and keeps the last one's body.
 type countingProxy struct {
-	URL      string
-	down     atomic.Bool
-	refused  atomic.Int64
-	requests atomic.Int64
-	bytes    atomic.Int64
+	URL       string
+	down      atomic.Bool
+	refused   atomic.Int64
+	requests  atomic.Int64
+	bytes     atomic.Int64
+	refused4x atomic.Int64
+	mu        sync.Mutex
+	last4x    string
+}
+
+// last4xx is the body of the store's last 4xx answer.
+func (c *countingProxy) last4xx() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last4x
 }
 
 func startCountingProxy(t testing.TB, target string) *countingProxy {
@@ -166,6 +175,21 @@ func startCountingProxy(t testing.TB, target string) *countingProxy {
 	require.NoError(t, err)
 	c := &countingProxy{}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		c.refused4x.Add(1)
+		c.mu.Lock()
+		c.last4x = strings.TrimSpace(string(body))
+		c.mu.Unlock()
+		return nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
