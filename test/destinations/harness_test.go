@@ -243,6 +243,63 @@ type otlpSink struct {
 	rawBytes atomic.Int64 // serialized OTLP, what CloudWatch OTLP bills
 	points   atomic.Int64
 	badSigs  atomic.Int64
+	// refusal, when set, is how the sink answers a request holding the
+	// metric it names: a partial success without that metric's points, or
+	// a 400 for the whole request. refused counts the 400s and the points
+	// they held; rejected the points left out of partial successes.
+	refusal        *sinkRefusal
+	refused4x      atomic.Int64
+	refusedPoints  atomic.Int64
+	rejectedPoints atomic.Int64
+}
+
+type sinkRefusal struct {
+	metric     string
+	wholeAs400 bool
+}
+
+func (s *otlpSink) refuse(r sinkRefusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusal = &r
+}
+
+func hasMetric(md pmetric.Metrics, name string) bool {
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				if ms.At(k).Name() == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// withoutMetric removes the named metric from md and returns how many
+// points it had.
+func withoutMetric(md pmetric.Metrics, name string) int64 {
+	var removed int64
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
+				if m.Name() != name {
+					return false
+				}
+				one := pmetric.NewMetrics()
+				m.CopyTo(one.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty())
+				removed += int64(one.DataPointCount())
+				return true
+			})
+		}
+	}
+	return removed
 }
 
 func startOTLPSink(t testing.TB, sigv4 bool) *otlpSink {
@@ -295,13 +352,29 @@ func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	s.mu.Lock()
+	refusal := s.refusal
+	s.mu.Unlock()
+	answer := pmetricotlp.NewExportResponse()
+	if refusal != nil && hasMetric(req.Metrics(), refusal.metric) {
+		if refusal.wholeAs400 {
+			s.refused4x.Add(1)
+			s.refusedPoints.Add(int64(req.Metrics().DataPointCount()))
+			http.Error(w, "invalid metric "+refusal.metric, http.StatusBadRequest)
+			return
+		}
+		n := withoutMetric(req.Metrics(), refusal.metric)
+		s.rejectedPoints.Add(n)
+		answer.PartialSuccess().SetRejectedDataPoints(n)
+		answer.PartialSuccess().SetErrorMessage("invalid metric " + refusal.metric)
+	}
 	s.rawBytes.Add(int64(len(body)))
 	s.points.Add(int64(req.Metrics().DataPointCount()))
 	s.mu.Lock()
 	s.metrics = append(s.metrics, req.Metrics())
 	s.mu.Unlock()
 	s.accepted.Add(1)
-	resp, _ := pmetricotlp.NewExportResponse().MarshalProto()
+	resp, _ := answer.MarshalProto()
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(resp)
 }

@@ -197,3 +197,62 @@ func TestRemoteWriteRefusalLosesOnlyThatRequest(t *testing.T) {
 	}), "otelcol_exporter_send_failed_metric_points for remote write: %v", sendFailedPoints(t, p, "prometheusremotewrite/destination"))
 	require.Equal(t, 1, strings.Count(out, "Exporting failed. Dropping data."), "one request dropped")
 }
+
+// OTLP stores refuse in two ways. A partial success (200 with
+// rejected_data_points) keeps the rest of the request: the exporter logs it
+// and sends nothing again. A 400 refuses the whole request: the exporter
+// drops it (logged, counted) and sends nothing again. Either way later
+// requests and the other stores are unaffected.
+func TestOTLPRefusalsLoseOnlyTheirPart(t *testing.T) {
+	s := startStores(t)
+	s.otlp.refuse(sinkRefusal{metric: "buildsvc.early.exports"})
+	s.cwOTLP.refuse(sinkRefusal{metric: "buildsvc.early.exports", wholeAs400: true})
+	p := newCollectorPorts(t)
+	c := startCollector(t, p, s.env(p, t.TempDir()))
+
+	sdk := newServiceSDK(t, p, resource.NewWithAttributes("",
+		attribute.String("service.name", "refused-exporter"),
+		attribute.String("service.instance.id", "refused-exporter-0"),
+	))
+	ctx := context.Background()
+	meter := sdk.provider.Meter("refused")
+	early, err := meter.Int64Counter("buildsvc.early.exports")
+	require.NoError(t, err)
+	late, err := meter.Int64Counter("buildsvc.late.exports")
+	require.NoError(t, err)
+	early.Add(ctx, 2)
+	late.Add(ctx, 5)
+	sdk.export(t, sdk.collect(t))
+
+	require.True(t, eventually(2*time.Minute, func() bool {
+		return s.otlp.rejectedPoints.Load() > 0 && s.cwOTLP.refused4x.Load() > 0
+	}), "both OTLP stores refused the metric")
+	want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 47)))
+	awaitExact(t, s, want, destinationNames, 2*time.Minute)
+
+	// otlp: only the refused metric's point is lost.
+	require.EqualValues(t, 1, s.otlp.rejectedPoints.Load())
+	require.Equal(t, 5.0, s.otlp.cumulativeTotal("buildsvc.late.exports", nil))
+	require.Zero(t, s.otlp.cumulativeTotal("buildsvc.early.exports", nil))
+	// cloudwatch-otlp: the whole request is lost, once.
+	require.EqualValues(t, 1, s.cwOTLP.refused4x.Load(), "the refused request was sent once")
+	require.Zero(t, s.cwOTLP.cumulativeTotal("buildsvc.late.exports", nil))
+	require.EqualValues(t, 2, s.cwOTLP.refusedPoints.Load(), "points in the refused request")
+	// The other stores have both.
+	for name, prom := range map[string]*prometheusServer{"prometheus": s.scrape, "prometheus-remote-write": s.remote} {
+		require.True(t, eventually(time.Minute, func() bool {
+			e, okE := prom.single(t, `buildsvc_early_exports_total{job="refused-exporter"}`)
+			l, okL := prom.single(t, `buildsvc_late_exports_total{job="refused-exporter"}`)
+			return okE && okL && e == 2 && l == 5
+		}), name)
+	}
+
+	out := c.output.String()
+	require.Contains(t, out, "Partial success response")
+	require.Contains(t, out, `"dropped_data_points": 1`)
+	require.Contains(t, out, "Exporting failed. Dropping data.")
+	require.True(t, eventually(time.Minute, func() bool {
+		return sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp") == 2
+	}), "otelcol_exporter_send_failed_metric_points for cloudwatch-otlp: %v", sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp"))
+	require.Zero(t, sendFailedPoints(t, p, "otlp_http/destination"), "a partial success is not a failed send")
+}
