@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,20 +44,6 @@ var testCreds = aws.Credentials{
 
 const testRegion = "us-east-1"
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // prometheusServer is Debian's prometheus binary on a loopback port with its
 // own temporary TSDB: it scrapes target (when set) every second and accepts
 // remote write at /api/v1/write.
@@ -79,32 +64,23 @@ func startPrometheus(t testing.TB, scrapeTarget string) *prometheusServer {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
 	port := binarytest.FreePort(t)
-	out := &binarytest.Buffer{}
-	cmd := exec.Command(bin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+	proc, err := binarytest.Start([]string{bin,
+		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--web.enable-remote-write-receiver",
-		"--log.level=warn")
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
+		"--log.level=warn"}, os.Environ(), 0)
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_, _ = cmd.Process.Wait()
+		if _, err := proc.Stop(30 * time.Second); err != nil {
+			t.Logf("prometheus: %v", err)
+		}
 		if t.Failed() {
-			t.Logf("prometheus output:\n%s", out.String())
+			t.Logf("prometheus output:\n%s", proc.Output.String())
 		}
 	})
 	p := &prometheusServer{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	require.True(t, eventually(60*time.Second, func() bool {
-		resp, err := http.Get(p.URL + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}), "prometheus did not become ready:\n%s", out.String())
+	require.NoError(t, proc.AwaitHealthy(p.URL+"/-/ready", 60*time.Second), "prometheus did not become ready")
 	return p
 }
 
@@ -606,15 +582,6 @@ func (s *otlpSink) temporalities() map[string]map[pmetric.AggregationTemporality
 	return out
 }
 
-// collector is one run of the built binary on the repository's own
-// otelcol-config.yaml, configured through the environment only.
-type collector struct {
-	cmd    *exec.Cmd
-	output *binarytest.Buffer
-	done   chan struct{}
-	health int
-}
-
 type collectorPorts struct {
 	GRPC, HTTP, Health, Telemetry int
 }
@@ -646,47 +613,13 @@ func collectorEnv(p collectorPorts, queueDir string, extra ...string) []string {
 	return append(env, extra...)
 }
 
-func startCollector(t testing.TB, p collectorPorts, env []string) *collector {
+// startCollector runs the built binary on the repository's own
+// otelcol-config.yaml, configured through the environment only, until it
+// is healthy.
+func startCollector(t testing.TB, p collectorPorts, env []string) *binarytest.Process {
 	t.Helper()
-	c := &collector{output: &binarytest.Buffer{}, done: make(chan struct{}), health: p.Health}
-	c.cmd = exec.Command(binarytest.Binary(t), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = c.output, c.output
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, c.cmd.Start())
-	go func() {
-		_ = c.cmd.Wait()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
-		if t.Failed() {
-			out := c.output.String()
-			if len(out) > 8000 {
-				out = out[len(out)-8000:]
-			}
-			t.Logf("collector output (tail):\n%s", out)
-		}
-	})
-	require.True(t, eventually(60*time.Second, func() bool {
-		select {
-		case <-c.done:
-			return true
-		default:
-		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", p.Health))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}), "collector not healthy")
-	select {
-	case <-c.done:
-		t.Fatalf("collector exited at start:\n%s", c.output.String())
-	default:
-	}
+	c := binarytest.StartBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
+	require.NoError(t, c.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", p.Health), 60*time.Second), "collector not healthy")
 	return c
 }
 

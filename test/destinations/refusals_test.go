@@ -17,6 +17,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // serviceSDK is an OTel SDK meter provider whose collections the test
@@ -116,7 +118,7 @@ func TestRemoteWriteLateExportOfTheServiceResource(t *testing.T) {
 
 	sdk.export(t, late)
 	got := map[string]float64{}
-	arrived := eventually(2*time.Minute, func() bool {
+	arrived := binarytest.Eventually(2*time.Minute, func() bool {
 		got["otlp"] = s.otlp.cumulativeTotal("buildsvc.late.exports", nil)
 		got["cloudwatch-otlp"] = s.cwOTLP.cumulativeTotal("buildsvc.late.exports", nil)
 		got["prometheus-remote-write"], _ = s.remote.single(t, `buildsvc_late_exports_total`)
@@ -160,17 +162,17 @@ func TestRemoteWriteRefusalLosesOnlyThatRequest(t *testing.T) {
 	// Prometheus keeps milliseconds: the newer collection must be a later
 	// millisecond for the store to see it as newer (the same one, with
 	// another value, is refused as a duplicate instead).
-	require.True(t, eventually(time.Second, func() bool { return time.Since(olderTS) > 2*time.Millisecond }))
+	require.True(t, binarytest.Eventually(time.Second, func() bool { return time.Since(olderTS) > 2*time.Millisecond }))
 	counter.Add(ctx, 7)
 	newer := sdk.collect(t)
 
 	sdk.export(t, newer)
-	require.True(t, eventually(2*time.Minute, func() bool {
+	require.True(t, binarytest.Eventually(2*time.Minute, func() bool {
 		v, ok := s.remote.single(t, `buildsvc_late_exports_total`)
 		return ok && v == 12
 	}), "the newer collection in remote write")
 	sdk.export(t, older)
-	require.True(t, eventually(2*time.Minute, func() bool { return s.remoteIn.refused4x.Load() > 0 }),
+	require.True(t, binarytest.Eventually(2*time.Minute, func() bool { return s.remoteIn.refused4x.Load() > 0 }),
 		"the store refuses the older collection")
 	require.Contains(t, s.remoteIn.last4xx(), "out of order sample")
 
@@ -189,10 +191,10 @@ func TestRemoteWriteRefusalLosesOnlyThatRequest(t *testing.T) {
 	}
 	// Dropped with a log line naming the store's answer, and counted: the
 	// two points of the refused request.
-	out := c.output.String()
+	out := c.Output.String()
 	require.Contains(t, out, "out of order sample")
 	require.Contains(t, out, "Exporting failed. Dropping data.")
-	require.True(t, eventually(time.Minute, func() bool {
+	require.True(t, binarytest.Eventually(time.Minute, func() bool {
 		return sendFailedPoints(t, p, "prometheusremotewrite/destination") == 2
 	}), "otelcol_exporter_send_failed_metric_points for remote write: %v", sendFailedPoints(t, p, "prometheusremotewrite/destination"))
 	require.Equal(t, 1, strings.Count(out, "Exporting failed. Dropping data."), "one request dropped")
@@ -224,7 +226,7 @@ func TestOTLPRefusalsLoseOnlyTheirPart(t *testing.T) {
 	late.Add(ctx, 5)
 	sdk.export(t, sdk.collect(t))
 
-	require.True(t, eventually(2*time.Minute, func() bool {
+	require.True(t, binarytest.Eventually(2*time.Minute, func() bool {
 		return s.otlp.rejectedPoints.Load() > 0 && s.cwOTLP.refused4x.Load() > 0
 	}), "both OTLP stores refused the metric")
 	want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 47)))
@@ -240,18 +242,18 @@ func TestOTLPRefusalsLoseOnlyTheirPart(t *testing.T) {
 	require.EqualValues(t, 2, s.cwOTLP.refusedPoints.Load(), "points in the refused request")
 	// The other stores have both.
 	for name, prom := range map[string]*prometheusServer{"prometheus": s.scrape, "prometheus-remote-write": s.remote} {
-		require.True(t, eventually(time.Minute, func() bool {
+		require.True(t, binarytest.Eventually(time.Minute, func() bool {
 			e, okE := prom.single(t, `buildsvc_early_exports_total{job="refused-exporter"}`)
 			l, okL := prom.single(t, `buildsvc_late_exports_total{job="refused-exporter"}`)
 			return okE && okL && e == 2 && l == 5
 		}), name)
 	}
 
-	out := c.output.String()
+	out := c.Output.String()
 	require.Contains(t, out, "Partial success response")
 	require.Contains(t, out, `"dropped_data_points": 1`)
 	require.Contains(t, out, "Exporting failed. Dropping data.")
-	require.True(t, eventually(time.Minute, func() bool {
+	require.True(t, binarytest.Eventually(time.Minute, func() bool {
 		return sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp") == 2
 	}), "otelcol_exporter_send_failed_metric_points for cloudwatch-otlp: %v", sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp"))
 	require.Zero(t, sendFailedPoints(t, p, "otlp_http/destination"), "a partial success is not a failed send")
