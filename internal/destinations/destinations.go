@@ -95,6 +95,10 @@ const (
 	defaultRetryElapsed = "1h"
 	defaultMaxStale     = "24h"
 	defaultMaxStreams   = "20000"
+	// Serialized bytes per CloudWatch OTLP request: at most 4 MiB, under
+	// the documented 5 MB; a batch leaves at 256 KiB or after a second.
+	cloudWatchOTLPMaxBatch = 4 << 20
+	cloudWatchOTLPMinBatch = 256 << 10
 )
 
 // NewFactory returns the converter factory that ocb wires into the distribution.
@@ -337,12 +341,24 @@ func cloudWatchOTLPConfig(env envReader, c common) (exporter, extension map[stri
 	if err := checkURL(EnvCloudWatchOTLPEndpoint, endpoint); err != nil {
 		return nil, nil, err
 	}
+	// AWS documents a 5 MB cap on the uncompressed body of a request to
+	// its OTLP endpoints (docs/destinations.md): batches are counted in
+	// serialized bytes and split under it. In items, the shared 20 000-point
+	// batch of this sidecar's metrics (about 258 B a point) is 5.2 MB.
+	queue := cloneMap(c.queue)
+	queue["batch"] = map[string]any{
+		"sizer":         "bytes",
+		"flush_timeout": "1s",
+		"min_size":      cloudWatchOTLPMinBatch,
+		"max_size":      cloudWatchOTLPMaxBatch,
+	}
 	return map[string]any{
 			"metrics_endpoint": endpoint,
 			"auth":             map[string]any{"authenticator": cloudWatchOTLPAuth},
+			"encoding":         "proto",
 			"compression":      "gzip",
 			"timeout":          "10s",
-			"sending_queue":    c.queue,
+			"sending_queue":    queue,
 			"retry_on_failure": c.retry,
 		}, map[string]any{
 			"region":  region,

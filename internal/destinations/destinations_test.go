@@ -80,6 +80,11 @@ func TestAllDestinations(t *testing.T) {
 	assert.Equal(t, "https://monitoring.eu-west-1.amazonaws.com/v1/metrics", cw["metrics_endpoint"])
 	assert.Equal(t, map[string]any{"region": "eu-west-1", "service": "monitoring"}, out["extensions"].(map[string]any)["sigv4auth/cloudwatch_otlp"])
 	assert.Contains(t, out["service"].(map[string]any)["extensions"], "sigv4auth/cloudwatch_otlp")
+	assert.Equal(t, "proto", cw["encoding"])
+	assert.Equal(t, "gzip", cw["compression"])
+	cwBatch := cw["sending_queue"].(map[string]any)["batch"].(map[string]any)
+	assert.Equal(t, "bytes", cwBatch["sizer"], "CloudWatch OTLP requests are bounded in serialized bytes")
+	assert.Less(t, cwBatch["max_size"], 5_000_000, "under the 5 MB uncompressed request cap AWS documents")
 
 	prom := exporters["prometheus/destination"].(map[string]any)
 	assert.Equal(t, "127.0.0.1:9464", prom["endpoint"])
