@@ -287,6 +287,10 @@ func TestAllDestinationsExact(t *testing.T) {
 		}
 	}
 	logTraffic(t, s)
+	// How many points one remote-write request carries: what a request the
+	// store refuses for good loses there.
+	t.Logf("traffic: prometheus-remote-write %v points sent in %d requests",
+		exporterPoints(t, p, "otelcol_exporter_sent_metric_points", "prometheusremotewrite/destination"), s.remoteIn.requests.Load())
 }
 
 // logTraffic prints what each store received, the inputs of the cost table

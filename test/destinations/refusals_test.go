@@ -71,13 +71,19 @@ func (p *prometheusServer) single(t testing.TB, promql string) (float64, bool) {
 // sendFailedPoints reads the collector's own counter of metric points an
 // exporter failed to send (and dropped) from its telemetry endpoint.
 func sendFailedPoints(t testing.TB, p collectorPorts, exporter string) float64 {
+	return exporterPoints(t, p, "otelcol_exporter_send_failed_metric_points", exporter)
+}
+
+// exporterPoints sums the collector's own counter metric for one exporter,
+// read from its telemetry endpoint.
+func exporterPoints(t testing.TB, p collectorPorts, metric, exporter string) float64 {
 	t.Helper()
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p.Telemetry))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	re := regexp.MustCompile(`(?m)^otelcol_exporter_send_failed_metric_points(?:_total)?\{[^}]*exporter="` + regexp.QuoteMeta(exporter) + `"[^}]*\} (\S+)$`)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + `(?:_total)?\{[^}]*exporter="` + regexp.QuoteMeta(exporter) + `"[^}]*\} (\S+)$`)
 	var total float64
 	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
 		v, err := strconv.ParseFloat(m[1], 64)
