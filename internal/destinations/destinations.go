@@ -343,8 +343,9 @@ func cloudWatchOTLPConfig(env envReader, c common) (exporter, extension map[stri
 	}
 	// AWS documents a 5 MB cap on the uncompressed body of a request to
 	// its OTLP endpoints (docs/destinations.md): batches are counted in
-	// serialized bytes and split under it. In items, the shared 20 000-point
-	// batch of this sidecar's metrics (about 258 B a point) is 5.2 MB.
+	// serialized bytes and split under it, whatever request size the
+	// receivers are configured to accept (the shared batch's 20 000 points
+	// are about 5.2 MB at this sidecar's 258 B a point).
 	queue := cloneMap(c.queue)
 	queue["batch"] = map[string]any{
 		"sizer":         "bytes",
