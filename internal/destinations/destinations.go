@@ -95,6 +95,10 @@ const (
 	defaultRetryElapsed = "1h"
 	defaultMaxStale     = "24h"
 	defaultMaxStreams   = "20000"
+	// Serialized bytes per CloudWatch OTLP request: at most 4 MiB, under
+	// the documented 5 MB; a batch leaves at 256 KiB or after a second.
+	cloudWatchOTLPMaxBatch = 4 << 20
+	cloudWatchOTLPMinBatch = 256 << 10
 )
 
 // NewFactory returns the converter factory that ocb wires into the distribution.
@@ -337,12 +341,25 @@ func cloudWatchOTLPConfig(env envReader, c common) (exporter, extension map[stri
 	if err := checkURL(EnvCloudWatchOTLPEndpoint, endpoint); err != nil {
 		return nil, nil, err
 	}
+	// AWS documents a 5 MB cap on the uncompressed body of a request to
+	// its OTLP endpoints (docs/destinations.md): batches are counted in
+	// serialized bytes and split under it, whatever request size the
+	// receivers are configured to accept (the shared batch's 20 000 points
+	// are about 5.2 MB at this sidecar's 258 B a point).
+	queue := cloneMap(c.queue)
+	queue["batch"] = map[string]any{
+		"sizer":         "bytes",
+		"flush_timeout": "1s",
+		"min_size":      cloudWatchOTLPMinBatch,
+		"max_size":      cloudWatchOTLPMaxBatch,
+	}
 	return map[string]any{
 			"metrics_endpoint": endpoint,
 			"auth":             map[string]any{"authenticator": cloudWatchOTLPAuth},
+			"encoding":         "proto",
 			"compression":      "gzip",
 			"timeout":          "10s",
-			"sending_queue":    c.queue,
+			"sending_queue":    queue,
 			"retry_on_failure": c.retry,
 		}, map[string]any{
 			"region":  region,
@@ -374,23 +391,36 @@ func remoteWriteConfig(env envReader, c common, storage map[string]any) (map[str
 		return nil, err
 	}
 	cfg := map[string]any{
-		"endpoint":                         endpoint,
+		"endpoint": endpoint,
+		// Resource attributes become labels of every series, as in the
+		// scrape endpoint.
 		"resource_to_telemetry_conversion": map[string]any{"enabled": true},
-		"retry_on_failure":                 c.retry,
-		"timeout":                          "10s",
+		// No target_info: the resource attributes are on every series
+		// already, and target_info is one series per resource stamped with
+		// the newest point of each batch. The service's SDK exports and the
+		// sidecar's derived flushes share the service's resource but carry
+		// their own clocks, so an SDK export collected before a flush and
+		// delivered after it gave target_info an older sample than the
+		// flush's, which Prometheus refuses (out of order sample, 400) with
+		// the whole request.
+		"target_info":      map[string]any{"enabled": false},
+		"retry_on_failure": c.retry,
+		"timeout":          "10s",
 		// Prometheus refuses a sample older than the newest of its series:
 		// requests in parallel would reorder them, so send one at a time.
 		"max_batch_request_parallelism": 1,
 		"remote_write_queue":            map[string]any{"enabled": true, "queue_size": c.queueSize, "num_consumers": 1},
 	}
-	useWAL, err := env.boolean(EnvRemoteWriteWAL, "true")
+	useWAL, err := env.boolean(EnvRemoteWriteWAL, "false")
 	if err != nil {
 		return nil, err
 	}
-	// The write-ahead log keeps what was not yet sent across an outage and a
-	// restart; it lives beside the persistent queues. Without it the
-	// in-memory queue keeps an outage's samples (not a restart's), and a
-	// request the store refuses for good is dropped instead of re-sent.
+	// The in-memory queue (the default) keeps an outage's samples, not a
+	// restart's; a request the store refuses for good (4xx) is dropped,
+	// logged and counted, and later ones go through. The contrib
+	// write-ahead log keeps samples across a restart too, but on any failed
+	// send it re-reads from its oldest unsent entry: a refused request is
+	// sent again for good, and the log is never truncated again.
 	if dir, _ := storage["directory"].(string); dir != "" && *useWAL {
 		cfg["wal"] = map[string]any{
 			"directory": strings.TrimRight(dir, "/") + "/prometheus-remote-write-wal",

@@ -80,12 +80,19 @@ func TestAllDestinations(t *testing.T) {
 	assert.Equal(t, "https://monitoring.eu-west-1.amazonaws.com/v1/metrics", cw["metrics_endpoint"])
 	assert.Equal(t, map[string]any{"region": "eu-west-1", "service": "monitoring"}, out["extensions"].(map[string]any)["sigv4auth/cloudwatch_otlp"])
 	assert.Contains(t, out["service"].(map[string]any)["extensions"], "sigv4auth/cloudwatch_otlp")
+	assert.Equal(t, "proto", cw["encoding"])
+	assert.Equal(t, "gzip", cw["compression"])
+	cwBatch := cw["sending_queue"].(map[string]any)["batch"].(map[string]any)
+	assert.Equal(t, "bytes", cwBatch["sizer"], "CloudWatch OTLP requests are bounded in serialized bytes")
+	assert.Less(t, cwBatch["max_size"], 5_000_000, "under the 5 MB uncompressed request cap AWS documents")
 
 	prom := exporters["prometheus/destination"].(map[string]any)
 	assert.Equal(t, "127.0.0.1:9464", prom["endpoint"])
 
 	rw := exporters["prometheusremotewrite/destination"].(map[string]any)
-	assert.Equal(t, "/q/prometheus-remote-write-wal", rw["wal"].(map[string]any)["directory"])
+	assert.NotContains(t, rw, "wal", "the in-memory queue is the default")
+	assert.Equal(t, map[string]any{"enabled": false}, rw["target_info"], "resource attributes are labels; no target_info series")
+	assert.Equal(t, map[string]any{"enabled": true}, rw["resource_to_telemetry_conversion"])
 
 	otlp := exporters["otlp_http/destination"].(map[string]any)
 	assert.Equal(t, map[string]any{"authorization": "Bearer abc", "x-tenant": "t1"}, otlp["headers"])
@@ -101,20 +108,22 @@ func TestAllDestinations(t *testing.T) {
 	assert.Equal(t, []any{"cloudwatch"}, pipeline(t, cfg, "metrics")["exporters"])
 }
 
-func TestRemoteWriteWithoutWAL(t *testing.T) {
+func TestRemoteWriteQueueOrWAL(t *testing.T) {
 	cfg := defaultConfig(t)
 	cfg["extensions"].(map[string]any)["file_storage/queue"].(map[string]any)["directory"] = "/q"
 	vals := map[string]string{EnvDestinations: "prometheus-remote-write", EnvRemoteWriteEndpoint: "http://127.0.0.1:9090/api/v1/write"}
 	out, err := Apply(cfg, env(vals))
 	require.NoError(t, err)
-	assert.Contains(t, out["exporters"].(map[string]any)["prometheusremotewrite/destination"], "wal", "the write-ahead log is the default")
+	rw := out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
+	assert.NotContains(t, rw, "wal", "the in-memory queue is the default")
+	assert.Equal(t, map[string]any{"enabled": true, "queue_size": 10000, "num_consumers": 1}, rw["remote_write_queue"])
+	assert.Equal(t, 1, rw["max_batch_request_parallelism"])
 
-	vals[EnvRemoteWriteWAL] = "false"
+	vals[EnvRemoteWriteWAL] = "true"
 	out, err = Apply(cfg, env(vals))
 	require.NoError(t, err)
-	rw := out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
-	assert.NotContains(t, rw, "wal")
-	assert.Equal(t, map[string]any{"enabled": true, "queue_size": 10000, "num_consumers": 1}, rw["remote_write_queue"])
+	rw = out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
+	assert.Equal(t, "/q/prometheus-remote-write-wal", rw["wal"].(map[string]any)["directory"])
 
 	vals[EnvRemoteWriteWAL] = "sometimes"
 	_, err = Apply(cfg, env(vals))

@@ -48,7 +48,7 @@ func BenchmarkDestinations(b *testing.B) {
 			env := s.env(p, b.TempDir())
 			env = append(env, "GPUBUILD_DESTINATIONS="+set) // the last value wins
 			c := startCollector(b, p, env)
-			pid := c.cmd.Process.Pid
+			pid := c.Pid()
 			start, err := cpuSeconds(pid)
 			if err != nil {
 				b.Fatal(err)

@@ -226,7 +226,7 @@ func awaitExact(t testing.TB, s *stores, want totals, names []string, timeout ti
 	var last map[string]totals
 	start := time.Now()
 	exactAfter := map[string]time.Duration{}
-	ok := eventually(timeout, func() bool {
+	ok := binarytest.Eventually(timeout, func() bool {
 		last = s.destinationTotals(results)
 		all := true
 		for _, n := range names {
@@ -287,6 +287,10 @@ func TestAllDestinationsExact(t *testing.T) {
 		}
 	}
 	logTraffic(t, s)
+	// How many points one remote-write request carries: what a request the
+	// store refuses for good loses there.
+	t.Logf("traffic: prometheus-remote-write %v points sent in %d requests",
+		exporterPoints(t, p, "otelcol_exporter_sent_metric_points", "prometheusremotewrite/destination"), s.remoteIn.requests.Load())
 }
 
 // logTraffic prints what each store received, the inputs of the cost table
@@ -365,7 +369,7 @@ func TestOneDestinationDownOthersExact(t *testing.T) {
 			want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 23)))
 			others := slices.DeleteFunc(slices.Clone(destinationNames), func(n string) bool { return n == down })
 			awaitExact(t, s, want, others, 2*time.Minute)
-			require.True(t, eventually(time.Minute, func() bool { return refused() > 0 }), "the downed store was tried")
+			require.True(t, binarytest.Eventually(time.Minute, func() bool { return refused() > 0 }), "the downed store was tried")
 			require.NotEqual(t, want, s.destinationTotals(resultsOf(want))[down], "the downed store has nothing yet")
 
 			setDown(false)
@@ -404,7 +408,7 @@ func TestOTLPDeltaOverGRPC(t *testing.T) {
 		return out
 	}
 	var got totals
-	if !eventually(2*time.Minute, func() bool { got = deltaTotals(); return maps.Equal(got, want) }) {
+	if !binarytest.Eventually(2*time.Minute, func() bool { got = deltaTotals(); return maps.Equal(got, want) }) {
 		t.Fatalf("otlp (delta, grpc): got %v, want %v", got, want)
 	}
 	for name, temps := range g.sink.temporalities() {

@@ -105,7 +105,7 @@ func TestGPUMetricsInEveryStore(t *testing.T) {
 		{"hw.gpu.memory.limit", "hw_gpu_memory_limit_bytes", func(g fakenvml.GPU) float64 { return float64(g.MemTotal) }},
 	}
 	var missing []string
-	ok := eventually(2*time.Minute, func() bool {
+	ok := binarytest.Eventually(2*time.Minute, func() bool {
 		missing = nil
 		for _, c := range checks {
 			for _, g := range sc.GPUs {

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,20 +44,6 @@ var testCreds = aws.Credentials{
 
 const testRegion = "us-east-1"
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // prometheusServer is Debian's prometheus binary on a loopback port with its
 // own temporary TSDB: it scrapes target (when set) every second and accepts
 // remote write at /api/v1/write.
@@ -71,42 +56,31 @@ func startPrometheus(t testing.TB, scrapeTarget string) *prometheusServer {
 	bin, err := exec.LookPath("prometheus")
 	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
 	dir := t.TempDir()
-	// The out-of-order window: the sidecar has been seen to hand remote
-	// write a series' samples out of order under CPU contention (see
-	// docs/destinations.md); a strict store then refuses the request for
-	// good and the write-ahead log stalls on it.
-	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nstorage:\n  tsdb:\n    out_of_order_time_window: 30m\n"
+	// No out-of-order window: like a default Prometheus, the store refuses
+	// a sample older than the newest of its series (HTTP 400).
+	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
 	if scrapeTarget != "" {
 		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: sidecar\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", scrapeTarget)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
 	port := binarytest.FreePort(t)
-	out := &binarytest.Buffer{}
-	cmd := exec.Command(bin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+	proc, err := binarytest.Start([]string{bin,
+		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--web.enable-remote-write-receiver",
-		"--log.level=warn")
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
+		"--log.level=warn"}, os.Environ(), 0)
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_, _ = cmd.Process.Wait()
+		if _, err := proc.Stop(30 * time.Second); err != nil {
+			t.Logf("prometheus: %v", err)
+		}
 		if t.Failed() {
-			t.Logf("prometheus output:\n%s", out.String())
+			t.Logf("prometheus output:\n%s", proc.Output.String())
 		}
 	})
 	p := &prometheusServer{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	require.True(t, eventually(60*time.Second, func() bool {
-		resp, err := http.Get(p.URL + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}), "prometheus did not become ready:\n%s", out.String())
+	require.NoError(t, proc.AwaitHealthy(p.URL+"/-/ready", 60*time.Second), "prometheus did not become ready")
 	return p
 }
 
@@ -151,13 +125,24 @@ func (p *prometheusServer) query(promql string) ([]promSample, error) {
 }
 
 // countingProxy forwards to target and counts requests and body bytes:
-// what remote write sends over the wire.
+// what remote write sends over the wire. It also counts the store's own
+// 4xx answers (a request refused for good) and keeps the last one's body.
 type countingProxy struct {
-	URL      string
-	down     atomic.Bool
-	refused  atomic.Int64
-	requests atomic.Int64
-	bytes    atomic.Int64
+	URL       string
+	down      atomic.Bool
+	refused   atomic.Int64
+	requests  atomic.Int64
+	bytes     atomic.Int64
+	refused4x atomic.Int64
+	mu        sync.Mutex
+	last4x    string
+}
+
+// last4xx is the body of the store's last 4xx answer.
+func (c *countingProxy) last4xx() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last4x
 }
 
 func startCountingProxy(t testing.TB, target string) *countingProxy {
@@ -166,6 +151,21 @@ func startCountingProxy(t testing.TB, target string) *countingProxy {
 	require.NoError(t, err)
 	c := &countingProxy{}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		c.refused4x.Add(1)
+		c.mu.Lock()
+		c.last4x = strings.TrimSpace(string(body))
+		c.mu.Unlock()
+		return nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -219,6 +219,63 @@ type otlpSink struct {
 	rawBytes atomic.Int64 // serialized OTLP, what CloudWatch OTLP bills
 	points   atomic.Int64
 	badSigs  atomic.Int64
+	// refusal, when set, is how the sink answers a request holding the
+	// metric it names: a partial success without that metric's points, or
+	// a 400 for the whole request. refused counts the 400s and the points
+	// they held; rejected the points left out of partial successes.
+	refusal        *sinkRefusal
+	refused4x      atomic.Int64
+	refusedPoints  atomic.Int64
+	rejectedPoints atomic.Int64
+}
+
+type sinkRefusal struct {
+	metric     string
+	wholeAs400 bool
+}
+
+func (s *otlpSink) refuse(r sinkRefusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusal = &r
+}
+
+func hasMetric(md pmetric.Metrics, name string) bool {
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				if ms.At(k).Name() == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// withoutMetric removes the named metric from md and returns how many
+// points it had.
+func withoutMetric(md pmetric.Metrics, name string) int64 {
+	var removed int64
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			sms.At(j).Metrics().RemoveIf(func(m pmetric.Metric) bool {
+				if m.Name() != name {
+					return false
+				}
+				one := pmetric.NewMetrics()
+				m.CopyTo(one.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty())
+				removed += int64(one.DataPointCount())
+				return true
+			})
+		}
+	}
+	return removed
 }
 
 func startOTLPSink(t testing.TB, sigv4 bool) *otlpSink {
@@ -271,13 +328,29 @@ func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	s.mu.Lock()
+	refusal := s.refusal
+	s.mu.Unlock()
+	answer := pmetricotlp.NewExportResponse()
+	if refusal != nil && hasMetric(req.Metrics(), refusal.metric) {
+		if refusal.wholeAs400 {
+			s.refused4x.Add(1)
+			s.refusedPoints.Add(int64(req.Metrics().DataPointCount()))
+			http.Error(w, "invalid metric "+refusal.metric, http.StatusBadRequest)
+			return
+		}
+		n := withoutMetric(req.Metrics(), refusal.metric)
+		s.rejectedPoints.Add(n)
+		answer.PartialSuccess().SetRejectedDataPoints(n)
+		answer.PartialSuccess().SetErrorMessage("invalid metric " + refusal.metric)
+	}
 	s.rawBytes.Add(int64(len(body)))
 	s.points.Add(int64(req.Metrics().DataPointCount()))
 	s.mu.Lock()
 	s.metrics = append(s.metrics, req.Metrics())
 	s.mu.Unlock()
 	s.accepted.Add(1)
-	resp, _ := pmetricotlp.NewExportResponse().MarshalProto()
+	resp, _ := answer.MarshalProto()
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(resp)
 }
@@ -509,15 +582,6 @@ func (s *otlpSink) temporalities() map[string]map[pmetric.AggregationTemporality
 	return out
 }
 
-// collector is one run of the built binary on the repository's own
-// otelcol-config.yaml, configured through the environment only.
-type collector struct {
-	cmd    *exec.Cmd
-	output *binarytest.Buffer
-	done   chan struct{}
-	health int
-}
-
 type collectorPorts struct {
 	GRPC, HTTP, Health, Telemetry int
 }
@@ -549,47 +613,13 @@ func collectorEnv(p collectorPorts, queueDir string, extra ...string) []string {
 	return append(env, extra...)
 }
 
-func startCollector(t testing.TB, p collectorPorts, env []string) *collector {
+// startCollector runs the built binary on the repository's own
+// otelcol-config.yaml, configured through the environment only, until it
+// is healthy.
+func startCollector(t testing.TB, p collectorPorts, env []string) *binarytest.Process {
 	t.Helper()
-	c := &collector{output: &binarytest.Buffer{}, done: make(chan struct{}), health: p.Health}
-	c.cmd = exec.Command(binarytest.Binary(t), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
-	c.cmd.Env = env
-	c.cmd.Stdout, c.cmd.Stderr = c.output, c.output
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, c.cmd.Start())
-	go func() {
-		_ = c.cmd.Wait()
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
-		if t.Failed() {
-			out := c.output.String()
-			if len(out) > 8000 {
-				out = out[len(out)-8000:]
-			}
-			t.Logf("collector output (tail):\n%s", out)
-		}
-	})
-	require.True(t, eventually(60*time.Second, func() bool {
-		select {
-		case <-c.done:
-			return true
-		default:
-		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", p.Health))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}), "collector not healthy")
-	select {
-	case <-c.done:
-		t.Fatalf("collector exited at start:\n%s", c.output.String())
-	default:
-	}
+	c := binarytest.StartBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
+	require.NoError(t, c.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", p.Health), 60*time.Second), "collector not healthy")
 	return c
 }
 
