@@ -79,6 +79,13 @@ type Config struct {
 	// CumulativeState bounds the memory used to turn cumulative points into deltas.
 	CumulativeState CumulativeStateConfig `mapstructure:"cumulative_state"`
 
+	// WriteFailureBufferBytes bounds what is held in memory, in order, when
+	// the persistent sending queue cannot write to its storage (a full or
+	// failing disk); past it data is refused upstream with a retryable
+	// error. Measured as the queue's bytes sizer does (serialized OTLP).
+	// 0 holds nothing: every failed write is refused at once.
+	WriteFailureBufferBytes int64 `mapstructure:"write_failure_buffer_bytes"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -165,6 +172,9 @@ func (cfg *Config) Validate() error {
 		if err := cfg.Metrics[i].validate(); err != nil {
 			errs = append(errs, fmt.Errorf("metrics[%d].%w", i, err))
 		}
+	}
+	if cfg.WriteFailureBufferBytes < 0 {
+		errs = append(errs, errors.New("write_failure_buffer_bytes: must not be negative (0 holds nothing in memory)"))
 	}
 	if cfg.MaxRequestsPerSecond < 0 {
 		errs = append(errs, errors.New("max_requests_per_second: must not be negative (0 means no ceiling)"))
