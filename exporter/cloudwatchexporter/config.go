@@ -113,8 +113,9 @@ type MetricRule struct {
 type CumulativeStateConfig struct {
 	// TTL forgets a series that has not been seen for this long.
 	TTL time.Duration `mapstructure:"ttl"`
-	// MaxSeries is the most series remembered; past it the least recently
-	// updated series is evicted (counted, logged) to make room.
+	// MaxSeries is the most series remembered; past it a series seen only
+	// once is evicted first, then the least recently updated established
+	// one (counted, logged), to make room.
 	MaxSeries int `mapstructure:"max_series"`
 	// MaxAge: the first point of a series never seen before is counted from
 	// its start time only when that start is at most this long ago; an older
