@@ -85,6 +85,12 @@ type Config struct {
 	// error. Measured as the queue's bytes sizer does (serialized OTLP).
 	// 0 holds nothing: every failed write is refused at once.
 	WriteFailureBufferBytes int64 `mapstructure:"write_failure_buffer_bytes"`
+	// WriteReserveDirectory is the persistent queue's directory, where a
+	// reserve file of WriteReserveBytes keeps room for the queue to read
+	// and delete when the volume fills up; empty: no reserve.
+	WriteReserveDirectory string `mapstructure:"write_reserve_directory"`
+	// WriteReserveBytes is the reserve file's size.
+	WriteReserveBytes int64 `mapstructure:"write_reserve_bytes"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -173,6 +179,9 @@ func (cfg *Config) Validate() error {
 		if err := cfg.Metrics[i].validate(); err != nil {
 			errs = append(errs, fmt.Errorf("metrics[%d].%w", i, err))
 		}
+	}
+	if cfg.WriteReserveBytes < 0 {
+		errs = append(errs, errors.New("write_reserve_bytes: must not be negative"))
 	}
 	if cfg.WriteFailureBufferBytes < 0 {
 		errs = append(errs, errors.New("write_failure_buffer_bytes: must not be negative (0 holds nothing in memory)"))

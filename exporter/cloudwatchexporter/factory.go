@@ -35,6 +35,9 @@ const (
 	// defaultWriteFailureBufferBytes: four maximal OTLP requests; held as
 	// pdata, about five times that in heap for the smallest points.
 	defaultWriteFailureBufferBytes = 8 << 20
+	// defaultWriteReserveBytes: room for many read-index and delete
+	// transactions of the queue's bbolt file.
+	defaultWriteReserveBytes = 4 << 20
 	// defaultShutdownDrainTimeout stays under Kubernetes' default 30 s
 	// grace period (an export in flight when it expires still finishes).
 	defaultShutdownDrainTimeout = 20 * time.Second
@@ -69,6 +72,7 @@ func createDefaultConfig() component.Config {
 		StorageResolution:       defaultStorageResolution,
 		MaxConcurrentRequests:   defaultMaxConcurrentRequests,
 		WriteFailureBufferBytes: defaultWriteFailureBufferBytes,
+		WriteReserveBytes:       defaultWriteReserveBytes,
 		CumulativeState: CumulativeStateConfig{
 			TTL:             defaultCumulativeTTL,
 			MaxSeries:       defaultCumulativeMaxSeries,

@@ -58,11 +58,14 @@ type writeBuffer struct {
 	lastErr error
 	stop    chan struct{}
 	stopped chan struct{}
+	// reserve keeps room on the queue's volume (writereserve.go); nil: none.
+	reserve *writeReserve
 }
 
 type heldMetrics struct {
 	md     pmetric.Metrics
 	points int
+	bytes  int64
 }
 
 // errWriteRefused marks data refused because the queue could not write it
@@ -85,6 +88,9 @@ func (m *metricsExporter) setUpWriteBuffer() error {
 	m.held = &writeBuffer{
 		buf:     writebuffer.New[heldMetrics](m.exp.cfg.WriteFailureBufferBytes, heldRetryMin, heldRetryMax),
 		storage: *q.StorageID,
+	}
+	if cfg := m.exp.cfg; cfg.WriteReserveDirectory != "" && cfg.WriteReserveBytes > 0 {
+		m.held.reserve = newWriteReserve(cfg.WriteReserveDirectory, cfg.WriteReserveBytes)
 	}
 	held := m.held.buf
 	return m.exp.telemetry.RegisterExporterCloudwatchQueueWriteBufferBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -131,11 +137,13 @@ func (m *metricsExporter) enqueue(ctx context.Context, md pmetric.Metrics) error
 	if m.held == nil {
 		return m.Metrics.ConsumeMetrics(ctx, md)
 	}
-	if m.held.buf.Len() > 0 {
+	m.checkReserve()
+	if m.held.buf.Len() > 0 || m.reserveOut() {
 		m.writeHeld(ctx, false)
 	}
-	if m.held.buf.Len() > 0 {
-		// Behind what waits, so that data reaches the queue in order.
+	if m.held.buf.Len() > 0 || m.reserveOut() {
+		// Behind what waits, so that data reaches the queue in order; and
+		// while the reserve is out, only through writeHeld's check.
 		return m.hold(ctx, md, m.held.reason, m.held.lastErr)
 	}
 	err := m.Metrics.ConsumeMetrics(ctx, md)
@@ -150,7 +158,8 @@ func (m *metricsExporter) enqueue(ctx context.Context, md pmetric.Metrics) error
 func (m *metricsExporter) hold(ctx context.Context, md pmetric.Metrics, reason string, cause error) error {
 	h := m.held
 	points := md.DataPointCount()
-	if h.buf.Push(heldMetrics{md: md, points: points}, int64(h.sizer.MetricsSize(md))) {
+	size := int64(h.sizer.MetricsSize(md))
+	if h.buf.Push(heldMetrics{md: md, points: points, bytes: size}, size) {
 		m.countWriteFailure(ctx, points, reason, outcomeHeld)
 		return nil
 	}
@@ -172,6 +181,13 @@ func (m *metricsExporter) writeHeld(ctx context.Context, force bool) {
 		if !ok {
 			break
 		}
+		if r := h.reserve; r != nil && !r.inPlace && !r.roomFor(head.bytes) && !m.queueEmpty(ctx) {
+			// Writing now would take the room kept for the queue's reads
+			// and deletes: wait for room, or for the queue to empty (its
+			// file then has room of its own).
+			h.buf.Failed(now)
+			return
+		}
 		err := m.Metrics.ConsumeMetrics(ctx, head.md)
 		if err != nil {
 			if reason, ok := writeFailureReason(err); ok {
@@ -182,11 +198,19 @@ func (m *metricsExporter) writeHeld(ctx context.Context, force bool) {
 		}
 		h.buf.Pop()
 	}
-	if h.failing {
-		h.failing = false
-		m.exp.logger.Info("The sending queue writes to its storage again; the data held in memory meanwhile is queued",
-			zap.String("directory", h.where))
+	m.episodeOver()
+}
+
+// episodeOver ends a failure episode once nothing is held and the reserve
+// (if any) is back in place.
+func (m *metricsExporter) episodeOver() {
+	h := m.held
+	if !h.failing || h.buf.Len() > 0 || (h.reserve != nil && !h.reserve.inPlace) {
+		return
 	}
+	h.failing = false
+	m.exp.logger.Info("The sending queue writes to its storage again; the data held in memory meanwhile is queued",
+		zap.String("directory", h.where))
 }
 
 // writeFailed logs the start of a failure episode at error.
@@ -198,10 +222,49 @@ func (m *metricsExporter) writeFailed(reason string, err error) {
 		return
 	}
 	h.failing = true
+	if reason == "no_space" && h.reserve != nil && h.reserve.inPlace {
+		if err := h.reserve.release(); err != nil {
+			m.exp.logger.Warn("Could not delete the write reserve", zap.String("file", h.reserve.path), zap.Error(err))
+		}
+	}
 	m.exp.logger.Error("The sending queue cannot write to its storage; data is held in memory and written when the storage takes it again, refused with a retryable error past write_failure_buffer_bytes",
 		zap.String("directory", h.where), zap.String("reason", reason),
 		zap.Int64("write_failure_buffer_bytes", h.buf.Limit()), zap.Error(err))
 }
+
+func (m *metricsExporter) reserveOut() bool {
+	return m.held.reserve != nil && !m.held.reserve.inPlace && m.held.failing
+}
+
+func (m *metricsExporter) queueEmpty(ctx context.Context) bool {
+	n, ok := m.queue.size(ctx)
+	return ok && n == 0
+}
+
+// checkReserve deletes the reserve when the volume runs low (the start of
+// a failure episode, even if no write of ours failed yet: the queue's own
+// reads and deletes need the room) and puts it back once nothing is held
+// and there is room again.
+func (m *metricsExporter) checkReserve() {
+	r := m.held.reserve
+	if r == nil {
+		return
+	}
+	released, err := r.releaseIfLow()
+	if err != nil {
+		m.exp.logger.Warn("Could not check or delete the write reserve", zap.String("file", r.path), zap.Error(err))
+	}
+	if released {
+		m.writeFailed("no_space", &fs.PathError{Op: "statfs", Path: r.path, Err: errLowSpace})
+	}
+	if !r.inPlace && m.held.buf.Len() == 0 && r.create() == nil {
+		m.exp.logger.Info("The write reserve is in place", zap.String("file", r.path), zap.Int64("write_reserve_bytes", r.size))
+		m.episodeOver()
+	}
+}
+
+// errLowSpace: the volume's free space fell under write_reserve_bytes.
+var errLowSpace = errors.New("free space under write_reserve_bytes: the reserve was deleted to leave the queue room to read and delete")
 
 // failedDirectory names the directory of the file whose write failed, or
 // the storage extension when the error does not say.
@@ -223,6 +286,12 @@ func (m *metricsExporter) Start(ctx context.Context, host component.Host) error 
 		return err
 	}
 	if m.held != nil {
+		if r := m.held.reserve; r != nil {
+			if err := r.create(); err != nil {
+				m.exp.logger.Warn("Could not create the write reserve; it is created once there is room",
+					zap.String("file", r.path), zap.Int64("write_reserve_bytes", r.size), zap.Error(err))
+			}
+		}
 		m.held.stop, m.held.stopped = make(chan struct{}), make(chan struct{})
 		go m.writeHeldLoop()
 	}
@@ -240,7 +309,7 @@ func (m *metricsExporter) writeHeldLoop() {
 			return
 		case <-tick.C:
 		}
-		if m.held.buf.Len() == 0 {
+		if m.held.buf.Len() == 0 && m.held.reserve == nil {
 			continue
 		}
 		select {
@@ -248,7 +317,10 @@ func (m *metricsExporter) writeHeldLoop() {
 			return
 		case m.turn <- struct{}{}:
 		}
-		m.writeHeld(context.Background(), false)
+		m.checkReserve()
+		if m.held.buf.Len() > 0 {
+			m.writeHeld(context.Background(), false)
+		}
 		<-m.turn
 	}
 }
