@@ -169,7 +169,8 @@ func (m *metricsExporter) hold(ctx context.Context, md pmetric.Metrics, reason s
 }
 
 // writeHeld hands the held data to the queue, oldest first, until one
-// write fails. Unless force, only when an attempt is due.
+// write fails. Unless force, only when an attempt is due and, while the
+// reserve is out, only when there is room.
 func (m *metricsExporter) writeHeld(ctx context.Context, force bool) {
 	h := m.held
 	now := time.Now()
@@ -181,10 +182,11 @@ func (m *metricsExporter) writeHeld(ctx context.Context, force bool) {
 		if !ok {
 			break
 		}
-		if r := h.reserve; r != nil && !r.inPlace && !r.roomFor(head.bytes) && !m.queueEmpty(ctx) {
+		if r := h.reserve; !force && r != nil && !r.inPlace && !r.roomFor(head.bytes) && !m.queueEmpty(ctx) {
 			// Writing now would take the room kept for the queue's reads
 			// and deletes: wait for room, or for the queue to empty (its
-			// file then has room of its own).
+			// file then has room of its own). At shutdown (force) on disk
+			// beats lost.
 			h.buf.Failed(now)
 			return
 		}
