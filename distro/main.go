@@ -11,6 +11,7 @@ import (
 	destinations "github.com/gpubuild/otelcol-gpubuild/internal/destinations"
 	metricsswitch "github.com/gpubuild/otelcol-gpubuild/internal/metricsswitch"
 	exposedlisteners "github.com/gpubuild/otelcol-gpubuild/internal/exposedlisteners"
+	retiredenv "github.com/gpubuild/otelcol-gpubuild/internal/retiredenv"
 	envprovider "go.opentelemetry.io/collector/confmap/provider/envprovider"
 	fileprovider "go.opentelemetry.io/collector/confmap/provider/fileprovider"
 	yamlprovider "go.opentelemetry.io/collector/confmap/provider/yamlprovider"
@@ -38,6 +39,7 @@ func main() {
 					destinations.NewFactory(),
 					metricsswitch.NewFactory(),
 					exposedlisteners.NewFactory(),
+					retiredenv.NewFactory(),
 				},
 			},
 		},
@@ -47,6 +49,7 @@ func main() {
 			yamlprovider.NewFactory().Create(confmap.ProviderSettings{}).Scheme(): "go.opentelemetry.io/collector/confmap/provider/yamlprovider v1.67.0",
 		},
 		ConverterModules: []string{
+			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",

@@ -79,6 +79,19 @@ type Config struct {
 	// CumulativeState bounds the memory used to turn cumulative points into deltas.
 	CumulativeState CumulativeStateConfig `mapstructure:"cumulative_state"`
 
+	// WriteFailureBufferBytes bounds what is held in memory, in order, when
+	// the persistent sending queue cannot write to its storage (a full or
+	// failing disk); past it data is refused upstream with a retryable
+	// error. Measured as the queue's bytes sizer does (serialized OTLP).
+	// 0 holds nothing: every failed write is refused at once.
+	WriteFailureBufferBytes int64 `mapstructure:"write_failure_buffer_bytes"`
+	// WriteReserveDirectory is the persistent queue's directory, where a
+	// reserve file of WriteReserveBytes keeps room for the queue to read
+	// and delete when the volume fills up; empty: no reserve.
+	WriteReserveDirectory string `mapstructure:"write_reserve_directory"`
+	// WriteReserveBytes is the reserve file's size.
+	WriteReserveBytes int64 `mapstructure:"write_reserve_bytes"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -106,8 +119,9 @@ type MetricRule struct {
 type CumulativeStateConfig struct {
 	// TTL forgets a series that has not been seen for this long.
 	TTL time.Duration `mapstructure:"ttl"`
-	// MaxSeries is the most series remembered; past it the least recently
-	// updated series is evicted (counted, logged) to make room.
+	// MaxSeries is the most series remembered; past it a series seen only
+	// once is evicted first, then the least recently updated established
+	// one (counted, logged), to make room.
 	MaxSeries int `mapstructure:"max_series"`
 	// MaxAge: the first point of a series never seen before is counted from
 	// its start time only when that start is at most this long ago; an older
@@ -165,6 +179,12 @@ func (cfg *Config) Validate() error {
 		if err := cfg.Metrics[i].validate(); err != nil {
 			errs = append(errs, fmt.Errorf("metrics[%d].%w", i, err))
 		}
+	}
+	if cfg.WriteReserveBytes < 0 {
+		errs = append(errs, errors.New("write_reserve_bytes: must not be negative"))
+	}
+	if cfg.WriteFailureBufferBytes < 0 {
+		errs = append(errs, errors.New("write_failure_buffer_bytes: must not be negative (0 holds nothing in memory)"))
 	}
 	if cfg.MaxRequestsPerSecond < 0 {
 		errs = append(errs, errors.New("max_requests_per_second: must not be negative (0 means no ceiling)"))

@@ -20,6 +20,7 @@ const drainPollInterval = 50 * time.Millisecond
 // deleted loses its disk with it. The in-memory queue does drain, but with
 // retries off: waiting here gives its requests their retries too.
 func (m *metricsExporter) Shutdown(ctx context.Context) error {
+	m.stopWriteBuffer(ctx)
 	m.drainQueue(ctx)
 	return m.Metrics.Shutdown(ctx)
 }

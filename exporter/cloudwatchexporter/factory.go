@@ -32,6 +32,12 @@ const (
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute
 	defaultCumulativeMaxSeries   = 50_000
+	// defaultWriteFailureBufferBytes: four maximal OTLP requests; held as
+	// pdata, about five times that in heap for the smallest points.
+	defaultWriteFailureBufferBytes = 8 << 20
+	// defaultWriteReserveBytes: room for many read-index and delete
+	// transactions of the queue's bbolt file.
+	defaultWriteReserveBytes = 4 << 20
 	// defaultShutdownDrainTimeout stays under Kubernetes' default 30 s
 	// grace period (an export in flight when it expires still finishes).
 	defaultShutdownDrainTimeout = 20 * time.Second
@@ -55,16 +61,18 @@ func NewFactory() exporter.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		TimeoutConfig:         exporterhelper.TimeoutConfig{Timeout: defaultTimeout},
-		QueueConfig:           configoptional.Some(defaultQueueConfig()),
-		BackOffConfig:         configretry.NewDefaultBackOffConfig(),
-		ShutdownDrainTimeout:  defaultShutdownDrainTimeout,
-		RequestTimeout:        defaultRequestTimeout,
-		MaxSeriesPerMetric:    defaultMaxSeriesPerMetric,
-		OutputDestination:     destinationCloudWatch,
-		ResourceToDimensions:  defaultResourceToDimensions(),
-		StorageResolution:     defaultStorageResolution,
-		MaxConcurrentRequests: defaultMaxConcurrentRequests,
+		TimeoutConfig:           exporterhelper.TimeoutConfig{Timeout: defaultTimeout},
+		QueueConfig:             configoptional.Some(defaultQueueConfig()),
+		BackOffConfig:           configretry.NewDefaultBackOffConfig(),
+		ShutdownDrainTimeout:    defaultShutdownDrainTimeout,
+		RequestTimeout:          defaultRequestTimeout,
+		MaxSeriesPerMetric:      defaultMaxSeriesPerMetric,
+		OutputDestination:       destinationCloudWatch,
+		ResourceToDimensions:    defaultResourceToDimensions(),
+		StorageResolution:       defaultStorageResolution,
+		MaxConcurrentRequests:   defaultMaxConcurrentRequests,
+		WriteFailureBufferBytes: defaultWriteFailureBufferBytes,
+		WriteReserveBytes:       defaultWriteReserveBytes,
 		CumulativeState: CumulativeStateConfig{
 			TTL:             defaultCumulativeTTL,
 			MaxSeries:       defaultCumulativeMaxSeries,
@@ -100,7 +108,11 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if _, ok := queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
 		set.Logger.Warn("The sending queue's size cannot be read: shutdown_drain_timeout has no effect, Shutdown does not wait for the queue")
 	}
-	return &metricsExporter{Metrics: helper, exp: exp, queue: queue, turn: make(chan struct{}, 1)}, nil
+	m := &metricsExporter{Metrics: helper, exp: exp, queue: queue, turn: make(chan struct{}, 1)}
+	if err := m.setUpWriteBuffer(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // metricsExporter turns cumulative data into deltas before it is queued, so
@@ -114,6 +126,9 @@ type metricsExporter struct {
 	// back once a later point of the same series had been converted, and
 	// its increment would be lost.
 	turn chan struct{}
+	// held is what the persistent queue could not write (writefailure.go);
+	// nil without a persistent queue.
+	held *writeBuffer
 }
 
 func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
@@ -130,13 +145,13 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
 	}
 	m.exp.recordStorageErrors(ctx, storageRead, cv.readErrors)
-	err := m.Metrics.ConsumeMetrics(ctx, md)
+	err := m.enqueue(ctx, md)
 	if err != nil {
 		// The data did not get through: take the conversion back so that the
 		// next cumulative point's delta covers it again.
 		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
 			m.exp.deltas.undoPoints(failed.Data())
-		} else if m.refusedByQueue(err) {
+		} else if m.refusedByQueue(err) || refusedForWriteFailure(err) {
 			m.exp.deltas.undo(cv.records)
 		}
 	}

@@ -403,8 +403,6 @@ func TestCardinalityFloodIsBoundedPerMetric(t *testing.T) {
 // that come after an eviction with a start time not after the forgotten
 // points are baselines (a forgotten series cannot be told from a new one):
 // counted as cumulative_baseline, so every point is accounted for.
-// Not covered: more new series within one interval than the cap evicts the
-// neighbour too.
 func TestCumulativeFloodKeepsTheNeighbourExact(t *testing.T) {
 	const maxSeries, rounds, flood = 100, 5, 60
 	te := newTestExporter(t, false, func(cfg *Config) { cfg.CumulativeState.MaxSeries = maxSeries })
@@ -437,4 +435,39 @@ func TestCumulativeFloodKeepsTheNeighbourExact(t *testing.T) {
 	assert.Positive(t, baselines)
 	assert.Equal(t, float64(rounds*flood), jobs+float64(baselines), "every job point sent or counted")
 	assert.Positive(t, te.counter(t, "cumulative_evictions", "")[""])
+}
+
+// More new series in one interval than the whole cap (150 against 100),
+// from the third interval on, beside a neighbour updated every interval:
+// the flood churns through the series seen once and the established
+// neighbour keeps every delta.
+func TestCumulativeFloodBeyondTheCapKeepsTheNeighbourExact(t *testing.T) {
+	const maxSeries, rounds, flood = 100, 6, 150
+	te := newTestExporter(t, false, func(cfg *Config) { cfg.CumulativeState.MaxSeries = maxSeries })
+	begin := time.Now().Add(-10 * time.Minute)
+	start := pcommon.NewTimestampFromTime(begin)
+	for r := 1; r <= rounds; r++ {
+		ts := pcommon.NewTimestampFromTime(begin.Add(time.Duration(r) * time.Minute))
+		md := cumulativeSum(start, ts, int64(10*r), map[string]string{"route": "neighbour"})
+		sum := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum()
+		for i := range flood {
+			if r < 3 {
+				break
+			}
+			dp := sum.DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(ts)
+			dp.SetTimestamp(ts)
+			dp.SetIntValue(1)
+			dp.Attributes().PutStr("job.id", fmt.Sprintf("r%d-job-%d", r, i))
+		}
+		require.NoError(t, te.ConsumeMetrics(context.Background(), md))
+	}
+	var neighbour []float64
+	for _, d := range te.server.Datums() {
+		if d.Dimensions["route"] == "neighbour" {
+			neighbour = append(neighbour, *d.Value)
+		}
+	}
+	assert.Equal(t, []float64{10, 10, 10, 10, 10, 10}, neighbour, "no increment of the neighbour lost")
+	assert.Equal(t, int64((rounds-2)*flood+1-maxSeries), te.counter(t, "cumulative_evictions", "")[""], "only flood series evicted")
 }

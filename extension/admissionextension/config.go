@@ -10,8 +10,9 @@ type Config struct {
 	// MaxInFlight is how many requests are read, decoded and processed at
 	// once, across all connections and both protocols.
 	MaxInFlight int `mapstructure:"max_in_flight"`
-	// MaxWaiting is how many more may wait for a place; past it a request is
-	// refused at once (HTTP 503, gRPC RESOURCE_EXHAUSTED; clients retry).
+	// MaxWaiting is how many more HTTP requests may wait for a place; past
+	// it a request is refused at once (503; clients retry). A gRPC request
+	// never waits: without a free place it is refused with UNAVAILABLE.
 	MaxWaiting int `mapstructure:"max_waiting"`
 	// WaitTimeout is the longest a request waits for a place before it is refused.
 	WaitTimeout time.Duration `mapstructure:"wait_timeout"`

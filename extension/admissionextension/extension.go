@@ -3,14 +3,17 @@ package admissionextension // import "github.com/gpubuild/otelcol-gpubuild/exten
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/extensionmiddleware"
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/gpubuild/otelcol-gpubuild/extension/admissionextension/internal/admission"
 )
@@ -44,25 +47,35 @@ func (a *admissionExtension) GetHTTPHandler(context.Context) (extensionmiddlewar
 	}, nil
 }
 
-// GetGRPCServerOptions: gRPC decodes a unary request before any
-// interceptor, so a tap refuses a new stream at once when every place and
-// every waiting place is taken (before its message is read), and the
-// interceptor holds a place while the request goes through the pipeline.
+// GetGRPCServerOptions: gRPC reads and decodes a unary request before any
+// interceptor runs, and a decoded request waiting for a place would hold
+// its memory while it waits. So the place is taken in the tap, before the
+// message is read, and held until the stream ends (its context is then
+// cancelled, whatever the outcome). The tap runs on the connection's
+// reader, which must not block (other streams of the connection, maybe the
+// one holding the place, would stall): a request that finds no place free
+// is refused at once with UNAVAILABLE and a retry delay, which OTLP
+// clients retry.
 func (a *admissionExtension) GetGRPCServerOptions(context.Context) ([]grpc.ServerOption, error) {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
-			if a.gate.Full() {
-				return nil, status.Error(codes.ResourceExhausted, "admission: "+admission.ErrBusy.Error())
+			release, ok := a.gate.TryAcquire()
+			if !ok {
+				return nil, busy()
 			}
+			context.AfterFunc(ctx, release)
 			return ctx, nil
 		}),
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-			release, err := a.gate.Acquire(ctx)
-			if err != nil {
-				return nil, status.Error(codes.ResourceExhausted, "admission: "+err.Error())
-			}
-			defer release()
-			return handler(ctx, req)
-		}),
 	}, nil
+}
+
+// busy is the gRPC refusal: UNAVAILABLE is retried by every OTLP client;
+// RetryInfo asks for a pause first.
+func busy() error {
+	msg := "admission: " + admission.ErrBusy.Error() + "; retry later"
+	st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	if err != nil {
+		return status.Error(codes.Unavailable, msg)
+	}
+	return st.Err()
 }

@@ -15,8 +15,9 @@ import (
 type Config struct {
 	// TTL forgets a series not seen for this long.
 	TTL time.Duration
-	// MaxSeries is the most series kept; the least recently updated one is
-	// evicted to make room for a new one.
+	// MaxSeries is the most series kept; past it a series seen only once is
+	// evicted first (least recently seen first), then the least recently
+	// updated established series (see Tracker).
 	MaxSeries int
 	// MaxAge: the first point of a never-seen series is counted from its
 	// start time only if that start is at most MaxAge before now; an older
@@ -100,7 +101,7 @@ func New(cfg Config, logger *zap.Logger) *Tracker {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Tracker{cfg: cfg, logger: logger, index: make(map[uint64]int32), newest: none, oldest: none}
+	return &Tracker{cfg: cfg, logger: logger, index: make(map[uint64]int32), probation: newLRUList(), established: newLRUList()}
 }
 
 // Persistent reports whether the state is saved (Attach was called).

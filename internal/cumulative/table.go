@@ -30,8 +30,13 @@ import (
 //     Count gives nothing the second time);
 //   - an older point than the last one is dropped (the last delta covers it).
 //
-// The state is bounded by a TTL and a series count (least recently updated
-// is evicted first, never a new series refused). A series that comes back after being forgotten cannot be
+// The state is bounded by a TTL and a series count, never a new series
+// refused. At the count, a segmented LRU picks what to forget: a series
+// seen once waits on probation and goes first, least recently seen first;
+// a series updated since (established) is forgotten only when probation is
+// empty or the series has been idle longer than a third of the TTL. So a
+// flood of new series (one interval of more new series than the cap)
+// churns through probation and leaves established neighbours alone. A series that comes back after being forgotten cannot be
 // told from a new one by its start time alone, so first points whose start
 // time is not after the newest forgotten point (the watermark) are baselines:
 // at worst one interval is not sent, never the whole total twice.
@@ -48,9 +53,10 @@ type Tracker struct {
 	index map[uint64]int32
 	slots []series
 	free  []int32
-	// newest and oldest are the ends of the LRU list (slots, or none).
-	newest, oldest int32
-	watermark      pcommon.Timestamp
+	// probation holds series seen once, established series updated since;
+	// each is an LRU list, most recently seen first.
+	probation, established lruList
+	watermark              pcommon.Timestamp
 	// warned rate-limits warnings by metric name and kind of warning.
 	warned warnLimiter
 
@@ -61,14 +67,22 @@ type Tracker struct {
 	scratch histogramPart
 }
 
-// none marks the end of the LRU list.
+// none marks the end of an LRU list.
 const none = -1
+
+// lruList is a list of records linked by slot.
+type lruList struct {
+	newest, oldest int32 // slots, or none
+}
+
+func newLRUList() lruList { return lruList{newest: none, oldest: none} }
 
 // series is the state of one cumulative series: a fixed-size record.
 type series struct {
 	key          uint64
 	slot         int32 // its own index in Tracker.slots
 	newer, older int32 // LRU neighbours, or none
+	established  bool  // in Tracker.established, not on probation
 	seen         int64 // Unix nanoseconds when a point of it last arrived
 	kind         seriesKind
 	hasPrev      bool
@@ -127,7 +141,7 @@ func (c *Tracker) step(ctx context.Context, key uint64, p *snapshot, now time.Ti
 		return s, drop, ReasonBaseline, true
 	}
 	s.seen = now.UnixNano()
-	c.moveToFront(s)
+	c.touch(s)
 
 	switch {
 	case s.unknown:
@@ -217,7 +231,7 @@ func (c *Tracker) lookup(key uint64) *series {
 // freed record (keeping its histogram buffers) or a new one.
 func (c *Tracker) insert(key uint64, seen time.Time, kind seriesKind, cv *Result) *series {
 	for len(c.index) >= c.cfg.MaxSeries {
-		c.evict(&c.slots[c.oldest], cv)
+		c.evict(c.victim(seen), cv)
 		c.evicted(seen)
 	}
 	var i int32
@@ -233,15 +247,30 @@ func (c *Tracker) insert(key uint64, seen time.Time, kind seriesKind, cv *Result
 	s.cur.reuse(&cur)
 	s.prev.reuse(&prev)
 	c.index[key] = i
-	c.pushFront(s)
+	c.pushFront(&c.probation, s)
 	return s
+}
+
+// victim is the series to forget at the cap: an established series idle
+// for longer than a third of the TTL, else the least recently seen series
+// on probation, else the least recently updated established one.
+func (c *Tracker) victim(now time.Time) *series {
+	if o := c.established.oldest; o != none && c.cfg.TTL > 0 && c.slots[o].seen < now.Add(-c.cfg.TTL/3).UnixNano() {
+		return &c.slots[o]
+	}
+	if o := c.probation.oldest; o != none {
+		return &c.slots[o]
+	}
+	return &c.slots[c.established.oldest]
 }
 
 // expire forgets the series not seen for longer than the TTL.
 func (c *Tracker) expire(now time.Time, cv *Result) {
 	limit := now.Add(-c.cfg.TTL).UnixNano()
-	for c.oldest != none && c.slots[c.oldest].seen < limit {
-		c.evict(&c.slots[c.oldest], cv)
+	for _, l := range []*lruList{&c.probation, &c.established} {
+		for l.oldest != none && c.slots[l.oldest].seen < limit {
+			c.evict(&c.slots[l.oldest], cv)
+		}
 	}
 }
 
@@ -268,41 +297,50 @@ func (c *Tracker) forgetUpTo(ts pcommon.Timestamp) {
 
 func (c *Tracker) remove(s *series) {
 	delete(c.index, s.key)
-	c.unlink(s)
+	c.unlink(c.listOf(s), s)
 	c.free = append(c.free, s.slot)
 }
 
-// The LRU list links records by slot, most recently seen first.
-
-func (c *Tracker) pushFront(s *series) {
-	s.older, s.newer = c.newest, none
-	if c.newest != none {
-		c.slots[c.newest].newer = s.slot
+func (c *Tracker) listOf(s *series) *lruList {
+	if s.established {
+		return &c.established
 	}
-	c.newest = s.slot
-	if c.oldest == none {
-		c.oldest = s.slot
+	return &c.probation
+}
+
+// touch makes s the most recently seen established series.
+func (c *Tracker) touch(s *series) {
+	if s.established && c.established.newest == s.slot {
+		return
+	}
+	c.unlink(c.listOf(s), s)
+	s.established = true
+	c.pushFront(&c.established, s)
+}
+
+// The LRU lists link records by slot, most recently seen first.
+
+func (c *Tracker) pushFront(l *lruList, s *series) {
+	s.older, s.newer = l.newest, none
+	if l.newest != none {
+		c.slots[l.newest].newer = s.slot
+	}
+	l.newest = s.slot
+	if l.oldest == none {
+		l.oldest = s.slot
 	}
 }
 
-func (c *Tracker) unlink(s *series) {
+func (c *Tracker) unlink(l *lruList, s *series) {
 	if s.newer != none {
 		c.slots[s.newer].older = s.older
 	} else {
-		c.newest = s.older
+		l.newest = s.older
 	}
 	if s.older != none {
 		c.slots[s.older].newer = s.newer
 	} else {
-		c.oldest = s.newer
+		l.oldest = s.newer
 	}
 	s.newer, s.older = none, none
-}
-
-func (c *Tracker) moveToFront(s *series) {
-	if c.newest == s.slot {
-		return
-	}
-	c.unlink(s)
-	c.pushFront(s)
 }

@@ -56,7 +56,7 @@ func (c *Tracker) dropped(cv *Result, reason Reason, metric string) {
 // evicted logs (rate-limited) that the series cap forced out a series.
 func (c *Tracker) evicted(now time.Time) {
 	if c.warned.allow(warnKey{NumReasons, ""}, now) {
-		c.logger.Warn("Cumulative state is full: evicted the least recently updated series; raise max_series if this repeats",
+		c.logger.Warn("Cumulative state is full: evicted a series (series seen only once first, then the least recently updated); raise max_series if this repeats",
 			zap.Int("max_series", c.cfg.MaxSeries))
 	}
 }

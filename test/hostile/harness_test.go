@@ -18,8 +18,10 @@ import (
 // free ports, with no AWS credentials reachable.
 type sidecar struct {
 	*binarytest.Process
-	health   string
-	httpPort int
+	health        string
+	httpPort      int
+	grpcPort      int
+	telemetryPort int
 }
 
 func cleanEnv(t *testing.T) []string {
@@ -38,12 +40,17 @@ func cleanEnv(t *testing.T) []string {
 func startSidecar(t *testing.T, queueDir string, extraEnv ...string) *sidecar {
 	t.Helper()
 	healthPort := binarytest.FreePort(t)
-	s := &sidecar{health: fmt.Sprintf("http://127.0.0.1:%d/", healthPort), httpPort: binarytest.FreePort(t)}
+	s := &sidecar{
+		health:        fmt.Sprintf("http://127.0.0.1:%d/", healthPort),
+		httpPort:      binarytest.FreePort(t),
+		grpcPort:      binarytest.FreePort(t),
+		telemetryPort: binarytest.FreePort(t),
+	}
 	env := append(cleanEnv(t),
-		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(s.grpcPort),
 		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(s.httpPort),
 		"GPUBUILD_HEALTH_PORT="+strconv.Itoa(healthPort),
-		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(binarytest.FreePort(t)),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(s.telemetryPort),
 		"GPUBUILD_QUEUE_DIR="+queueDir,
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
 	)

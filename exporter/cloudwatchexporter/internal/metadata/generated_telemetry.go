@@ -36,6 +36,8 @@ type TelemetryBuilder struct {
 	ExporterCloudwatchPointsAltered           metric.Int64Counter
 	ExporterCloudwatchPointsDropped           metric.Int64Counter
 	ExporterCloudwatchPointsRetried           metric.Int64Counter
+	ExporterCloudwatchQueueWriteBufferBytes   metric.Int64ObservableGauge
+	ExporterCloudwatchQueueWriteFailures      metric.Int64Counter
 	ExporterCloudwatchRequestRateLimit        metric.Float64ObservableGauge
 	ExporterCloudwatchRequests                metric.Int64Counter
 }
@@ -72,6 +74,21 @@ func (builder *TelemetryBuilder) RegisterExporterCloudwatchDryRunCallback(cb met
 		cb(ctx, &observerInt64{inst: builder.ExporterCloudwatchDryRun, obs: o})
 		return nil
 	}, builder.ExporterCloudwatchDryRun)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterCloudwatchQueueWriteBufferBytesCallback sets callback for observable ExporterCloudwatchQueueWriteBufferBytes metric.
+func (builder *TelemetryBuilder) RegisterExporterCloudwatchQueueWriteBufferBytesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterCloudwatchQueueWriteBufferBytes, obs: o})
+		return nil
+	}, builder.ExporterCloudwatchQueueWriteBufferBytes)
 	if err != nil {
 		return err
 	}
@@ -179,6 +196,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ExporterCloudwatchPointsRetried, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_points_retried",
 		metric.WithDescription("Data points handed back to the retry because their PutMetricData request failed with a retryable error (throttling, 5xx, network). [Development]"),
+		metric.WithUnit("{datapoint}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterCloudwatchQueueWriteBufferBytes, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_cloudwatch_queue_write_buffer_bytes",
+		metric.WithDescription("Bytes (as serialized) held in memory because the persistent sending queue could not write them to its storage; written, in order, as soon as it can (bounded by write_failure_buffer_bytes). [Development]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterCloudwatchQueueWriteFailures, err = builder.meter.Int64Counter(
+		"otelcol_exporter_cloudwatch_queue_write_failures",
+		metric.WithDescription("Data points the persistent sending queue could not write to its storage, by `reason` (no_space, io_error, read_only, other) and `outcome` (held = kept in memory and written later, refused = refused upstream with a retryable error because write_failure_buffer_bytes was reached, lost = still unwritten at shutdown). [Development]"),
 		metric.WithUnit("{datapoint}"),
 	)
 	errs = errors.Join(errs, err)

@@ -147,6 +147,36 @@ func AssertEqualExporterCloudwatchPointsRetried(t *testing.T, tt *componenttest.
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterCloudwatchQueueWriteBufferBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_cloudwatch_queue_write_buffer_bytes",
+		Description: "Bytes (as serialized) held in memory because the persistent sending queue could not write them to its storage; written, in order, as soon as it can (bounded by write_failure_buffer_bytes). [Development]",
+		Unit:        "By",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_cloudwatch_queue_write_buffer_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterCloudwatchQueueWriteFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_cloudwatch_queue_write_failures",
+		Description: "Data points the persistent sending queue could not write to its storage, by `reason` (no_space, io_error, read_only, other) and `outcome` (held = kept in memory and written later, refused = refused upstream with a retryable error because write_failure_buffer_bytes was reached, lost = still unwritten at shutdown). [Development]",
+		Unit:        "{datapoint}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_cloudwatch_queue_write_failures")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterCloudwatchRequestRateLimit(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_request_rate_limit",

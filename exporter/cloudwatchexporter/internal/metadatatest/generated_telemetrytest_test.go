@@ -28,6 +28,10 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterExporterCloudwatchQueueWriteBufferBytesCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, observer metric.Float64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -38,6 +42,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterCloudwatchPointsAltered.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsDropped.Add(context.Background(), 1)
 	tb.ExporterCloudwatchPointsRetried.Add(context.Background(), 1)
+	tb.ExporterCloudwatchQueueWriteFailures.Add(context.Background(), 1)
 	tb.ExporterCloudwatchRequests.Add(context.Background(), 1)
 	AssertEqualExporterCloudwatchCumulativeEvictions(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -61,6 +66,12 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchPointsRetried(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchQueueWriteBufferBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterCloudwatchQueueWriteFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterCloudwatchRequestRateLimit(t, testTel,

@@ -5,6 +5,7 @@ package admission // import "github.com/gpubuild/otelcol-gpubuild/extension/admi
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -47,6 +48,18 @@ func (g *Gate) Acquire(ctx context.Context) (release func(), err error) {
 		return nil, ErrBusy
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// TryAcquire takes a place if one is free now, without waiting; release
+// gives it back (calling it again does nothing).
+func (g *Gate) TryAcquire() (release func(), ok bool) {
+	select {
+	case g.slots <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-g.slots }) }, true
+	default:
+		return nil, false
 	}
 }
 

@@ -80,3 +80,18 @@ func TestGateNeverExceedsItsBound(t *testing.T) {
 	assert.LessOrEqual(t, most.Load(), int64(3))
 	assert.Positive(t, most.Load())
 }
+
+func TestTryAcquireNeverWaits(t *testing.T) {
+	g := New(1, 4, time.Minute)
+	release, ok := g.TryAcquire()
+	require.True(t, ok)
+	_, ok = g.TryAcquire()
+	assert.False(t, ok, "no free place: refused at once")
+	release()
+	release() // a second call gives back nothing more
+	r2, ok := g.TryAcquire()
+	require.True(t, ok)
+	_, ok = g.TryAcquire()
+	assert.False(t, ok, "the double release did not make a second place")
+	r2()
+}

@@ -1,0 +1,91 @@
+package admissionextension
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// blockingMetrics is an OTLP metrics service whose Export waits for unblock.
+type blockingMetrics struct {
+	pmetricotlp.UnimplementedGRPCServer
+	entered chan struct{}
+	unblock chan struct{}
+}
+
+func (b *blockingMetrics) Export(context.Context, pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	b.entered <- struct{}{}
+	<-b.unblock
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+// A gRPC request takes its place before its message is read and keeps it
+// until the stream ends; one that finds no free place is refused at once
+// with UNAVAILABLE and a retry delay, never reaching the service; a place
+// is given back however the stream ends (answered, or failed before the
+// handler on a message over the size bound).
+func TestGRPCRequestsTakeAPlaceBeforeTheirMessageIsRead(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.MaxInFlight = 1
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(NewFactory().Type()), cfg)
+	require.NoError(t, err)
+	opts, err := ext.(*admissionExtension).GetGRPCServerOptions(context.Background())
+	require.NoError(t, err)
+	srv := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(1<<10))...)
+	svc := &blockingMetrics{entered: make(chan struct{}, 4), unblock: make(chan struct{})}
+	pmetricotlp.RegisterGRPCServer(srv, svc)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := pmetricotlp.NewGRPCClient(conn)
+	export := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := client.Export(ctx, pmetricotlp.NewExportRequest())
+		return err
+	}
+
+	first := make(chan error, 1)
+	go func() { first <- export() }()
+	<-svc.entered
+	err = export()
+	st := status.Convert(err)
+	assert.Equal(t, codes.Unavailable, st.Code(), "refused at once: %v", err)
+	require.Len(t, st.Details(), 1)
+	info, ok := st.Details()[0].(*errdetails.RetryInfo)
+	require.True(t, ok, "with a retry delay")
+	assert.Equal(t, time.Second, info.GetRetryDelay().AsDuration())
+	assert.Empty(t, svc.entered, "the refused request never reached the service")
+	close(svc.unblock)
+	require.NoError(t, <-first)
+
+	// The place came back when the first stream ended.
+	require.Eventually(t, func() bool { return export() == nil }, 10*time.Second, 10*time.Millisecond)
+	<-svc.entered
+
+	// A message over the size bound fails before the handler; its place
+	// still comes back.
+	big := pmetricotlp.NewExportRequest()
+	dps := big.Metrics().ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge().DataPoints()
+	for range 200 {
+		dps.AppendEmpty().SetIntValue(1)
+	}
+	_, err = client.Export(context.Background(), big)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "over the size bound: %v", err)
+	require.Eventually(t, func() bool { return export() == nil }, 10*time.Second, 10*time.Millisecond)
+}
