@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 )
 
 // packedRequest is one PutMetricData request: datums[first:first+n] of the packed slice.
@@ -200,46 +202,10 @@ func subset(md pmetric.Metrics, refs []pointRef) pmetric.Metrics {
 		}
 		if r.metric != cur.metric {
 			m = sm.Metrics().AppendEmpty()
-			copyMetricWithoutPoints(srcM, m)
+			pmetricutil.CopyMetricWithoutPoints(srcM, m)
 			cur.metric = r.metric
 		}
-		copyPoint(srcM, m, int(r.point))
+		pmetricutil.AppendPoint(srcM, m, int(r.point))
 	}
 	return out
-}
-
-func copyMetricWithoutPoints(src, dst pmetric.Metric) {
-	dst.SetName(src.Name())
-	dst.SetDescription(src.Description())
-	dst.SetUnit(src.Unit())
-	src.Metadata().CopyTo(dst.Metadata())
-	switch src.Type() {
-	case pmetric.MetricTypeGauge:
-		dst.SetEmptyGauge()
-	case pmetric.MetricTypeSum:
-		s := dst.SetEmptySum()
-		s.SetAggregationTemporality(src.Sum().AggregationTemporality())
-		s.SetIsMonotonic(src.Sum().IsMonotonic())
-	case pmetric.MetricTypeHistogram:
-		dst.SetEmptyHistogram().SetAggregationTemporality(src.Histogram().AggregationTemporality())
-	case pmetric.MetricTypeExponentialHistogram:
-		dst.SetEmptyExponentialHistogram().SetAggregationTemporality(src.ExponentialHistogram().AggregationTemporality())
-	case pmetric.MetricTypeSummary:
-		dst.SetEmptySummary()
-	}
-}
-
-func copyPoint(src, dst pmetric.Metric, i int) {
-	switch src.Type() {
-	case pmetric.MetricTypeGauge:
-		src.Gauge().DataPoints().At(i).CopyTo(dst.Gauge().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeSum:
-		src.Sum().DataPoints().At(i).CopyTo(dst.Sum().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeHistogram:
-		src.Histogram().DataPoints().At(i).CopyTo(dst.Histogram().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeExponentialHistogram:
-		src.ExponentialHistogram().DataPoints().At(i).CopyTo(dst.ExponentialHistogram().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeSummary:
-		src.Summary().DataPoints().At(i).CopyTo(dst.Summary().DataPoints().AppendEmpty())
-	}
 }

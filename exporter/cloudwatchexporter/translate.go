@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 )
 
 // datumKind says which of Value, StatisticValues or Values a datum carries.
@@ -202,10 +204,10 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	name, nameOK := sanitizeMetricName(s.name)
 	switch {
 	case s.drop:
-		tr.dropped[reasonRule] += pointCount(m)
+		tr.dropped[reasonRule] += pmetricutil.PointCount(m)
 		return
 	case !nameOK:
-		tr.dropped[reasonInvalid] += pointCount(m)
+		tr.dropped[reasonInvalid] += pmetricutil.PointCount(m)
 		return
 	}
 	if name != s.name {
@@ -436,20 +438,4 @@ func (t *translator) distribution(hs histogramSummary, s *metricSettings, ref po
 		d.values = tr.floats[a : a+n : a+n]
 		d.counts = tr.floats[a+n : a+2*n : a+2*n]
 	}
-}
-
-func pointCount(m pmetric.Metric) int {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints().Len()
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints().Len()
-	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len()
-	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len()
-	case pmetric.MetricTypeSummary:
-		return m.Summary().DataPoints().Len()
-	}
-	return 0
 }
