@@ -69,7 +69,7 @@ func (w *bodyWriter) release(b *bodyBuffers) {
 // CBOR as smithy RPC v2 writes it: structures and lists of indefinite
 // length, member names as text keys in the model's order, doubles as
 // float64, timestamps as tag 1 and float64 epoch seconds to the
-// millisecond. datumSize (batch.go) is the size of what appendDatum writes.
+// millisecond. datumSize (packer.go) is the size of what appendDatum writes.
 const (
 	cborUint      = 0 << 5
 	cborText      = 3 << 5
