@@ -54,12 +54,25 @@ func NewWriter(buf []byte) Writer { return Writer{b: buf} }
 // Encoded returns the entry written so far.
 func (w *Writer) Encoded() []byte { return w.b }
 
-func (w *Writer) Byte(v byte)          { w.b = append(w.b, v) }
-func (w *Writer) Uvarint(v uint64)     { w.b = binary.AppendUvarint(w.b, v) }
-func (w *Writer) Varint(v int64)       { w.b = binary.AppendVarint(w.b, v) }
-func (w *Writer) Float(v float64)      { w.b = AppendFloat(w.b, v) }
-func (w *Writer) Text(s string)        { w.b = AppendString(w.b, s) }
-func (w *Writer) Bytes(p []byte)       { w.b = AppendBytes(w.b, p) }
+// Byte appends one byte.
+func (w *Writer) Byte(v byte) { w.b = append(w.b, v) }
+
+// Uvarint appends an unsigned varint.
+func (w *Writer) Uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+
+// Varint appends a signed (zigzag) varint.
+func (w *Writer) Varint(v int64) { w.b = binary.AppendVarint(w.b, v) }
+
+// Float appends v as AppendFloat does.
+func (w *Writer) Float(v float64) { w.b = AppendFloat(w.b, v) }
+
+// Text appends s as AppendString does.
+func (w *Writer) Text(s string) { w.b = AppendString(w.b, s) }
+
+// Bytes appends p as AppendBytes does.
+func (w *Writer) Bytes(p []byte) { w.b = AppendBytes(w.b, p) }
+
+// Uvarints appends vs as AppendUvarints does.
 func (w *Writer) Uvarints(vs []uint64) { w.b = AppendUvarints(w.b, vs) }
 
 // Reader reads the fields of one entry. The first failure sticks: every
@@ -99,6 +112,7 @@ func (r *Reader) Done() error {
 	return r.err
 }
 
+// Byte reads one byte.
 func (r *Reader) Byte() byte {
 	if r.err != nil || len(r.b) < 1 {
 		r.Fail()
@@ -109,6 +123,7 @@ func (r *Reader) Byte() byte {
 	return v
 }
 
+// Uvarint reads an unsigned varint.
 func (r *Reader) Uvarint() uint64 {
 	if r.err != nil {
 		return 0
@@ -122,6 +137,7 @@ func (r *Reader) Uvarint() uint64 {
 	return v
 }
 
+// Varint reads a signed (zigzag) varint.
 func (r *Reader) Varint() int64 {
 	if r.err != nil {
 		return 0
@@ -145,6 +161,7 @@ func (r *Reader) Int32() int32 {
 	return int32(v)
 }
 
+// Float reads what AppendFloat wrote.
 func (r *Reader) Float() float64 {
 	if r.err != nil || len(r.b) < 8 {
 		r.Fail()
