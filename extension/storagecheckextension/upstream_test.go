@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
 
@@ -21,12 +18,7 @@ import (
 // one the check recognizes and reads with bbolt.
 func TestFileStorageFilesAreChecked(t *testing.T) {
 	dir := t.TempDir()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = dir
-	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	ext := newFileStorage(t, dir)
 	defer func() { require.NoError(t, ext.Shutdown(context.Background())) }()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
