@@ -80,7 +80,36 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 			return
 		}
 		h.DataPoints().RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
-			return convertHistogramPoint(ctx, c, explicitPoint{dp}, histogramSeries, base, m.Name(), now, cv)
+			if dp.Flags().NoRecordedValue() {
+				return true
+			}
+			key := mix(base, hashMap(dp.Attributes()))
+			h := &c.scratch
+			*h = histogramPart{
+				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
+				bounds: appendFloats(h.bounds[:0], dp.ExplicitBounds()),
+				counts: appendCounts(h.counts[:0], dp.BucketCounts()),
+				neg:    h.neg[:0],
+			}
+			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
+			s, out := c.stepPoint(ctx, key, &p, now, histogramSeries, m.Name(), cv)
+			switch out {
+			case drop:
+				return true
+			case emitDelta:
+				prev := &s.prev
+				dp.SetStartTimestamp(prev.ts)
+				dp.SetCount(p.count - prev.count)
+				if dp.HasSum() {
+					dp.SetSum(p.sum - prev.sum)
+				}
+				deltas := dp.BucketCounts()
+				for i := 0; i < deltas.Len(); i++ {
+					deltas.SetAt(i, p.counts[i]-prev.counts[i])
+				}
+				setDeltaMinMax(&p, prev, dp.SetMin, dp.RemoveMin, dp.SetMax, dp.RemoveMax)
+			}
+			return false
 		})
 		h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 
@@ -90,7 +119,40 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 			return
 		}
 		h.DataPoints().RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
-			return convertHistogramPoint(ctx, c, exponentialPoint{dp}, exponentialSeries, base, m.Name(), now, cv)
+			if dp.Flags().NoRecordedValue() {
+				return true
+			}
+			key := mix(base, hashMap(dp.Attributes()))
+			h := &c.scratch
+			*h = histogramPart{
+				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
+				scale: dp.Scale(), zeroCount: dp.ZeroCount(),
+				bounds:    h.bounds[:0],
+				posOffset: dp.Positive().Offset(), counts: appendCounts(h.counts[:0], dp.Positive().BucketCounts()),
+				negOffset: dp.Negative().Offset(), neg: appendCounts(h.neg[:0], dp.Negative().BucketCounts()),
+			}
+			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
+			s, out := c.stepPoint(ctx, key, &p, now, exponentialSeries, m.Name(), cv)
+			switch out {
+			case drop:
+				return true
+			case emitDelta:
+				prev := &s.prev
+				d := exponentialDelta(&p, prev)
+				dp.SetStartTimestamp(prev.ts)
+				dp.SetCount(p.count - prev.count)
+				if dp.HasSum() {
+					dp.SetSum(p.sum - prev.sum)
+				}
+				dp.SetScale(d.scale)
+				dp.SetZeroCount(d.zeroCount)
+				dp.Positive().SetOffset(d.posOffset)
+				dp.Positive().BucketCounts().FromRaw(d.counts)
+				dp.Negative().SetOffset(d.negOffset)
+				dp.Negative().BucketCounts().FromRaw(d.neg)
+				setDeltaMinMax(&p, prev, dp.SetMin, dp.RemoveMin, dp.SetMax, dp.RemoveMax)
+			}
+			return false
 		})
 		h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 
@@ -108,97 +170,6 @@ func (c *Tracker) stepPoint(ctx context.Context, key uint64, p *snapshot, now ti
 		c.dropped(cv, reason, metric)
 	}
 	return s, out
-}
-
-// histogramDataPoint is what explicit and exponential histogram points share.
-type histogramDataPoint interface {
-	Flags() pmetric.DataPointFlags
-	Attributes() pcommon.Map
-	StartTimestamp() pcommon.Timestamp
-	Timestamp() pcommon.Timestamp
-	Count() uint64
-	Sum() float64
-	HasSum() bool
-	Min() float64
-	HasMin() bool
-	Max() float64
-	HasMax() bool
-	SetStartTimestamp(pcommon.Timestamp)
-	SetCount(uint64)
-	SetSum(float64)
-	SetMin(float64)
-	RemoveMin()
-	SetMax(float64)
-	RemoveMax()
-	// readBuckets adds the point's buckets to h.
-	readBuckets(h *histogramPart)
-	// deltaBuckets rewrites the point's buckets as cur's minus prev's.
-	deltaBuckets(cur, prev *histogramPart)
-}
-
-type explicitPoint struct{ pmetric.HistogramDataPoint }
-
-func (dp explicitPoint) readBuckets(h *histogramPart) {
-	h.bounds = appendFloats(h.bounds, dp.ExplicitBounds())
-	h.counts = appendCounts(h.counts, dp.BucketCounts())
-}
-
-func (dp explicitPoint) deltaBuckets(cur, prev *histogramPart) {
-	deltas := dp.BucketCounts()
-	for i := 0; i < deltas.Len(); i++ {
-		deltas.SetAt(i, cur.counts[i]-prev.counts[i])
-	}
-}
-
-type exponentialPoint struct {
-	pmetric.ExponentialHistogramDataPoint
-}
-
-func (dp exponentialPoint) readBuckets(h *histogramPart) {
-	h.scale, h.zeroCount = dp.Scale(), dp.ZeroCount()
-	h.posOffset, h.counts = dp.Positive().Offset(), appendCounts(h.counts, dp.Positive().BucketCounts())
-	h.negOffset, h.neg = dp.Negative().Offset(), appendCounts(h.neg, dp.Negative().BucketCounts())
-}
-
-func (dp exponentialPoint) deltaBuckets(cur, prev *histogramPart) {
-	d := exponentialDelta(&snapshot{histogramPart: cur}, &snapshot{histogramPart: prev})
-	dp.SetScale(d.scale)
-	dp.SetZeroCount(d.zeroCount)
-	dp.Positive().SetOffset(d.posOffset)
-	dp.Positive().BucketCounts().FromRaw(d.counts)
-	dp.Negative().SetOffset(d.negOffset)
-	dp.Negative().BucketCounts().FromRaw(d.neg)
-}
-
-// convertHistogramPoint converts one cumulative histogram point of either
-// kind in place and tells whether it is to be removed.
-func convertHistogramPoint[P histogramDataPoint](ctx context.Context, c *Tracker, dp P, kind seriesKind, base uint64, metric string, now time.Time, cv *Result) bool {
-	if dp.Flags().NoRecordedValue() {
-		return true
-	}
-	key := mix(base, hashMap(dp.Attributes()))
-	h := &c.scratch
-	*h = histogramPart{
-		min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-		bounds: h.bounds[:0], counts: h.counts[:0], neg: h.neg[:0],
-	}
-	dp.readBuckets(h)
-	p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
-	s, out := c.stepPoint(ctx, key, &p, now, kind, metric, cv)
-	switch out {
-	case drop:
-		return true
-	case emitDelta:
-		prev := &s.prev
-		dp.deltaBuckets(p.histogramPart, prev.histogramPart)
-		dp.SetStartTimestamp(prev.ts)
-		dp.SetCount(p.count - prev.count)
-		if dp.HasSum() {
-			dp.SetSum(p.sum - prev.sum)
-		}
-		setDeltaMinMax(&p, prev, dp.SetMin, dp.RemoveMin, dp.SetMax, dp.RemoveMax)
-	}
-	return false
 }
 
 // convertSummary replaces a summary (always cumulative) by a delta histogram
