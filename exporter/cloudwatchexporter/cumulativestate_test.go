@@ -61,16 +61,9 @@ func sentValues(server *cloudwatchtest.Server, name string) []float64 {
 func TestStateSurvivesARestart(t *testing.T) {
 	for _, walk := range []bool{true, false} {
 		t.Run(map[bool]string{true: "listed at start", false: "read per series"}[walk], func(t *testing.T) {
-			isolateAWS(t)
-			server, err := cloudwatchtest.Start("127.0.0.1:0")
-			require.NoError(t, err)
-			defer server.Close()
+			server := startServer(t)
 			d := newDisk()
-			begin := time.Now().Add(-10 * time.Minute)
-			start := pcommon.NewTimestampFromTime(begin)
-			point := func(i int, v int64) pmetric.Metrics {
-				return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
-			}
+			point := minuteCounter()
 
 			first := startStoredExporter(t, server, &diskStorage{disk: d, walk: walk})
 			for i, v := range []int64{10, 25, 40} {
@@ -113,10 +106,7 @@ func newFileStorage(tb testing.TB, dir string) extension.Extension {
 // is closed under the exporter, without its Shutdown (as a kill releases
 // the file), and the second process opens the same file.
 func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
-	isolateAWS(t)
-	server, err := cloudwatchtest.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	defer server.Close()
+	server := startServer(t)
 	dir := t.TempDir()
 	begin := time.Now().Add(-10 * time.Minute)
 	start := pcommon.NewTimestampFromTime(begin)
@@ -149,6 +139,16 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 	assert.Empty(t, second.counter(t, "points_dropped", "reason"))
 }
 
+// minuteCounter is the "requests" counter of these tests: started ten
+// minutes ago, its i-th point i minutes after its start.
+func minuteCounter() func(i int, v int64) pmetric.Metrics {
+	begin := time.Now().Add(-10 * time.Minute)
+	start := pcommon.NewTimestampFromTime(begin)
+	return func(i int, v int64) pmetric.Metrics {
+		return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
+	}
+}
+
 func sum(vs []float64) float64 {
 	var s float64
 	for _, v := range vs {
@@ -158,16 +158,9 @@ func sum(vs []float64) float64 {
 }
 
 func TestStateUndoneExportIsNotSaved(t *testing.T) {
-	isolateAWS(t)
-	server, err := cloudwatchtest.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	defer server.Close()
+	server := startServer(t)
 	d := newDisk()
-	begin := time.Now().Add(-10 * time.Minute)
-	start := pcommon.NewTimestampFromTime(begin)
-	point := func(i int, v int64) pmetric.Metrics {
-		return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
-	}
+	point := minuteCounter()
 
 	first := startStoredExporter(t, server, &diskStorage{disk: d, walk: true})
 	require.NoError(t, first.ConsumeMetrics(context.Background(), point(1, 10)))
@@ -184,16 +177,9 @@ func TestStateUndoneExportIsNotSaved(t *testing.T) {
 }
 
 func TestStateReadErrorIsABaseline(t *testing.T) {
-	isolateAWS(t)
-	server, err := cloudwatchtest.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	defer server.Close()
+	server := startServer(t)
 	d := newDisk()
-	begin := time.Now().Add(-10 * time.Minute)
-	start := pcommon.NewTimestampFromTime(begin)
-	point := func(i int, v int64) pmetric.Metrics {
-		return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
-	}
+	point := minuteCounter()
 	first := startStoredExporter(t, server, &diskStorage{disk: d})
 	require.NoError(t, first.ConsumeMetrics(context.Background(), point(1, 10)))
 
@@ -216,16 +202,9 @@ func TestStateReadErrorIsABaseline(t *testing.T) {
 }
 
 func TestStateWriteErrorIsCountedAndRetried(t *testing.T) {
-	isolateAWS(t)
-	server, err := cloudwatchtest.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	defer server.Close()
+	server := startServer(t)
 	d := newDisk()
-	begin := time.Now().Add(-10 * time.Minute)
-	start := pcommon.NewTimestampFromTime(begin)
-	point := func(i int, v int64) pmetric.Metrics {
-		return cumulativeSum(start, pcommon.NewTimestampFromTime(begin.Add(time.Duration(i)*time.Minute)), v, nil)
-	}
+	point := minuteCounter()
 	te := startStoredExporter(t, server, &diskStorage{disk: d, walk: true})
 	d.mu.Lock()
 	d.batchErr = errors.New("no space left on device")

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -207,29 +206,6 @@ func TestShutdownDrainsTheMemoryQueueWithRetries(t *testing.T) {
 	require.NoError(t, te.stop())
 	assertExactlyOnce(t, te.server.Datums(), 6000, 6000)
 	assert.Positive(t, te.server.Stats().ServerErrors)
-}
-
-// The size the drain waits on is the one exporterhelper reports in
-// otelcol_exporter_queue_size; it counts a request until it is done, so
-// also while it waits for a retry.
-func TestQueueSizeIsExporterhelpers(t *testing.T) {
-	server := startServer(t)
-	require.NoError(t, server.SetDown(true))
-	qe := startQueuedExporter(t, server, t.TempDir(), func(cfg *Config) { cfg.ShutdownDrainTimeout = 0 })
-	defer qe.stop(t)
-	consumeBatches(t, qe.testExporter, 3, 10)
-	// Every export was read from the queue and failed at least once.
-	require.Eventually(t, func() bool { return qe.counter(t, "requests", "outcome")["network_error"] >= 3 },
-		10*time.Second, 5*time.Millisecond)
-
-	assert.Equal(t, int64(3), qe.queueSize(t))
-	m, err := qe.telemetry.GetMetric(queueSizeMetricName)
-	require.NoError(t, err)
-	dps := m.Data.(metricdata.Gauge[int64]).DataPoints
-	require.Len(t, dps, 1)
-	assert.Equal(t, int64(3), dps[0].Value)
-	exporterAttr, _ := dps[0].Attributes.Value("exporter")
-	assert.Equal(t, "cloudwatch", exporterAttr.AsString(), "the telemetry is still attributed as before")
 }
 
 // With no telemetry at all (noop instruments, which are all equal to one

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 )
 
 const (
@@ -500,4 +502,46 @@ func (e *cloudWatchExporter) recordDropped(ctx context.Context, d *dropCounts) {
 				metric.WithAttributes(attribute.String("reason", dropReason(r).String())))
 		}
 	}
+}
+
+// subset copies out of md the data points refs point to, keeping their
+// resource, scope and metric; it is what a retry re-sends.
+func subset(md pmetric.Metrics, refs []pointRef) pmetric.Metrics {
+	slices.SortFunc(refs, func(a, b pointRef) int {
+		return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.scope, b.scope),
+			cmp.Compare(a.metric, b.metric), cmp.Compare(a.point, b.point))
+	})
+	refs = slices.Compact(refs)
+
+	out := pmetric.NewMetrics()
+	var (
+		rm  pmetric.ResourceMetrics
+		sm  pmetric.ScopeMetrics
+		m   pmetric.Metric
+		cur = pointRef{-1, -1, -1, -1}
+	)
+	for _, r := range refs {
+		srcRM := md.ResourceMetrics().At(int(r.resource))
+		srcSM := srcRM.ScopeMetrics().At(int(r.scope))
+		srcM := srcSM.Metrics().At(int(r.metric))
+		if r.resource != cur.resource {
+			rm = out.ResourceMetrics().AppendEmpty()
+			srcRM.Resource().CopyTo(rm.Resource())
+			rm.SetSchemaUrl(srcRM.SchemaUrl())
+			cur = pointRef{r.resource, -1, -1, -1}
+		}
+		if r.scope != cur.scope {
+			sm = rm.ScopeMetrics().AppendEmpty()
+			srcSM.Scope().CopyTo(sm.Scope())
+			sm.SetSchemaUrl(srcSM.SchemaUrl())
+			cur.scope, cur.metric = r.scope, -1
+		}
+		if r.metric != cur.metric {
+			m = sm.Metrics().AppendEmpty()
+			pmetricutil.CopyMetricWithoutPoints(srcM, m)
+			cur.metric = r.metric
+		}
+		pmetricutil.AppendPoint(srcM, m, int(r.point))
+	}
+	return out
 }

@@ -89,7 +89,7 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 		return nil, err
 	}
 	// exporterhelper's telemetry goes through the probe, which is how the
-	// drain at Shutdown learns the queue's size (see queuesize.go).
+	// drain at Shutdown learns the queue's size (see upstream.go).
 	queue := &queueSizeProbe{}
 	helperSet := set
 	helperSet.MeterProvider = queue.meterProvider(set.MeterProvider)
@@ -161,21 +161,6 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		m.exp.saveState(ctx, cv.records)
 	}
 	return err
-}
-
-// refusedByQueue tells whether err means the sending queue did not take the
-// data: it was full or, with block_on_overflow, the caller gave up waiting
-// for room (its context ended). An in-memory queue with wait_for_result
-// also returns a context error for data it did take.
-func (m *metricsExporter) refusedByQueue(err error) bool {
-	if errors.Is(err, exporterhelper.ErrQueueIsFull) {
-		return true
-	}
-	q := m.exp.cfg.QueueConfig.Get()
-	if q == nil || !q.BlockOnOverflow || (q.WaitForResult && q.StorageID == nil) {
-		return false
-	}
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // defaultQueueConfig: one consumer, so one batch (up to the batch max_size)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
 )
 
 // testNow is the clock of the translation tests.
@@ -29,16 +30,12 @@ func testConfig() *Config {
 	return cfg
 }
 
-// newMetric appends a metric to a fresh resource (service.name=svc) and scope.
-func newMetric(md pmetric.Metrics, name, unit string) pmetric.Metric {
-	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr("service.name", "svc")
-	rm.Resource().Attributes().PutStr("service.instance.id", "instance-1")
-	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName(name)
-	m.SetUnit(unit)
-	return m
-}
+// The cumulative test metrics are shared with internal/cumulative's tests.
+var (
+	newMetric     = cumulativetest.NewMetric
+	cumulativeSum = cumulativetest.Sum
+	fillHistogram = cumulativetest.FillHistogram
+)
 
 func gaugeMetrics(name, unit string, values ...float64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
@@ -49,34 +46,6 @@ func gaugeMetrics(name, unit string, values ...float64) pmetric.Metrics {
 		dp.SetDoubleValue(v)
 	}
 	return md
-}
-
-// cumulativeSum is a monotonic cumulative sum with one point.
-func cumulativeSum(start, t pcommon.Timestamp, value int64, attrs map[string]string) pmetric.Metrics {
-	md := pmetric.NewMetrics()
-	sum := newMetric(md, "requests", "{request}").SetEmptySum()
-	sum.SetIsMonotonic(true)
-	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	dp := sum.DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(t)
-	dp.SetIntValue(value)
-	for k, v := range attrs {
-		dp.Attributes().PutStr(k, v)
-	}
-	return md
-}
-
-// histogramPoint fills an explicit-bucket histogram point.
-func fillHistogram(dp pmetric.HistogramDataPoint, bounds []float64, counts []uint64, sum float64) {
-	dp.ExplicitBounds().FromRaw(bounds)
-	dp.BucketCounts().FromRaw(counts)
-	var n uint64
-	for _, c := range counts {
-		n += c
-	}
-	dp.SetCount(n)
-	dp.SetSum(sum)
 }
 
 func translateAll(cfg *Config, md pmetric.Metrics) *translation {

@@ -3,14 +3,9 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"sync"
-
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // The exporter writes PutMetricData bodies itself, straight from its datums
@@ -19,48 +14,8 @@ import (
 // a reused writer. The SDK's serializer builds each body by appending to a
 // growing slice and its compression allocates a new gzip writer per request:
 // together most of the bytes allocated per exported point. Signing, sending
-// and reading the answer stay the SDK's.
-
-// minCompressBytes is the SDK's default threshold for gzip (request
-// compression is modeled on PutMetricData; smaller bodies go as they are).
-const minCompressBytes = 10240
-
-// preparedBody is a request body the exporter wrote, handed to the protocol
-// through the request's context.
-type preparedBody struct {
-	bytes   []byte
-	gzipped bool
-}
-
-type preparedBodyKey struct{}
-
-// presetBodyProtocol is the client protocol of the exporter's CloudWatch
-// client: the SDK's own, except that a PutMetricData call carrying a
-// prepared body in its context sends that body.
-type presetBodyProtocol struct {
-	smithyhttp.ClientProtocol
-}
-
-func (p presetBodyProtocol) SerializeRequest(ctx context.Context, schema *smithy.OperationSchema, in smithy.Serializable, req *smithyhttp.Request) error {
-	// The SDK sets the method, path and headers (from an input holding
-	// only the namespace, so its own body is tiny), then the body is ours.
-	if err := p.ClientProtocol.SerializeRequest(ctx, schema, in, req); err != nil {
-		return err
-	}
-	body, ok := ctx.Value(preparedBodyKey{}).(*preparedBody)
-	if !ok {
-		return nil
-	}
-	if body.gzipped {
-		req.Header.Set("Content-Encoding", "gzip")
-	}
-	sreq, err := req.SetStream(bytes.NewReader(body.bytes))
-	if err != nil {
-		return fmt.Errorf("set stream: %w", err)
-	}
-	*req = *sreq
-	return nil
-}
+// and reading the answer stay the SDK's; the protocol that sends the body
+// written here is in upstream.go.
 
 // bodyBuffers are one request's reused buffers, held until the request
 // is done.
@@ -120,7 +75,7 @@ func (w *bodyWriter) release(b *bodyBuffers) {
 // CBOR as smithy RPC v2 writes it: structures and lists of indefinite
 // length, member names as text keys in the model's order, doubles as
 // float64, timestamps as tag 1 and float64 epoch seconds to the
-// millisecond. datumSize (batch.go) is the size of what appendDatum writes.
+// millisecond. datumSize (packer.go) is the size of what appendDatum writes.
 const (
 	cborUint      = 0 << 5
 	cborText      = 3 << 5

@@ -93,49 +93,6 @@ func sampleDatums() []datum {
 	}
 }
 
-// The bytes the exporter sends are the bytes the SDK would send for the
-// same datums, and their length is what the packer reckoned.
-func TestRequestBodyIsTheSDKs(t *testing.T) {
-	datums := sampleDatums()
-	sdk := sdkRequest(t, "GPUBuild/Test", datums)
-	ours := ourRequest(t, "GPUBuild/Test", datums)
-	assert.Equal(t, sdk.body, ours.body)
-	assert.Equal(t, sdk.path, ours.path)
-	for _, h := range []string{"Content-Type", "Smithy-Protocol", "Accept"} {
-		assert.Equal(t, sdk.header.Get(h), ours.header.Get(h), h)
-	}
-	want := requestEnvelopeSize("GPUBuild/Test")
-	for i := range datums {
-		assert.Equal(t, datumSize(&datums[i]), len(appendDatum(nil, &datums[i])), datums[i].name)
-		want += datumSize(&datums[i])
-	}
-	assert.Len(t, ours.body, want)
-
-	// A translated flush, as the exporter builds it.
-	var tr translation
-	newTranslator(testConfig()).translate(convertedBatch(8), time.Now(), &tr)
-	require.NotEmpty(t, tr.datums)
-	assert.Equal(t, sdkRequest(t, "GPUBuild/Test", tr.datums).body, ourRequest(t, "GPUBuild/Test", tr.datums).body)
-}
-
-// Bodies over the SDK's threshold go gzipped, as the SDK sends them; the
-// buffers are reused from one request to the next without mixing them up.
-func TestRequestBodyGzipAndReuse(t *testing.T) {
-	var tr translation
-	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
-	big := tr.datums[:1000]
-	small := tr.datums[:3]
-
-	rec := &recording{}
-	p := newPutter(recordingClient(rec))
-	for _, ds := range [][]datum{big, small, big, small} {
-		require.NoError(t, p.put(context.Background(), "GPUBuild/Test", ds))
-		assert.Equal(t, appendPutMetricData(nil, "GPUBuild/Test", ds), rec.body)
-		assert.Equal(t, len(ds) == len(big), rec.header.Get("Content-Encoding") == "gzip")
-	}
-	assert.Equal(t, "gzip", sdkRequest(t, "GPUBuild/Test", big).header.Get("Content-Encoding"), "the SDK compresses such a body too")
-}
-
 // Bodies held by requests in flight do not each hold a gzip writer (about
 // 800 KiB): ten bodies prepared one after another while all ten are still
 // in flight share one writer, and each decompresses to its own request.

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 )
 
 // datumKind says which of Value, StatisticValues or Values a datum carries.
@@ -202,10 +204,10 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	name, nameOK := sanitizeMetricName(s.name)
 	switch {
 	case s.drop:
-		tr.dropped[reasonRule] += pointCount(m)
+		tr.dropped[reasonRule] += pmetricutil.PointCount(m)
 		return
 	case !nameOK:
-		tr.dropped[reasonInvalid] += pointCount(m)
+		tr.dropped[reasonInvalid] += pmetricutil.PointCount(m)
 		return
 	}
 	if name != s.name {
@@ -213,44 +215,46 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	}
 	s.name = name
 
+	if unconverted(m) {
+		tr.dropped[reasonInvalid] += pmetricutil.PointCount(m)
+		return
+	}
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		t.numberPoints(m.Gauge().DataPoints(), &s, ref, resDims, w, tr)
 	case pmetric.MetricTypeSum:
-		sum := m.Sum()
-		if sum.IsMonotonic() && sum.AggregationTemporality() != pmetric.AggregationTemporalityDelta {
-			// deltaConverter turns these into deltas before they are queued.
-			tr.dropped[reasonInvalid] += sum.DataPoints().Len()
-			return
-		}
 		// A non-monotonic cumulative sum (an up-down counter) is sent as its current value.
-		t.numberPoints(sum.DataPoints(), &s, ref, resDims, w, tr)
+		t.numberPoints(m.Sum().DataPoints(), &s, ref, resDims, w, tr)
 	case pmetric.MetricTypeHistogram:
-		h := m.Histogram()
-		if h.AggregationTemporality() != pmetric.AggregationTemporalityDelta {
-			tr.dropped[reasonInvalid] += h.DataPoints().Len()
-			return
-		}
-		dps := h.DataPoints()
+		dps := m.Histogram().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
 			ref.point = int32(i)
 			t.histogramPoint(dps.At(i), &s, ref, resDims, w, tr)
 		}
 	case pmetric.MetricTypeExponentialHistogram:
-		h := m.ExponentialHistogram()
-		if h.AggregationTemporality() != pmetric.AggregationTemporalityDelta {
-			tr.dropped[reasonInvalid] += h.DataPoints().Len()
-			return
-		}
-		dps := h.DataPoints()
+		dps := m.ExponentialHistogram().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
 			ref.point = int32(i)
 			t.exponentialPoint(dps.At(i), &s, ref, resDims, w, tr)
 		}
-	case pmetric.MetricTypeSummary:
-		// Summaries are cumulative; deltaConverter turns them into bucketless delta histograms.
-		tr.dropped[reasonInvalid] += m.Summary().DataPoints().Len()
 	}
+}
+
+// unconverted tells whether m is cumulative data that deltaConverter turns
+// into deltas before it is queued (monotonic sums, histograms, summaries)
+// and yet is not: sent as it is, every datum would be wrong.
+func unconverted(m pmetric.Metric) bool {
+	switch m.Type() {
+	case pmetric.MetricTypeSum:
+		return m.Sum().IsMonotonic() && m.Sum().AggregationTemporality() != pmetric.AggregationTemporalityDelta
+	case pmetric.MetricTypeHistogram:
+		return m.Histogram().AggregationTemporality() != pmetric.AggregationTemporalityDelta
+	case pmetric.MetricTypeExponentialHistogram:
+		return m.ExponentialHistogram().AggregationTemporality() != pmetric.AggregationTemporalityDelta
+	case pmetric.MetricTypeSummary:
+		return true
+	}
+	return false
 }
 
 func (t *translator) numberPoints(dps pmetric.NumberDataPointSlice, s *metricSettings, ref pointRef, resDims []dimension, w timeWindow, tr *translation) {
@@ -436,20 +440,4 @@ func (t *translator) distribution(hs histogramSummary, s *metricSettings, ref po
 		d.values = tr.floats[a : a+n : a+n]
 		d.counts = tr.floats[a+n : a+2*n : a+2*n]
 	}
-}
-
-func pointCount(m pmetric.Metric) int {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints().Len()
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints().Len()
-	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len()
-	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len()
-	case pmetric.MetricTypeSummary:
-		return m.Summary().DataPoints().Len()
-	}
-	return 0
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -14,10 +13,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
 )
-
-// storageFilePrefixes are the names file_storage gives its files
-// (<kind>_<type>_<name>...); anything else in the directory is not ours to move.
-var storageFilePrefixes = []string{"receiver_", "processor_", "exporter_", "extension_", "connector_", "other_"}
 
 // damagedSuffix marks a file moved aside, after its timestamp.
 const damagedSuffix = ".damaged"
@@ -67,18 +62,6 @@ func (s *storageCheck) Start(context.Context, component.Host) error {
 }
 
 func (*storageCheck) Shutdown(context.Context) error { return nil }
-
-func isStorageFile(name string) bool {
-	if strings.HasSuffix(name, damagedSuffix) || strings.HasSuffix(name, ".backup") {
-		return false
-	}
-	for _, p := range storageFilePrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
 
 // checkFile opens path read-only and reads every bucket, key and value,
 // as the queue and state would on start. bbolt panics on some damage; the

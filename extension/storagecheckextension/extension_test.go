@@ -26,9 +26,8 @@ var (
 	stateOwner = component.MustNewIDWithName("cloudwatch", "state")
 )
 
-// startFileStorage starts the real file_storage on dir and returns a client
-// for owner, as an exporter's queue would get it.
-func startFileStorage(t *testing.T, dir string, owner component.ID) (storage.Client, func()) {
+// newFileStorage starts the real file_storage on dir.
+func newFileStorage(t *testing.T, dir string) extension.Extension {
 	t.Helper()
 	f := filestorage.NewFactory()
 	cfg := f.CreateDefaultConfig().(*filestorage.Config)
@@ -36,6 +35,14 @@ func startFileStorage(t *testing.T, dir string, owner component.ID) (storage.Cli
 	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
 	require.NoError(t, err)
 	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
+	return ext
+}
+
+// startFileStorage starts the real file_storage on dir and returns a client
+// for owner, as an exporter's queue would get it.
+func startFileStorage(t *testing.T, dir string, owner component.ID) (storage.Client, func()) {
+	t.Helper()
+	ext := newFileStorage(t, dir)
 	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindExporter, owner, "")
 	require.NoError(t, err)
 	return client, func() {

@@ -58,11 +58,9 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 			} else {
 				p.value = dp.DoubleValue()
 			}
-			s, out, reason, moved := c.step(ctx, key, &p, now, sumSeries, cv)
-			cv.record(key, p.ts, out, moved)
+			s, out := c.stepPoint(ctx, key, &p, now, sumSeries, m.Name(), cv)
 			switch out {
 			case drop:
-				c.dropped(cv, reason, m.Name())
 				return true
 			case emitDelta:
 				dp.SetStartTimestamp(s.prev.ts)
@@ -94,11 +92,9 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 				neg:    h.neg[:0],
 			}
 			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
-			s, out, reason, moved := c.step(ctx, key, &p, now, histogramSeries, cv)
-			cv.record(key, p.ts, out, moved)
+			s, out := c.stepPoint(ctx, key, &p, now, histogramSeries, m.Name(), cv)
 			switch out {
 			case drop:
-				c.dropped(cv, reason, m.Name())
 				return true
 			case emitDelta:
 				prev := &s.prev
@@ -136,11 +132,9 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 				negOffset: dp.Negative().Offset(), neg: appendCounts(h.neg[:0], dp.Negative().BucketCounts()),
 			}
 			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
-			s, out, reason, moved := c.step(ctx, key, &p, now, exponentialSeries, cv)
-			cv.record(key, p.ts, out, moved)
+			s, out := c.stepPoint(ctx, key, &p, now, exponentialSeries, m.Name(), cv)
 			switch out {
 			case drop:
-				c.dropped(cv, reason, m.Name())
 				return true
 			case emitDelta:
 				prev := &s.prev
@@ -167,6 +161,17 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 	}
 }
 
+// stepPoint moves the series of key to point p and records the step; a
+// dropped point is counted under metric's name.
+func (c *Tracker) stepPoint(ctx context.Context, key uint64, p *snapshot, now time.Time, kind seriesKind, metric string, cv *Result) (*series, outcome) {
+	s, out, reason, moved := c.step(ctx, key, p, now, kind, cv)
+	cv.record(key, p.ts, out, moved)
+	if out == drop {
+		c.dropped(cv, reason, metric)
+	}
+	return s, out
+}
+
 // convertSummary replaces a summary (always cumulative) by a delta histogram
 // without buckets, which is sent as a CloudWatch StatisticSet. The 0 and 1
 // quantiles, when present, become min and max.
@@ -182,10 +187,8 @@ func (c *Tracker) convertSummary(ctx context.Context, m pmetric.Metric, base uin
 		}
 		key := mix(base, hashMap(sp.Attributes()))
 		p := snapshot{start: sp.StartTimestamp(), ts: sp.Timestamp(), count: sp.Count(), sum: sp.Sum()}
-		s, out, reason, moved := c.step(ctx, key, &p, now, summarySeries, cv)
-		cv.record(key, p.ts, out, moved)
+		s, out := c.stepPoint(ctx, key, &p, now, summarySeries, m.Name(), cv)
 		if out == drop {
-			c.dropped(cv, reason, m.Name())
 			continue
 		}
 		hp := dst.DataPoints().AppendEmpty()

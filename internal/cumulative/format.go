@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"math"
 	"slices"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/stateformat"
 )
 
 // With Attach, the tracker's state is saved through a
@@ -30,8 +31,8 @@ import (
 // previous point has the last one's histogram bounds), when it was last seen
 // (varint Unix nanoseconds), then its last point and, if kept, the point
 // before (appendSnapshot). Integers are varints, floats their
-// 8 IEEE-754 bytes, little-endian: the state read back is the exact state
-// written.
+// 8 IEEE-754 bytes, little-endian (internal/stateformat): the state read
+// back is the exact state written.
 //
 // Entries are written after the data they describe was accepted by the
 // sending queue, all of one ConsumeMetrics call in one Batch (one
@@ -123,10 +124,10 @@ func appendSnapshot(b []byte, p *snapshot, kind seriesKind, withBounds bool) []b
 		if p.isInt {
 			return binary.AppendVarint(append(b, 1), p.intValue)
 		}
-		return binary.LittleEndian.AppendUint64(append(b, 0), math.Float64bits(p.value))
+		return stateformat.AppendFloat(append(b, 0), p.value)
 	}
 	b = binary.AppendUvarint(b, p.count)
-	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p.sum))
+	b = stateformat.AppendFloat(b, p.sum)
 	if kind == summarySeries {
 		return b
 	}
@@ -139,46 +140,35 @@ func appendSnapshot(b []byte, p *snapshot, kind seriesKind, withBounds bool) []b
 	}
 	b = append(b, flags)
 	if p.hasMin {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p.min))
+		b = stateformat.AppendFloat(b, p.min)
 	}
 	if p.hasMax {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(p.max))
+		b = stateformat.AppendFloat(b, p.max)
 	}
 	if kind == histogramSeries {
 		if withBounds {
-			b = binary.AppendUvarint(b, uint64(len(p.bounds)))
-			for _, v := range p.bounds {
-				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-			}
+			b = stateformat.AppendFloats(b, p.bounds)
 		}
-		return appendUvarints(b, p.counts)
+		return stateformat.AppendUvarints(b, p.counts)
 	}
 	b = binary.AppendVarint(b, int64(p.scale))
 	b = binary.AppendUvarint(b, p.zeroCount)
 	b = binary.AppendVarint(b, int64(p.posOffset))
-	b = appendUvarints(b, p.counts)
+	b = stateformat.AppendUvarints(b, p.counts)
 	b = binary.AppendVarint(b, int64(p.negOffset))
-	return appendUvarints(b, p.neg)
-}
-
-func appendUvarints(b []byte, vs []uint64) []byte {
-	b = binary.AppendUvarint(b, uint64(len(vs)))
-	for _, v := range vs {
-		b = binary.AppendUvarint(b, v)
-	}
-	return b
+	return stateformat.AppendUvarints(b, p.neg)
 }
 
 func decodeSeriesState(b []byte, s *series) error {
-	r := stateReader{b: b}
-	if r.byte() != stateFormat {
+	r := newStateReader(b)
+	if r.Byte() != stateFormat {
 		return errCorruptState
 	}
-	kind := seriesKind(r.byte())
+	kind := seriesKind(r.Byte())
 	if kind > summarySeries {
 		return errCorruptState
 	}
-	flags := r.byte()
+	flags := r.Byte()
 	sameBounds := flags&flagSameBounds != 0
 	if flags&^(flagHasPrev|flagCurSent|flagSameBounds) != 0 ||
 		sameBounds && (kind != histogramSeries || flags&flagHasPrev == 0) {
@@ -187,18 +177,15 @@ func decodeSeriesState(b []byte, s *series) error {
 	s.kind = kind
 	s.hasPrev = flags&flagHasPrev != 0
 	s.curSent = flags&flagCurSent != 0
-	s.seen = r.varint()
+	s.seen = r.Varint()
 	r.snapshot(&s.cur, kind, true)
 	if s.hasPrev {
 		r.snapshot(&s.prev, kind, !sameBounds)
-		if sameBounds && r.err == nil {
+		if sameBounds && r.Err() == nil {
 			s.prev.bounds = slices.Clone(s.cur.bounds)
 		}
 	}
-	if r.err == nil && len(r.b) != 0 {
-		return errCorruptState
-	}
-	return r.err
+	return r.Done()
 }
 
 func appendWatermark(b []byte, wm pcommon.Timestamp) []byte {
@@ -210,153 +197,67 @@ func decodeWatermark(b []byte) (pcommon.Timestamp, error) {
 	if b == nil {
 		return 0, nil
 	}
-	r := stateReader{b: b}
-	if r.byte() != stateFormat {
+	r := newStateReader(b)
+	if r.Byte() != stateFormat {
 		return 0, errCorruptState
 	}
-	wm := pcommon.Timestamp(r.uvarint())
-	if r.err == nil && len(r.b) != 0 {
-		return 0, errCorruptState
+	wm := pcommon.Timestamp(r.Uvarint())
+	if err := r.Done(); err != nil {
+		return 0, err
 	}
-	return wm, r.err
+	return wm, nil
 }
 
-// stateReader decodes an entry; after the first error every read returns 0.
-type stateReader struct {
-	b   []byte
-	err error
-}
+// stateReader decodes an entry (internal/stateformat); after the first
+// error every read returns 0.
+type stateReader struct{ stateformat.Reader }
 
-func (r *stateReader) fail() {
-	r.err, r.b = errCorruptState, nil
-}
-
-func (r *stateReader) byte() byte {
-	if len(r.b) < 1 {
-		r.fail()
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *stateReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *stateReader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *stateReader) int32() int32 {
-	v := r.varint()
-	if v < math.MinInt32 || v > math.MaxInt32 {
-		r.fail()
-		return 0
-	}
-	return int32(v)
-}
-
-func (r *stateReader) float() float64 {
-	if len(r.b) < 8 {
-		r.fail()
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
-	r.b = r.b[8:]
-	return v
-}
-
-// length reads a slice length, checked against what is left (each element
-// takes at least size bytes), so corrupt data cannot ask for a huge slice.
-func (r *stateReader) length(size int) int {
-	n := r.uvarint()
-	if n > uint64(len(r.b)/size) {
-		r.fail()
-		return 0
-	}
-	return int(n)
-}
-
-func (r *stateReader) floats() []float64 {
-	n := r.length(8)
-	if n == 0 {
-		return nil
-	}
-	vs := make([]float64, n)
-	for i := range vs {
-		vs[i] = r.float()
-	}
-	return vs
-}
-
-func (r *stateReader) uvarints() []uint64 {
-	n := r.length(1)
-	if n == 0 {
-		return nil
-	}
-	vs := make([]uint64, n)
-	for i := range vs {
-		vs[i] = r.uvarint()
-	}
-	return vs
+func newStateReader(b []byte) stateReader {
+	return stateReader{stateformat.NewReader(b, errCorruptState)}
 }
 
 func (r *stateReader) snapshot(p *snapshot, kind seriesKind, withBounds bool) {
-	p.start = pcommon.Timestamp(r.uvarint())
-	p.ts = pcommon.Timestamp(r.uvarint())
+	p.start = pcommon.Timestamp(r.Uvarint())
+	p.ts = pcommon.Timestamp(r.Uvarint())
 	if kind == sumSeries {
-		switch r.byte() {
+		switch r.Byte() {
 		case 1:
-			p.isInt, p.intValue = true, r.varint()
+			p.isInt, p.intValue = true, r.Varint()
 		case 0:
-			p.value = r.float()
+			p.value = r.Float()
 		default:
-			r.fail()
+			r.Fail()
 		}
 		return
 	}
-	p.count = r.uvarint()
-	p.sum = r.float()
+	p.count = r.Uvarint()
+	p.sum = r.Float()
 	if kind == summarySeries {
 		return
 	}
 	p.histogramPart = new(histogramPart)
-	flags := r.byte()
+	flags := r.Byte()
 	if flags&^(flagHasMin|flagHasMax) != 0 {
-		r.fail()
+		r.Fail()
 		return
 	}
 	if p.hasMin = flags&flagHasMin != 0; p.hasMin {
-		p.min = r.float()
+		p.min = r.Float()
 	}
 	if p.hasMax = flags&flagHasMax != 0; p.hasMax {
-		p.max = r.float()
+		p.max = r.Float()
 	}
 	if kind == histogramSeries {
 		if withBounds {
-			p.bounds = r.floats()
+			p.bounds = r.Floats()
 		}
-		p.counts = r.uvarints()
+		p.counts = r.Uvarints()
 		return
 	}
-	p.scale = r.int32()
-	p.zeroCount = r.uvarint()
-	p.posOffset = r.int32()
-	p.counts = r.uvarints()
-	p.negOffset = r.int32()
-	p.neg = r.uvarints()
+	p.scale = r.Int32()
+	p.zeroCount = r.Uvarint()
+	p.posOffset = r.Int32()
+	p.counts = r.Uvarints()
+	p.negOffset = r.Int32()
+	p.neg = r.Uvarints()
 }

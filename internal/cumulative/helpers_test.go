@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
 )
 
 var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -26,32 +28,12 @@ func newObserved(cfg Config) (*Tracker, *observer.ObservedLogs) {
 	return New(cfg, zap.New(core)), logs
 }
 
-// newResource appends a resource with the test's resource attributes, as
-// the exporter's tests (and the format-1 fixture) have them.
-func newMetric(md pmetric.Metrics, name, unit string) pmetric.Metric {
-	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr("service.name", "svc")
-	rm.Resource().Attributes().PutStr("service.instance.id", "instance-1")
-	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName(name)
-	m.SetUnit(unit)
-	return m
-}
-
-func cumulativeSum(start, ts pcommon.Timestamp, value int64, attrs map[string]string) pmetric.Metrics {
-	md := pmetric.NewMetrics()
-	sum := newMetric(md, "requests", "{request}").SetEmptySum()
-	sum.SetIsMonotonic(true)
-	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	dp := sum.DataPoints().AppendEmpty()
-	dp.SetStartTimestamp(start)
-	dp.SetTimestamp(ts)
-	dp.SetIntValue(value)
-	for k, v := range attrs {
-		dp.Attributes().PutStr(k, v)
-	}
-	return md
-}
+// The test metrics are shared with the exporter's tests (same resource, so
+// the same series keys as the format-1 fixtures).
+var (
+	newMetric     = cumulativetest.NewMetric
+	cumulativeSum = cumulativetest.Sum
+)
 
 func cumulativeHistogram(start, ts pcommon.Timestamp, bounds []float64, counts []uint64, sum float64) pmetric.Metrics {
 	md := pmetric.NewMetrics()
@@ -60,14 +42,7 @@ func cumulativeHistogram(start, ts pcommon.Timestamp, bounds []float64, counts [
 	dp := h.DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	dp.ExplicitBounds().FromRaw(bounds)
-	dp.BucketCounts().FromRaw(counts)
-	var n uint64
-	for _, c := range counts {
-		n += c
-	}
-	dp.SetCount(n)
-	dp.SetSum(sum)
+	cumulativetest.FillHistogram(dp, bounds, counts, sum)
 	return md
 }
 

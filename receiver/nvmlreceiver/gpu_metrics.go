@@ -202,8 +202,7 @@ func (s *gpuScraper) recordMemory(g *gpuState, ts pcommon.Timestamp, errs *scrap
 func (s *gpuScraper) recordMemoryOf(g *gpuState, d device, f feature, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	var total, used, reserved uint64
 	haveReserved := false
-	if !s.sym.memoryInfo {
-		s.reportUnsupported(g, f, nvml.ERROR_FUNCTION_NOT_FOUND)
+	if !s.entryPoint(g, s.sym.memoryInfo, f) {
 		return
 	}
 	if s.sym.memoryInfoV2 {
@@ -235,12 +234,17 @@ func (s *gpuScraper) recordMemoryOf(g *gpuState, d device, f feature, ts pcommon
 	}
 }
 
-func (s *gpuScraper) recordTemperature(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.HwTemperature.Enabled {
-		return
+// entryPoint tells whether the NVML entry point of feature f is present
+// (found tells); a missing one is reported, once, as unsupported.
+func (s *gpuScraper) entryPoint(g *gpuState, found bool, f feature) bool {
+	if !found {
+		s.reportUnsupported(g, f, nvml.ERROR_FUNCTION_NOT_FOUND)
 	}
-	if !s.sym.temperature {
-		s.reportUnsupported(g, featTemperature, nvml.ERROR_FUNCTION_NOT_FOUND)
+	return found
+}
+
+func (s *gpuScraper) recordTemperature(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
+	if !s.cfg.Metrics.HwTemperature.Enabled || !s.entryPoint(g, s.sym.temperature, featTemperature) {
 		return
 	}
 	t, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
@@ -292,11 +296,7 @@ var clockDomains = [...]struct {
 
 // recordClocks converts NVML's MHz to Hz.
 func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.GpuClockFrequency.Enabled {
-		return
-	}
-	if !s.sym.clockInfo {
-		s.reportUnsupported(g, featClockSM, nvml.ERROR_FUNCTION_NOT_FOUND)
+	if !s.cfg.Metrics.GpuClockFrequency.Enabled || !s.entryPoint(g, s.sym.clockInfo, featClockSM) {
 		return
 	}
 	for _, c := range clockDomains {
@@ -313,11 +313,7 @@ func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrap
 // recordECC reads the volatile counters (since the driver last loaded), so
 // a driver reload is a counter reset, as for any cumulative sum.
 func (s *gpuScraper) recordECC(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.HwErrors.Enabled {
-		return
-	}
-	if !s.sym.ecc {
-		s.reportUnsupported(g, featECCCorrected, nvml.ERROR_FUNCTION_NOT_FOUND)
+	if !s.cfg.Metrics.HwErrors.Enabled || !s.entryPoint(g, s.sym.ecc, featECCCorrected) {
 		return
 	}
 	n, ret := g.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
@@ -393,11 +389,7 @@ func (s *gpuScraper) recordThrottle(g *gpuState, ts pcommon.Timestamp, errs *scr
 
 // recordPCIe converts NVML's KiB/s to bytes/s. NVML's TX is GPU to host.
 func (s *gpuScraper) recordPCIe(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.GpuPcieThroughput.Enabled {
-		return
-	}
-	if !s.sym.pcie {
-		s.reportUnsupported(g, featPCIeTX, nvml.ERROR_FUNCTION_NOT_FOUND)
+	if !s.cfg.Metrics.GpuPcieThroughput.Enabled || !s.entryPoint(g, s.sym.pcie, featPCIeTX) {
 		return
 	}
 	kib, ret := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)

@@ -10,13 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"text/template"
 	"time"
@@ -68,11 +65,8 @@ func newEnv(t *testing.T) *env {
 
 // collector is one run of a collector binary.
 type collector struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	output *binarytest.Buffer
-	done   chan struct{}
-	err    error
+	t *testing.T
+	*binarytest.Process
 }
 
 // startCollector runs bin on the env's config and waits until it is healthy.
@@ -91,83 +85,39 @@ func (e *env) startPreviousRelease(bin string) *collector {
 func (e *env) startCollectorOn(bin, config string) *collector {
 	t := e.t
 	t.Helper()
-	c := &collector{t: t, output: &binarytest.Buffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(bin, "--config", config)
-	c.cmd.Env = append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_"),
+	p := binarytest.StartBinaryAt(t, bin, append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_"),
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIDLIFECYCLE000001",
-		"AWS_SECRET_ACCESS_KEY=lifecycleSecret", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
-	c.cmd.Stdout, c.cmd.Stderr = c.output, c.output
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, c.cmd.Start())
-	go func() { c.err = c.cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
-		if t.Failed() {
-			t.Logf("collector output (tail):\n%s", tail(c.output.String(), 4000))
-		}
-	})
-	await(t, 60*time.Second, "collector healthy", func() (bool, string) {
-		select {
-		case <-c.done:
-			t.Fatalf("collector exited before it was healthy: %v\n%s", c.err, tail(c.output.String(), 4000))
-		default:
-		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", e.health))
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
-	return c
+		"AWS_SECRET_ACCESS_KEY=lifecycleSecret", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"),
+		"--config", config)
+	require.NoError(t, p.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", e.health), 60*time.Second))
+	return &collector{t: t, Process: p}
 }
 
 // stop sends SIGTERM and waits for a clean exit.
 func (c *collector) stop() {
 	c.t.Helper()
-	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-c.done:
-	case <-time.After(60 * time.Second):
-		c.t.Fatalf("collector did not exit within 60s of SIGTERM:\n%s", tail(c.output.String(), 4000))
-	}
-	require.NoError(c.t, c.err, "collector exit after SIGTERM:\n%s", tail(c.output.String(), 4000))
+	_, err := c.Stop(60 * time.Second)
+	require.NoError(c.t, err, "collector exit after SIGTERM:\n%s", binarytest.Tail(c.Output.String(), 4000))
 }
 
 // kill9 kills the collector without warning, as the OOM killer would.
-func (c *collector) kill9() {
-	c.t.Helper()
-	require.NoError(c.t, c.cmd.Process.Signal(syscall.SIGKILL))
-	<-c.done
-}
+func (c *collector) kill9() { c.Kill9() }
 
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
-}
-
-// await polls cond until it holds or the deadline passes; the machine is
-// slow under load, so deadlines are generous and nothing sleeps in place of
-// a condition.
+// await polls cond until it holds or the deadline passes, and logs cond's
+// last state when it never did; the machine is slow under load, so
+// deadlines are generous and nothing sleeps in place of a condition.
 func await(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) bool {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return true
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Logf("%s: not reached after %v: %s", what, timeout, last)
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
+	ok := binarytest.Eventually(timeout, func() bool {
+		var done bool
+		done, last = cond()
+		return done
+	})
+	if !ok {
+		t.Logf("%s: not reached after %v: %s", what, timeout, last)
 	}
+	return ok
 }
 
 // binary is the collector under test (bin/otelcol-gpubuild).

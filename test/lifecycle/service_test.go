@@ -68,7 +68,7 @@ func (e *env) startService(name string, o serviceOptions) *service {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.done
 		if t.Failed() {
-			t.Logf("service %s output (tail):\n%s", name, tail(s.output.String(), 3000))
+			t.Logf("service %s output (tail):\n%s", name, binarytest.Tail(s.output.String(), 3000))
 		}
 	})
 	await(t, 60*time.Second, "service answers", func() (bool, string) {
@@ -91,9 +91,9 @@ func (s *service) stop() {
 	select {
 	case <-s.done:
 	case <-time.After(60 * time.Second):
-		s.t.Fatalf("service did not exit within 60s of SIGTERM:\n%s", tail(s.output.String(), 3000))
+		s.t.Fatalf("service did not exit within 60s of SIGTERM:\n%s", binarytest.Tail(s.output.String(), 3000))
 	}
-	require.NoError(s.t, s.err, "service exit:\n%s", tail(s.output.String(), 3000))
+	require.NoError(s.t, s.err, "service exit:\n%s", binarytest.Tail(s.output.String(), 3000))
 }
 
 // serviceTruth is what the service counted itself.

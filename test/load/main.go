@@ -267,6 +267,22 @@ func sidecarTarget(root string, cw *cloudwatchtest.Server, queueDir string, extr
 // baselineTarget runs the stock build: otlp -> debug (basic), with the same
 // telemetry (normal level, Prometheus pull) as the sidecar's default config.
 func baselineTarget(bin, dir string) (target, error) {
+	return peerTarget("baseline (ocb otlp -> debug basic)", bin, filepath.Join(dir, "baseline.yaml"), `exporters:
+  debug:
+    verbosity: basic
+service:
+  pipelines:
+    traces: {receivers: [otlp], exporters: [debug]}
+    logs: {receivers: [otlp], exporters: [debug]}
+    metrics: {receivers: [otlp], exporters: [debug]}
+`, baseEnv())
+}
+
+// peerTarget writes the config of a collector the sidecar is compared
+// with, at path: the otlp receiver on loopback, then components (YAML from
+// the first section after receivers down to service's pipelines), then the
+// sidecar's default telemetry (normal level, Prometheus pull).
+func peerTarget(name, bin, path, components string, env []string) (target, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return target{}, err
@@ -276,30 +292,21 @@ func baselineTarget(bin, dir string) (target, error) {
     protocols:
       grpc: {endpoint: "127.0.0.1:%d"}
       http: {endpoint: "127.0.0.1:%d"}
-exporters:
-  debug:
-    verbosity: basic
-service:
-  pipelines:
-    traces: {receivers: [otlp], exporters: [debug]}
-    logs: {receivers: [otlp], exporters: [debug]}
-    metrics: {receivers: [otlp], exporters: [debug]}
-  telemetry:
+%s  telemetry:
     metrics:
       level: normal
       readers:
         - pull:
             exporter:
               prometheus: {host: 127.0.0.1, port: %d}
-`, ports[0], ports[1], ports[2])
-	path := filepath.Join(dir, "baseline.yaml")
+`, ports[0], ports[1], components, ports[2])
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return target{}, err
 	}
 	return target{
-		name:      "baseline (ocb otlp -> debug basic)",
+		name:      name,
 		argv:      []string{bin, "--config", path},
-		env:       baseEnv(),
+		env:       env,
 		grpcAddr:  fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		telemetry: fmt.Sprintf("127.0.0.1:%d", ports[2]),
 	}, nil

@@ -251,16 +251,8 @@ func idleRSS(t target, settle time.Duration) (float64, error) {
 // spanmetrics (the job, stage and API spans), metrics go to CloudWatch as
 // EMF logs, logs are dropped.
 func contribTarget(bin, dir, logsEndpoint string) (target, error) {
-	ports, err := freePorts(3)
-	if err != nil {
-		return target{}, err
-	}
-	cfg := fmt.Sprintf(`receivers:
-  otlp:
-    protocols:
-      grpc: {endpoint: "127.0.0.1:%d"}
-      http: {endpoint: "127.0.0.1:%d"}
-connectors:
+	env := append(baseEnv(), "AWS_ACCESS_KEY_ID=AKIDPEERS", "AWS_SECRET_ACCESS_KEY=peers-secret", "AWS_EC2_METADATA_DISABLED=true")
+	return peerTarget("contrib assembly (otlp, spanmetrics, awsemf)", bin, filepath.Join(dir, "contrib.yaml"), fmt.Sprintf(`connectors:
   spanmetrics:
     dimensions:
       - name: build.result
@@ -281,26 +273,7 @@ service:
     traces: {receivers: [otlp], exporters: [spanmetrics]}
     logs: {receivers: [otlp], exporters: [nop]}
     metrics: {receivers: [otlp, spanmetrics], exporters: [awsemf]}
-  telemetry:
-    metrics:
-      level: normal
-      readers:
-        - pull:
-            exporter:
-              prometheus: {host: 127.0.0.1, port: %d}
-`, ports[0], ports[1], logsEndpoint, ports[2])
-	path := filepath.Join(dir, "contrib.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return target{}, err
-	}
-	env := append(baseEnv(), "AWS_ACCESS_KEY_ID=AKIDPEERS", "AWS_SECRET_ACCESS_KEY=peers-secret", "AWS_EC2_METADATA_DISABLED=true")
-	return target{
-		name:      "contrib assembly (otlp, spanmetrics, awsemf)",
-		argv:      []string{bin, "--config", path},
-		env:       env,
-		grpcAddr:  fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		telemetry: fmt.Sprintf("127.0.0.1:%d", ports[2]),
-	}, nil
+`, logsEndpoint), env)
 }
 
 // logsSink is a local CloudWatch Logs endpoint for awsemf: it reads every

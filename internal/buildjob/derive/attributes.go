@@ -152,6 +152,39 @@ func statusClass(v pcommon.Value) (string, skipReason, bool) {
 	return statusClasses[code/100], 0, true
 }
 
+// responseClass is the class of the HTTP response status code in attrs
+// (the stable attribute, else the old one); a missing or unusable code is
+// counted as skipped.
+func (d *deriver) responseClass(attrs pcommon.Map) (string, bool) {
+	codeV, ok := firstPresent(attrs, attrHTTPResponseStatus, attrHTTPStatusCodeOld)
+	if !ok {
+		d.stats.skipped[skipMissingAttribute]++
+		return "", false
+	}
+	class, reason, ok := statusClass(codeV)
+	if !ok {
+		d.stats.skipped[reason]++
+		return "", false
+	}
+	return class, true
+}
+
+// httpRoute is the route template in attrs, "" when there is none; one
+// that is not a string is counted as skipped. The route template only:
+// url.path holds job ids (/_status/{job_id}) and would make cardinality
+// unbounded.
+func (d *deriver) httpRoute(attrs pcommon.Map) (string, bool) {
+	v, ok := attrs.Get(attrHTTPRoute)
+	if !ok {
+		return "", true
+	}
+	if v.Type() != pcommon.ValueTypeStr {
+		d.stats.skipped[skipWrongType]++
+		return "", false
+	}
+	return v.Str(), true
+}
+
 // firstPresent returns the first of the given attributes that is set.
 func firstPresent(attrs pcommon.Map, keys ...string) (pcommon.Value, bool) {
 	for _, k := range keys {

@@ -89,14 +89,8 @@ func (d *deriver) httpPoint(res *resourceEntry, metricID cumulative.MetricID, na
 		d.stats.skipped[skipInvalidValue]++
 		return
 	}
-	codeV, ok := firstPresent(p.attrs, attrHTTPResponseStatus, attrHTTPStatusCodeOld)
+	class, ok := d.responseClass(p.attrs)
 	if !ok {
-		d.stats.skipped[skipMissingAttribute]++
-		return
-	}
-	class, reason, ok := statusClass(codeV)
-	if !ok {
-		d.stats.skipped[reason]++
 		return
 	}
 	method := ""
@@ -107,13 +101,9 @@ func (d *deriver) httpPoint(res *resourceEntry, metricID cumulative.MetricID, na
 		}
 		method = normalizeMethod(v.Str())
 	}
-	route := ""
-	if v, ok := p.attrs.Get(attrHTTPRoute); ok {
-		if v.Type() != pcommon.ValueTypeStr {
-			d.stats.skipped[skipWrongType]++
-			return
-		}
-		route = v.Str()
+	route, ok := d.httpRoute(p.attrs)
+	if !ok {
+		return
 	}
 	if n == 0 {
 		return

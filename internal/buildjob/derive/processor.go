@@ -48,12 +48,6 @@ func NewHTTPProcessor(set component.TelemetrySettings, spec ProcessorSpec, next 
 	return &HTTPProcessor{spec: spec, emitter: newEmitter(set, spec.Telemetry, d, spec.Output.MetricsFlushInterval, next)}
 }
 
-// factoryHost is implemented by the collector's host: it hands out the
-// factories of the running collector.
-type factoryHost interface {
-	GetFactory(kind component.Kind, componentType component.Type) component.Factory
-}
-
 // APIRequestSources is implemented by the connector factory: the
 // connectors it created that derive api.requests from spans.
 type APIRequestSources interface {

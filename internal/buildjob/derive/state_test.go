@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -631,4 +632,36 @@ func TestStateMergedSeriesSurviveASecondCrash(t *testing.T) {
 	require.NoError(t, c.sigterm())
 	assert.Equal(t, int64(2), landed(metricBuildJobs, success, sink))
 	assert.Equal(t, int64(1), landed(metricAPIRequests, nil, sink))
+}
+
+// An entry of any kind whose format byte this version does not know is
+// skipped as an unknown version (the first failure of a read sticks), not
+// as corrupted.
+func TestStateUnknownFormatByteOfEveryEntry(t *testing.T) {
+	res := func(*resourceEntry) string { return "res/00000000000000ff" }
+	run := &runmemory.Run[runPayload]{State: runmemory.Ended, Start: 1, End: 2, Result: resultSuccess, ListedAt: fixtureTime}
+	attrs := pcommon.NewMap()
+	attrs.PutStr("service.name", "vector-index-build")
+	for name, tc := range map[string]struct {
+		entry  []byte
+		decode func([]byte) error
+	}{
+		"meta": {encodeMeta(5), func(v []byte) error { _, err := decodeMeta(v); return err }},
+		"resource": {encodeResource(encodeAttributes(attrs)), func(v []byte) error {
+			_, err := decodeResource(v)
+			return err
+		}},
+		"job": {encodeJob(nil, []*runmemory.Run[runPayload]{run}, res), func(v []byte) error {
+			_, err := decodeJob(v, 0)
+			return err
+		}},
+		"series": {encodeSeries(nil, &series{labels: seriesLabels{fam: familyJobs, a: "success"}, count: 5}, res(nil)), func(v []byte) error {
+			_, err := decodeSeries(v, 0, [numFamilies][]float64{})
+			return err
+		}},
+	} {
+		require.NoError(t, tc.decode(tc.entry), "%s as written", name)
+		tc.entry[0] = stateFormatV1 + 1
+		assert.ErrorIs(t, tc.decode(tc.entry), errUnknownVersion, name)
+	}
 }

@@ -1,10 +1,8 @@
 package derive
 
 import (
-	"encoding/binary"
 	"errors"
 	"hash/fnv"
-	"math"
 	"strconv"
 	"strings"
 
@@ -12,11 +10,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
+	"github.com/gpubuild/otelcol-gpubuild/internal/stateformat"
 )
 
 // The persisted derivation state, format version 1. Every value starts with
 // the format byte; a value whose byte this version does not know, or which
-// does not decode exactly to its end, is skipped with a counted reason.
+// does not decode exactly to its end, is skipped with a counted reason. The
+// fields are encoded by internal/stateformat.
 // Documented in README.md next to this file; the fixtures are in
 // testdata/state_v1/.
 //
@@ -48,100 +48,25 @@ var (
 	errTruncated      = errors.New("truncated or corrupted entry")
 )
 
-// stateWriter appends the fields of one entry.
-type stateWriter struct{ b []byte }
+// stateWriter appends the fields of one entry (internal/stateformat).
+type stateWriter struct{ stateformat.Writer }
 
-func (w *stateWriter) byte1(v byte)     { w.b = append(w.b, v) }
-func (w *stateWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
-func (w *stateWriter) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
-func (w *stateWriter) float(v float64) {
-	w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(v))
-}
-func (w *stateWriter) str(s string)           { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
-func (w *stateWriter) bytes(p []byte)         { w.uvarint(uint64(len(p))); w.b = append(w.b, p...) }
-func (w *stateWriter) ts(t pcommon.Timestamp) { w.uvarint(uint64(t)) }
+func newStateWriter(buf []byte) stateWriter { return stateWriter{stateformat.NewWriter(buf)} }
+
+func (w *stateWriter) ts(t pcommon.Timestamp) { w.Uvarint(uint64(t)) }
 
 // stateReader reads the fields of one entry; the first error sticks.
-type stateReader struct {
-	b   []byte
-	err error
-}
+type stateReader struct{ stateformat.Reader }
 
-func (r *stateReader) fail() { r.err = errTruncated; r.b = nil }
+func newStateReader(b []byte) stateReader { return stateReader{stateformat.NewReader(b, errTruncated)} }
 
-func (r *stateReader) byte1() byte {
-	if r.err != nil || len(r.b) < 1 {
-		r.fail()
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *stateReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *stateReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *stateReader) float() float64 {
-	if r.err != nil || len(r.b) < 8 {
-		r.fail()
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
-	r.b = r.b[8:]
-	return v
-}
-
-func (r *stateReader) raw() []byte {
-	n := r.uvarint()
-	if r.err != nil || uint64(len(r.b)) < n {
-		r.fail()
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *stateReader) str() string           { return string(r.raw()) }
-func (r *stateReader) ts() pcommon.Timestamp { return pcommon.Timestamp(r.uvarint()) }
+func (r *stateReader) ts() pcommon.Timestamp { return pcommon.Timestamp(r.Uvarint()) }
 
 // version checks the format byte.
 func (r *stateReader) version() {
-	if v := r.byte1(); r.err == nil && v != stateFormatV1 {
-		r.err = errUnknownVersion
+	if v := r.Byte(); r.Err() == nil && v != stateFormatV1 {
+		r.FailWith(errUnknownVersion)
 	}
-}
-
-// done reports the first error, or errTruncated when bytes are left over.
-func (r *stateReader) done() error {
-	if r.err == nil && len(r.b) != 0 {
-		return errTruncated
-	}
-	return r.err
 }
 
 // encodeAttributes marshals a map with the OTLP protobuf encoding, which
@@ -169,17 +94,17 @@ func resourceStateKey(encoded []byte) string {
 }
 
 func encodeResource(encoded []byte) []byte {
-	w := stateWriter{b: make([]byte, 0, len(encoded)+4)}
-	w.byte1(stateFormatV1)
-	w.bytes(encoded)
-	return w.b
+	w := newStateWriter(make([]byte, 0, len(encoded)+4))
+	w.Byte(stateFormatV1)
+	w.Bytes(encoded)
+	return w.Encoded()
 }
 
 func decodeResource(v []byte) (pcommon.Map, error) {
-	r := stateReader{b: v}
+	r := newStateReader(v)
 	r.version()
-	b := r.raw()
-	if err := r.done(); err != nil {
+	b := r.Bytes()
+	if err := r.Done(); err != nil {
 		return pcommon.Map{}, err
 	}
 	return decodeAttributes(b)
@@ -229,47 +154,47 @@ func parseSeriesStateKey(key string) (uint64, bool) {
 // dims: count, then per dimension its kind and, for a string, the string;
 // for another type, the value as the "v" attribute of an encoded map.
 func (w *stateWriter) dims(dims []dimValue) {
-	w.uvarint(uint64(len(dims)))
+	w.Uvarint(uint64(len(dims)))
 	for _, d := range dims {
-		w.byte1(byte(d.kind))
+		w.Byte(byte(d.kind))
 		switch d.kind {
 		case dimString:
-			w.str(d.str)
+			w.Text(d.str)
 		case dimOther:
 			m := pcommon.NewMap()
 			d.other.CopyTo(m.PutEmpty("v"))
-			w.bytes(encodeAttributes(m))
+			w.Bytes(encodeAttributes(m))
 		}
 	}
 }
 
 func (r *stateReader) dims(want int) []dimValue {
-	n := r.uvarint()
-	if r.err != nil || n != uint64(want) {
-		r.fail()
+	n := r.Uvarint()
+	if r.Err() != nil || n != uint64(want) {
+		r.Fail()
 		return nil
 	}
 	out := make([]dimValue, n)
 	for i := range out {
-		switch dimKind(r.byte1()) {
+		switch dimKind(r.Byte()) {
 		case dimUnset:
 		case dimString:
-			out[i] = dimValue{kind: dimString, str: r.str()}
+			out[i] = dimValue{kind: dimString, str: r.Text()}
 		case dimOther:
-			m, err := decodeAttributes(r.raw())
+			m, err := decodeAttributes(r.Bytes())
 			v, ok := m, err == nil
 			if !ok {
-				r.fail()
+				r.Fail()
 				return nil
 			}
 			val, found := v.Get("v")
 			if !found {
-				r.fail()
+				r.Fail()
 				return nil
 			}
 			out[i] = dimValue{kind: dimOther, other: val}
 		default:
-			r.fail()
+			r.Fail()
 			return nil
 		}
 	}
@@ -285,28 +210,28 @@ const (
 // flags, the six timestamps, result, when it entered its list (Unix
 // nanoseconds), its resource's key and its dimensions.
 func encodeJob(buf []byte, runs []*runmemory.Run[runPayload], resKey func(*resourceEntry) string) []byte {
-	w := stateWriter{b: buf}
-	w.byte1(stateFormatV1)
-	w.uvarint(uint64(len(runs)))
+	w := newStateWriter(buf)
+	w.Byte(stateFormatV1)
+	w.Uvarint(uint64(len(runs)))
 	for _, r := range runs {
-		w.byte1(byte(r.State))
+		w.Byte(byte(r.State))
 		var flags byte
 		if r.HasSpan {
 			flags |= runFlagSpan
 		}
-		w.byte1(flags)
+		w.Byte(flags)
 		w.ts(r.Start)
 		w.ts(r.End)
 		w.ts(r.LogStart)
 		w.ts(r.LogEnd)
 		w.ts(r.SpanStart)
 		w.ts(r.SpanEnd)
-		w.str(r.Result)
-		w.varint(r.ListedAt.UnixNano())
-		w.str(resKey(r.Payload.res))
+		w.Text(r.Result)
+		w.Varint(r.ListedAt.UnixNano())
+		w.Text(resKey(r.Payload.res))
 		w.dims(r.Payload.dims)
 	}
-	return w.b
+	return w.Encoded()
 }
 
 // decodedRun is a run as read, before its resource is resolved.
@@ -317,31 +242,31 @@ type decodedRun struct {
 }
 
 func decodeJob(v []byte, numDims int) ([]decodedRun, error) {
-	r := stateReader{b: v}
+	r := newStateReader(v)
 	r.version()
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(v)) {
-		r.fail()
+	n := r.Uvarint()
+	if r.Err() == nil && n > uint64(len(v)) {
+		r.Fail()
 	}
 	var runs []decodedRun
-	for i := uint64(0); i < n && r.err == nil; i++ {
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
 		var d decodedRun
-		d.State = runmemory.State(r.byte1())
+		d.State = runmemory.State(r.Byte())
 		if d.State > runmemory.Ended {
-			r.fail()
+			r.Fail()
 		}
-		flags := r.byte1()
+		flags := r.Byte()
 		d.HasSpan = flags&runFlagSpan != 0
 		d.Start, d.End = r.ts(), r.ts()
 		d.LogStart, d.LogEnd = r.ts(), r.ts()
 		d.SpanStart, d.SpanEnd = r.ts(), r.ts()
-		d.Result = r.str()
-		d.listedAtNanos = r.varint()
-		d.resKey = r.str()
+		d.Result = r.Text()
+		d.listedAtNanos = r.Varint()
+		d.resKey = r.Text()
 		d.Payload.dims = r.dims(numDims)
 		runs = append(runs, d)
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, err
 	}
 	return runs, nil
@@ -351,26 +276,23 @@ func decodeJob(v []byte, numDims int) ([]decodedRun, error) {
 // resource's key, dimensions, count, then the histogram: observations and,
 // when there are any, sum, min, max and the bucket counts.
 func encodeSeries(buf []byte, s *series, resKey string) []byte {
-	w := stateWriter{b: buf}
-	w.byte1(stateFormatV1)
-	w.byte1(byte(s.labels.fam))
-	w.str(s.labels.a)
-	w.str(s.labels.b)
-	w.str(s.labels.c)
-	w.str(resKey)
+	w := newStateWriter(buf)
+	w.Byte(stateFormatV1)
+	w.Byte(byte(s.labels.fam))
+	w.Text(s.labels.a)
+	w.Text(s.labels.b)
+	w.Text(s.labels.c)
+	w.Text(resKey)
 	w.dims(s.labels.dims)
-	w.varint(s.count)
-	w.uvarint(s.hist.n)
+	w.Varint(s.count)
+	w.Uvarint(s.hist.n)
 	if s.hist.n > 0 {
-		w.float(s.hist.sum)
-		w.float(s.hist.min)
-		w.float(s.hist.max)
-		w.uvarint(uint64(len(s.hist.counts)))
-		for _, c := range s.hist.counts {
-			w.uvarint(c)
-		}
+		w.Float(s.hist.sum)
+		w.Float(s.hist.min)
+		w.Float(s.hist.max)
+		w.Uvarints(s.hist.counts)
 	}
-	return w.b
+	return w.Encoded()
 }
 
 // decodedSeries is a series as read, before its resource is resolved.
@@ -380,35 +302,35 @@ type decodedSeries struct {
 }
 
 func decodeSeries(v []byte, numDims int, bounds [numFamilies][]float64) (*decodedSeries, error) {
-	r := stateReader{b: v}
+	r := newStateReader(v)
 	r.version()
 	d := &decodedSeries{}
-	d.labels.fam = family(r.byte1())
-	if r.err == nil && d.labels.fam >= numFamilies {
-		r.fail()
+	d.labels.fam = family(r.Byte())
+	if r.Err() == nil && d.labels.fam >= numFamilies {
+		r.Fail()
 	}
-	d.labels.a, d.labels.b, d.labels.c = r.str(), r.str(), r.str()
-	d.resKey = r.str()
+	d.labels.a, d.labels.b, d.labels.c = r.Text(), r.Text(), r.Text()
+	d.resKey = r.Text()
 	d.labels.dims = r.dims(numDims)
-	d.count = r.varint()
-	if r.err == nil {
+	d.count = r.Varint()
+	if r.Err() == nil {
 		d.hist.bounds = bounds[d.labels.fam]
 	}
-	d.hist.n = r.uvarint()
-	if d.hist.n > 0 && r.err == nil {
-		d.hist.sum, d.hist.min, d.hist.max = r.float(), r.float(), r.float()
-		n := r.uvarint()
-		if r.err == nil && n != uint64(len(d.hist.bounds)+1) {
-			r.fail() // the bounds were reconfigured: the buckets cannot be kept
+	d.hist.n = r.Uvarint()
+	if d.hist.n > 0 && r.Err() == nil {
+		d.hist.sum, d.hist.min, d.hist.max = r.Float(), r.Float(), r.Float()
+		n := r.Uvarint()
+		if r.Err() == nil && n != uint64(len(d.hist.bounds)+1) {
+			r.Fail() // the bounds were reconfigured: the buckets cannot be kept
 		}
-		if r.err == nil {
+		if r.Err() == nil {
 			d.hist.counts = make([]uint64, n)
 			for i := range d.hist.counts {
-				d.hist.counts[i] = r.uvarint()
+				d.hist.counts[i] = r.Uvarint()
 			}
 		}
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -416,15 +338,15 @@ func decodeSeries(v []byte, numDims int, bounds [numFamilies][]float64) (*decode
 
 // encodeMeta: the format byte and the start of cumulative series.
 func encodeMeta(start pcommon.Timestamp) []byte {
-	w := stateWriter{}
-	w.byte1(stateFormatV1)
+	w := newStateWriter(nil)
+	w.Byte(stateFormatV1)
 	w.ts(start)
-	return w.b
+	return w.Encoded()
 }
 
 func decodeMeta(v []byte) (pcommon.Timestamp, error) {
-	r := stateReader{b: v}
+	r := newStateReader(v)
 	r.version()
 	t := r.ts()
-	return t, r.done()
+	return t, r.Done()
 }

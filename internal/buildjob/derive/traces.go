@@ -91,23 +91,39 @@ func spanResult(span ptrace.Span, attrs pcommon.Map, key string) (string, skipRe
 	return resultSuccess, 0, true
 }
 
+// resultAndSeconds reads a job or stage span's result (resultKey, else
+// its status) and duration; a span without either is counted as skipped.
+func (d *deriver) resultAndSeconds(span ptrace.Span, attrs pcommon.Map, resultKey string) (string, float64, bool) {
+	result, reason, ok := spanResult(span, attrs, resultKey)
+	if !ok {
+		d.stats.skipped[reason]++
+		return "", 0, false
+	}
+	seconds, reason, ok := spanSeconds(span)
+	if !ok {
+		d.stats.skipped[reason]++
+		return "", 0, false
+	}
+	return result, seconds, true
+}
+
+// firstSeen tells whether span is new; one seen before (an SDK's retry) is
+// counted as deduplicated.
+func (d *deriver) firstSeen(span ptrace.Span) bool {
+	if !d.recentSpans.add(newSpanIdentity(span.TraceID(), span.SpanID())) {
+		d.stats.deduplicated++
+		return false
+	}
+	return true
+}
+
 func (d *deriver) stageSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Map, stage string) {
 	if stage == "" {
 		d.stats.skipped[skipInvalidValue]++
 		return
 	}
-	result, reason, ok := spanResult(span, attrs, attrBuildStageResult)
-	if !ok {
-		d.stats.skipped[reason]++
-		return
-	}
-	seconds, reason, ok := spanSeconds(span)
-	if !ok {
-		d.stats.skipped[reason]++
-		return
-	}
-	if !d.recentSpans.add(newSpanIdentity(span.TraceID(), span.SpanID())) {
-		d.stats.deduplicated++
+	result, seconds, ok := d.resultAndSeconds(span, attrs, attrBuildStageResult)
+	if !ok || !d.firstSeen(span) {
 		return
 	}
 	d.observe(familyStages, res, stage, result, "", d.resolveDims(attrs, res), seconds)
@@ -122,13 +138,8 @@ func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Ma
 		d.stats.skipped[skipInvalidValue]++
 		return
 	}
-	result, reason, ok := spanResult(span, attrs, attrBuildJobResult)
+	result, _, ok := d.resultAndSeconds(span, attrs, attrBuildJobResult)
 	if !ok {
-		d.stats.skipped[reason]++
-		return
-	}
-	if _, reason, ok := spanSeconds(span); !ok {
-		d.stats.skipped[reason]++
 		return
 	}
 	key := runmemory.Key{Service: res.serviceName, JobID: id.Str()}
@@ -138,18 +149,8 @@ func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Ma
 // unnamedJobSpan counts a span matched by job_span_names that has no job
 // id: it is a run of its own, deduplicated by span identity only.
 func (d *deriver) unnamedJobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Map) {
-	result, reason, ok := spanResult(span, attrs, attrBuildJobResult)
-	if !ok {
-		d.stats.skipped[reason]++
-		return
-	}
-	seconds, reason, ok := spanSeconds(span)
-	if !ok {
-		d.stats.skipped[reason]++
-		return
-	}
-	if !d.recentSpans.add(newSpanIdentity(span.TraceID(), span.SpanID())) {
-		d.stats.deduplicated++
+	result, seconds, ok := d.resultAndSeconds(span, attrs, attrBuildJobResult)
+	if !ok || !d.firstSeen(span) {
 		return
 	}
 	d.countJob(countedRun{res: res, dims: d.resolveDims(attrs, res), result: result, seconds: seconds, hasDuration: result != resultTimeout})
@@ -162,25 +163,13 @@ func (d *deriver) apiSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Ma
 		d.stats.skipped[skipWrongType]++
 		return
 	}
-	codeV, ok := firstPresent(attrs, attrHTTPResponseStatus, attrHTTPStatusCodeOld)
+	class, ok := d.responseClass(attrs)
 	if !ok {
-		d.stats.skipped[skipMissingAttribute]++
 		return
 	}
-	class, reason, ok := statusClass(codeV)
+	route, ok := d.httpRoute(attrs)
 	if !ok {
-		d.stats.skipped[reason]++
 		return
-	}
-	// The route template only: url.path holds job ids (/_status/{job_id})
-	// and would make cardinality unbounded.
-	route := ""
-	if v, ok := attrs.Get(attrHTTPRoute); ok {
-		if v.Type() != pcommon.ValueTypeStr {
-			d.stats.skipped[skipWrongType]++
-			return
-		}
-		route = v.Str()
 	}
 	seconds, reason, ok := spanSeconds(span)
 	if !ok {

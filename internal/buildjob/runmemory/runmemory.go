@@ -223,12 +223,8 @@ func (t *Tracker[P]) EndedRuns() int { return t.ended.len }
 func (t *Tracker[P]) Start(key Key, p P, ts pcommon.Timestamp, now time.Time) {
 	jr := t.jobs[key]
 	if jr != nil {
-		t.Touch(jr)
-		for _, r := range jr.runs {
-			if r.LogStart == ts {
-				t.stats.Deduplicated++
-				return
-			}
+		if t.repeatedRecord(jr, ts, true) {
+			return
 		}
 		// The earliest run known only from its end that this start precedes.
 		var owner *Run[P]
@@ -262,16 +258,26 @@ func (t *Tracker[P]) Start(key Key, p P, ts pcommon.Timestamp, now time.Time) {
 	t.addOpen(r)
 }
 
+// repeatedRecord touches jr and tells whether one of its runs already has
+// the start record (start) or end record at ts: a repeated record, counted
+// as deduplicated.
+func (t *Tracker[P]) repeatedRecord(jr *Job[P], ts pcommon.Timestamp, start bool) bool {
+	t.Touch(jr)
+	for _, r := range jr.runs {
+		if start && r.LogStart == ts || !start && r.LogEnd == ts {
+			t.stats.Deduplicated++
+			return true
+		}
+	}
+	return false
+}
+
 // End handles a status record of key that ends a run at ts with result.
 func (t *Tracker[P]) End(key Key, p P, ts pcommon.Timestamp, result string, now time.Time) {
 	jr := t.jobs[key]
 	if jr != nil {
-		t.Touch(jr)
-		for _, r := range jr.runs {
-			if r.LogEnd == ts {
-				t.stats.Deduplicated++
-				return
-			}
+		if t.repeatedRecord(jr, ts, false) {
+			return
 		}
 		var owner *Run[P]
 		activeLater := false

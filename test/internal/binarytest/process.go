@@ -48,7 +48,14 @@ func Start(argv, env []string, keep int) (*Process, error) {
 // is logged when the test failed.
 func StartBinary(t testing.TB, env []string, args ...string) *Process {
 	t.Helper()
-	p, err := Start(append([]string{Binary(t)}, args...), env, 0)
+	return StartBinaryAt(t, Binary(t), env, args...)
+}
+
+// StartBinaryAt is StartBinary for another build of the collector, at bin
+// (a previous release, for upgrade tests).
+func StartBinaryAt(t testing.TB, bin string, env []string, args ...string) *Process {
+	t.Helper()
+	p, err := Start(append([]string{bin}, args...), env, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Kill()

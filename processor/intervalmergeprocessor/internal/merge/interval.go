@@ -19,6 +19,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 )
 
 // Options say what merges.
@@ -113,7 +115,7 @@ func (iv *Interval) Add(md pmetric.Metrics) {
 					iv.merge(rm.Resource(), rm.SchemaUrl(), sm, m)
 					continue
 				}
-				iv.stats.PointsIn += int64(pointCount(m))
+				iv.stats.PointsIn += int64(pmetricutil.PointCount(m))
 				if keptMetrics == (pmetric.MetricSlice{}) {
 					if kept == (pmetric.ScopeMetricsSlice{}) {
 						nrm := iv.passed.AppendEmpty()
@@ -359,20 +361,4 @@ func (iv *Interval) hashString(s string) {
 	iv.buf = binary.LittleEndian.AppendUint64(iv.buf[:0], uint64(len(s)))
 	iv.buf = append(iv.buf, s...)
 	_, _ = iv.h.Write(iv.buf)
-}
-
-func pointCount(m pmetric.Metric) int {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints().Len()
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints().Len()
-	case pmetric.MetricTypeHistogram:
-		return m.Histogram().DataPoints().Len()
-	case pmetric.MetricTypeExponentialHistogram:
-		return m.ExponentialHistogram().DataPoints().Len()
-	case pmetric.MetricTypeSummary:
-		return m.Summary().DataPoints().Len()
-	}
-	return 0
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 )
@@ -146,50 +145,4 @@ func TestPackSizeIsTheSerializedSize(t *testing.T) {
 		require.Len(t, got, 1)
 		assert.Equal(t, got[0].BodyBytes, reqs[0].bytes, "case %d", i)
 	}
-}
-
-func TestSubsetCopiesOnlyTheGivenPoints(t *testing.T) {
-	md := pmetric.NewMetrics()
-	for r := 0; r < 2; r++ {
-		rm := md.ResourceMetrics().AppendEmpty()
-		rm.Resource().Attributes().PutInt("r", int64(r))
-		sm := rm.ScopeMetrics().AppendEmpty()
-		sm.Scope().SetName("scope")
-		g := sm.Metrics().AppendEmpty()
-		g.SetName("g")
-		for p := 0; p < 3; p++ {
-			g.SetEmptyGauge()
-		}
-		for p := 0; p < 3; p++ {
-			g.Gauge().DataPoints().AppendEmpty().SetIntValue(int64(10*r + p))
-		}
-		s := sm.Metrics().AppendEmpty()
-		s.SetName("s")
-		s.SetUnit("By")
-		sum := s.SetEmptySum()
-		sum.SetIsMonotonic(true)
-		sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-		sum.DataPoints().AppendEmpty().SetIntValue(int64(100 + r))
-	}
-	out := subset(md, []pointRef{{1, 0, 0, 2}, {0, 0, 1, 0}, {1, 0, 0, 0}, {1, 0, 0, 2}})
-
-	require.Equal(t, 2, out.ResourceMetrics().Len())
-	r0 := out.ResourceMetrics().At(0)
-	v, _ := r0.Resource().Attributes().Get("r")
-	assert.Equal(t, int64(0), v.Int())
-	require.Equal(t, 1, r0.ScopeMetrics().At(0).Metrics().Len())
-	s := r0.ScopeMetrics().At(0).Metrics().At(0)
-	assert.Equal(t, "s", s.Name())
-	assert.Equal(t, "By", s.Unit())
-	assert.True(t, s.Sum().IsMonotonic())
-	assert.Equal(t, pmetric.AggregationTemporalityDelta, s.Sum().AggregationTemporality())
-	assert.Equal(t, int64(100), s.Sum().DataPoints().At(0).IntValue())
-
-	r1 := out.ResourceMetrics().At(1)
-	assert.Equal(t, "scope", r1.ScopeMetrics().At(0).Scope().Name())
-	g := r1.ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints()
-	require.Equal(t, 2, g.Len(), "a repeated reference is copied once")
-	assert.Equal(t, int64(10), g.At(0).IntValue())
-	assert.Equal(t, int64(12), g.At(1).IntValue())
-	assert.Equal(t, 3, out.DataPointCount())
 }

@@ -1,19 +1,39 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Why this file exists: Shutdown must wait until the sending queue is empty
-// (exporterhelper v0.161's persistent queue does not drain at Shutdown,
-// open-telemetry/opentelemetry-collector#5902), and exporterhelper exposes
-// the queue's size only through its telemetry: a callback it registers for
-// the otelcol_exporter_queue_size gauge. queueSizeProbe sits between
-// exporterhelper and the real MeterProvider, keeps that callback and calls
-// it on demand. The telemetry itself is unchanged.
+// Everything in this exporter that depends on how an upstream module
+// behaves, beyond its documented API, is in this file; each coupling has a
+// guard test in upstream_test.go that fails when the upstream behaviour
+// changes:
+//
+//   - queueSizeProbe reads the sending queue's size from exporterhelper's
+//     own telemetry (TestQueueSizeIsExporterhelpers).
+//   - refusedByQueue tells a refused enqueue by exporterhelper's errors
+//     (TestQueueRefusalErrorsAreExporterhelpers).
+//   - presetBodyProtocol and minCompressBytes: the SDK's client protocol
+//     sends a body written by requestbody.go in the SDK's own CBOR
+//     encoding, gzipped above the SDK's threshold
+//     (TestRequestBodyIsTheSDKs, TestRequestBodyGzipAndReuse).
+
+// queueSizeProbe exists because Shutdown must wait until the sending queue
+// is empty (exporterhelper v0.161's persistent queue does not drain at
+// Shutdown, open-telemetry/opentelemetry-collector#5902), and exporterhelper
+// exposes the queue's size only through its telemetry: a callback it
+// registers for the otelcol_exporter_queue_size gauge. queueSizeProbe sits
+// between exporterhelper and the real MeterProvider, keeps that callback and
+// calls it on demand. The telemetry itself is unchanged.
 //
 // Both queues count a request until it is done, that is exported or given
 // up after its retries, batcher included: a size of 0 means nothing is
@@ -144,3 +164,59 @@ func (o *sizeObserver) ObserveInt64(inst metric.Int64Observable, value int64, _ 
 }
 
 func (*sizeObserver) ObserveFloat64(metric.Float64Observable, float64, ...metric.ObserveOption) {}
+
+// refusedByQueue tells whether err means the sending queue did not take the
+// data: it was full or, with block_on_overflow, the caller gave up waiting
+// for room (its context ended). An in-memory queue with wait_for_result
+// also returns a context error for data it did take.
+func (m *metricsExporter) refusedByQueue(err error) bool {
+	if errors.Is(err, exporterhelper.ErrQueueIsFull) {
+		return true
+	}
+	q := m.exp.cfg.QueueConfig.Get()
+	if q == nil || !q.BlockOnOverflow || (q.WaitForResult && q.StorageID == nil) {
+		return false
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// minCompressBytes is the SDK's default threshold for gzip (request
+// compression is modeled on PutMetricData; smaller bodies go as they are).
+const minCompressBytes = 10240
+
+// preparedBody is a request body the exporter wrote, handed to the protocol
+// through the request's context.
+type preparedBody struct {
+	bytes   []byte
+	gzipped bool
+}
+
+type preparedBodyKey struct{}
+
+// presetBodyProtocol is the client protocol of the exporter's CloudWatch
+// client: the SDK's own, except that a PutMetricData call carrying a
+// prepared body in its context sends that body.
+type presetBodyProtocol struct {
+	smithyhttp.ClientProtocol
+}
+
+func (p presetBodyProtocol) SerializeRequest(ctx context.Context, schema *smithy.OperationSchema, in smithy.Serializable, req *smithyhttp.Request) error {
+	// The SDK sets the method, path and headers (from an input holding
+	// only the namespace, so its own body is tiny), then the body is ours.
+	if err := p.ClientProtocol.SerializeRequest(ctx, schema, in, req); err != nil {
+		return err
+	}
+	body, ok := ctx.Value(preparedBodyKey{}).(*preparedBody)
+	if !ok {
+		return nil
+	}
+	if body.gzipped {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	sreq, err := req.SetStream(bytes.NewReader(body.bytes))
+	if err != nil {
+		return fmt.Errorf("set stream: %w", err)
+	}
+	*req = *sreq
+	return nil
+}

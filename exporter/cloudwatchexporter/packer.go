@@ -1,10 +1,7 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
-	"cmp"
 	"slices"
-
-	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 // packedRequest is one PutMetricData request: datums[first:first+n] of the packed slice.
@@ -164,82 +161,4 @@ func datumSize(d *datum) int {
 	}
 	n += textSize("StorageResolution") + argSize(int(d.resolution))
 	return n
-}
-
-// subset copies out of md the data points refs point to, keeping their
-// resource, scope and metric; it is what a retry re-sends.
-func subset(md pmetric.Metrics, refs []pointRef) pmetric.Metrics {
-	slices.SortFunc(refs, func(a, b pointRef) int {
-		return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.scope, b.scope),
-			cmp.Compare(a.metric, b.metric), cmp.Compare(a.point, b.point))
-	})
-	refs = slices.Compact(refs)
-
-	out := pmetric.NewMetrics()
-	var (
-		rm  pmetric.ResourceMetrics
-		sm  pmetric.ScopeMetrics
-		m   pmetric.Metric
-		cur = pointRef{-1, -1, -1, -1}
-	)
-	for _, r := range refs {
-		srcRM := md.ResourceMetrics().At(int(r.resource))
-		srcSM := srcRM.ScopeMetrics().At(int(r.scope))
-		srcM := srcSM.Metrics().At(int(r.metric))
-		if r.resource != cur.resource {
-			rm = out.ResourceMetrics().AppendEmpty()
-			srcRM.Resource().CopyTo(rm.Resource())
-			rm.SetSchemaUrl(srcRM.SchemaUrl())
-			cur = pointRef{r.resource, -1, -1, -1}
-		}
-		if r.scope != cur.scope {
-			sm = rm.ScopeMetrics().AppendEmpty()
-			srcSM.Scope().CopyTo(sm.Scope())
-			sm.SetSchemaUrl(srcSM.SchemaUrl())
-			cur.scope, cur.metric = r.scope, -1
-		}
-		if r.metric != cur.metric {
-			m = sm.Metrics().AppendEmpty()
-			copyMetricWithoutPoints(srcM, m)
-			cur.metric = r.metric
-		}
-		copyPoint(srcM, m, int(r.point))
-	}
-	return out
-}
-
-func copyMetricWithoutPoints(src, dst pmetric.Metric) {
-	dst.SetName(src.Name())
-	dst.SetDescription(src.Description())
-	dst.SetUnit(src.Unit())
-	src.Metadata().CopyTo(dst.Metadata())
-	switch src.Type() {
-	case pmetric.MetricTypeGauge:
-		dst.SetEmptyGauge()
-	case pmetric.MetricTypeSum:
-		s := dst.SetEmptySum()
-		s.SetAggregationTemporality(src.Sum().AggregationTemporality())
-		s.SetIsMonotonic(src.Sum().IsMonotonic())
-	case pmetric.MetricTypeHistogram:
-		dst.SetEmptyHistogram().SetAggregationTemporality(src.Histogram().AggregationTemporality())
-	case pmetric.MetricTypeExponentialHistogram:
-		dst.SetEmptyExponentialHistogram().SetAggregationTemporality(src.ExponentialHistogram().AggregationTemporality())
-	case pmetric.MetricTypeSummary:
-		dst.SetEmptySummary()
-	}
-}
-
-func copyPoint(src, dst pmetric.Metric, i int) {
-	switch src.Type() {
-	case pmetric.MetricTypeGauge:
-		src.Gauge().DataPoints().At(i).CopyTo(dst.Gauge().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeSum:
-		src.Sum().DataPoints().At(i).CopyTo(dst.Sum().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeHistogram:
-		src.Histogram().DataPoints().At(i).CopyTo(dst.Histogram().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeExponentialHistogram:
-		src.ExponentialHistogram().DataPoints().At(i).CopyTo(dst.ExponentialHistogram().DataPoints().AppendEmpty())
-	case pmetric.MetricTypeSummary:
-		src.Summary().DataPoints().At(i).CopyTo(dst.Summary().DataPoints().AppendEmpty())
-	}
 }

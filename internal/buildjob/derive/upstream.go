@@ -1,0 +1,15 @@
+package derive
+
+import "go.opentelemetry.io/collector/component"
+
+// What the derivation assumes of the collector beyond its documented API is
+// in this file. The guard test is TestAPIRequestsFromSpansStandsTheProcessorDown
+// in test/distro: it runs the built collector and fails when its host no
+// longer hands out factories, so that the processor would not see the
+// connector and both would count api.requests.
+
+// factoryHost is implemented by the collector's host (not part of
+// component.Host): it hands out the factories of the running collector.
+type factoryHost interface {
+	GetFactory(kind component.Kind, componentType component.Type) component.Factory
+}
