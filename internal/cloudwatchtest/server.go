@@ -17,9 +17,12 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -125,9 +128,12 @@ func New() *Server {
 }
 
 // Start listens on addr (e.g. "127.0.0.1:0") and serves until Close.
+// Port 0 picks a free port outside the kernel's ephemeral range, so that
+// while the server is down (SetDown) no outgoing connection can take its
+// port and SetDown(false) can listen on it again.
 func Start(addr string) (*Server, error) {
 	s := New()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +177,7 @@ func (s *Server) SetDown(down bool) error {
 	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("listening again on %s: %w", s.addr, err)
 	}
 	s.down = false
 	s.serve(ln)
@@ -443,4 +449,43 @@ func dropConnection(w http.ResponseWriter) {
 		_ = tcp.SetLinger(0) // reset rather than a clean close
 	}
 	_ = conn.Close()
+}
+
+// listen is net.Listen, except that port 0 is served from below the
+// kernel's ephemeral range (where the kernel picks the local ports of
+// outgoing connections).
+func listen(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return net.Listen("tcp", addr)
+	}
+	low := ephemeralLow()
+	const first = 10000
+	if low <= first+1000 {
+		return net.Listen("tcp", addr)
+	}
+	start := first + rand.IntN(low-first)
+	for i := range low - first {
+		p := first + (start-first+i)%(low-first)
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err == nil {
+			return ln, nil
+		}
+	}
+	return net.Listen("tcp", addr)
+}
+
+// ephemeralLow is the lowest local port the kernel gives outgoing
+// connections (Linux); 0 where that cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[0])
+	return n
 }
