@@ -233,6 +233,20 @@ func mismatches(l landed, tr *tally) []string {
 	return out
 }
 
+// awaitSDKDelivered waits until the service's cumulative request
+// histograms that landed count every request the test made: the SDK's
+// latest metric export reached the collector, so its connection is up.
+func (e *env) awaitSDKDelivered(serviceName string, tr *tally) {
+	e.t.Helper()
+	ok := await(e.t, scenarioDeadline, "the service's metric export delivered", func() (bool, string) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		d := diff("http.server.request.duration count", e.landed(serviceName).Histogram, tr.Requests)
+		return len(d) == 0, strings.Join(d, "; ")
+	})
+	require.True(e.t, ok, "the service's SDK never delivered through the collector")
+}
+
 // awaitExact waits until what landed for the service equals the truth and
 // fails the test with the differences (and the totals) if it never does.
 // Once equal it waits a further flush to see nothing more lands.

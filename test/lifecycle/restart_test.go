@@ -25,13 +25,24 @@ func TestLifecycleSIGTERMWithJobsInBatch(t *testing.T) {
 }
 
 // The collector is stopped and restarted while a client keeps submitting
-// and polling jobs, so spans, records and metric exports are in flight
-// across the restart.
+// and polling jobs: runs start before the restart and end after it, and
+// requests and metric exports are in flight across it (spans and records
+// wait in the SDK's batch; see ScheduledBatches).
 func TestLifecycleRestartWhileRequestsInFlight(t *testing.T) {
-	const name = "lifecycle-inflight"
+	restartWhileRequestsInFlight(t, "lifecycle-inflight", serviceOptions{MetricInterval: shortMetrics.MetricInterval, ScheduledBatches: true})
+}
+
+// The same over OTLP/HTTP at the SDK's batch defaults: the JavaScript
+// SDK's HTTP exporter retries a refused connection (its gRPC exporter does
+// not retry at all), so batches sent during the restart arrive after it.
+func TestLifecycleRestartWhileRequestsInFlightOverHTTP(t *testing.T) {
+	restartWhileRequestsInFlight(t, "lifecycle-inflight-http", serviceOptions{MetricInterval: shortMetrics.MetricInterval, HTTPProtobuf: true})
+}
+
+func restartWhileRequestsInFlight(t *testing.T, name string, o serviceOptions) {
 	e := newEnv(t)
 	col := e.startCollector(binary(t))
-	svc := e.startService(name, shortMetrics)
+	svc := e.startService(name, o)
 	tr := newTally()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -48,6 +59,12 @@ func TestLifecycleRestartWhileRequestsInFlight(t *testing.T) {
 	col.stop()
 	e.startCollector(binary(t))
 	wg.Wait()
+	// The jobs end within a second, so an export the SDK tried during the
+	// restart can leave its gRPC channel in reconnect backoff when the wave
+	// is over, and the SDK drops what it cannot send then (its loss, not
+	// the collector's). A running service reconnects: wait until its
+	// periodic metric export came through the new collector.
+	e.awaitSDKDelivered(name, tr)
 	svc.checkServiceTruth(tr)
 	svc.stop()
 	e.awaitExact(name, tr, scenarioDeadline)

@@ -33,6 +33,11 @@ type service struct {
 type serviceOptions struct {
 	HTTPProtobuf   bool
 	MetricInterval time.Duration
+	// ScheduledBatches: spans and log records leave only on the SDK's 5 s
+	// schedule, not whenever 512 of them are waiting, so that no batch is
+	// sent while the collector restarts: the SDK drops a batch it cannot
+	// send then, which is the SDK's loss, not the collector's.
+	ScheduledBatches bool
 }
 
 // startService runs the service exporting to the env's collector ports and
@@ -50,12 +55,19 @@ func (e *env) startService(name string, o serviceOptions) *service {
 	s.cmd.Env = append(binarytest.EnvWithout("OTEL_", "PORT="),
 		"PORT="+strconv.Itoa(s.port),
 		"OTEL_SERVICE_NAME="+name,
+		// The SDK's export failures (silent by default) show in a failed
+		// test's service output.
+		"OTEL_LOG_LEVEL=warn",
 		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", e.grpc),
 	)
 	if o.HTTPProtobuf {
 		s.cmd.Env = append(s.cmd.Env, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 			fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", e.http))
+	}
+	if o.ScheduledBatches {
+		s.cmd.Env = append(s.cmd.Env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=100000", "OTEL_BSP_MAX_QUEUE_SIZE=100000",
+			"OTEL_BLRP_MAX_EXPORT_BATCH_SIZE=100000", "OTEL_BLRP_MAX_QUEUE_SIZE=100000")
 	}
 	if o.MetricInterval > 0 {
 		s.cmd.Env = append(s.cmd.Env, "OTEL_METRIC_EXPORT_INTERVAL="+strconv.FormatInt(o.MetricInterval.Milliseconds(), 10))
