@@ -5,8 +5,9 @@
 // OTEL_METRIC_EXPORT_INTERVAL says otherwise, cumulative temporality). Its
 // telemetry follows docs/build-service-contract.md. It keeps its own ground
 // truth (runs by result, requests by route/method/status class) and serves
-// it on GET /_truth, which is the one path left out of the instrumentation
-// so that reading the truth does not change it.
+// it on GET /_truth. POST /_flush sends the spans and log records waiting in
+// the SDK's batches at once. Both are left out of the instrumentation so
+// that reading the truth or flushing does not change it.
 //
 // Environment: PORT (default 1025), OTEL_EXPORTER_OTLP_PROTOCOL (grpc or
 // http/protobuf, default grpc), OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -22,6 +23,9 @@ const { BatchLogRecordProcessor } = require('@opentelemetry/sdk-logs');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
 
 const TRUTH_PATH = '/_truth';
+// POST: send the spans and log records waiting in the SDK's batches now.
+const FLUSH_PATH = '/_flush';
+const UNCOUNTED = new Set([TRUTH_PATH, FLUSH_PATH]);
 
 function exporters(protocol) {
   switch (protocol) {
@@ -43,17 +47,19 @@ function exporters(protocol) {
 }
 
 const exp = exporters(process.env.OTEL_EXPORTER_OTLP_PROTOCOL || 'grpc');
+const spanBatch = new BatchSpanProcessor(exp.traces);
+const logBatch = new BatchLogRecordProcessor({ exporter: exp.logs });
 const sdk = new NodeSDK({
   // A restarted process is a new instance with new start times.
   resource: resourceFromAttributes({ 'service.instance.id': crypto.randomUUID() }),
-  spanProcessors: [new BatchSpanProcessor(exp.traces)],
+  spanProcessors: [spanBatch],
   metricReaders: [new PeriodicExportingMetricReader({
     exporter: exp.metrics,
     exportIntervalMillis: Number(process.env.OTEL_METRIC_EXPORT_INTERVAL || 60000),
   })],
-  logRecordProcessors: [new BatchLogRecordProcessor({ exporter: exp.logs })],
+  logRecordProcessors: [logBatch],
   instrumentations: [
-    new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => req.url === TRUTH_PATH }),
+    new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => UNCOUNTED.has(req.url) }),
     new ExpressInstrumentation(),
   ],
 });
@@ -121,7 +127,7 @@ async function runBuild(id, job, req, link) {
 const app = express();
 app.use(express.json());
 app.use((req, res, next) => {
-  if (req.path === TRUTH_PATH) return next();
+  if (UNCOUNTED.has(req.path)) return next();
   res.on('finish', () => {
     const route = req.route ? req.baseUrl + req.route.path : '';
     bump(truth.requests, `${route} ${req.method} ${Math.floor(res.statusCode / 100)}xx`);
@@ -159,6 +165,15 @@ app.get('/_status/:job_id', (req, res) => {
 });
 
 app.get(TRUTH_PATH, (req, res) => res.json(truth));
+
+app.post(FLUSH_PATH, async (req, res) => {
+  try {
+    await Promise.all([spanBatch.forceFlush(), logBatch.forceFlush()]);
+    res.status(204).end();
+  } catch (err) {
+    res.status(500).json({ error: String(err) });
+  }
+});
 
 const server = app.listen(Number(process.env.PORT || 1025), '127.0.0.1', () => {
   console.log(`listening on ${server.address().port}`);

@@ -8,12 +8,13 @@ import (
 
 // The collector is stopped (SIGTERM) and restarted right after a wave of
 // jobs ended, while their spans still wait in the SDK's 5 s batch; the
-// service keeps running at the SDK's defaults.
+// service keeps running at the SDK's defaults, over OTLP/HTTP (see
+// acrossRestarts).
 func TestLifecycleSIGTERMWithJobsInBatch(t *testing.T) {
 	const name = "lifecycle-sigterm"
 	e := newEnv(t)
 	col := e.startCollector(binary(t))
-	svc := e.startService(name, serviceOptions{})
+	svc := e.startService(name, serviceOptions{HTTPProtobuf: true})
 	tr := newTally()
 	svc.wave(tr, 20)
 	col.stop()
@@ -76,7 +77,7 @@ func TestLifecycleKill9(t *testing.T) {
 	const name = "lifecycle-kill9"
 	e := newEnv(t)
 	col := e.startCollector(binary(t))
-	svc := e.startService(name, shortMetrics)
+	svc := e.startService(name, acrossRestarts)
 	tr := newTally()
 	svc.wave(tr, 20)
 	// Let the derived counts of the wave reach the collector (they are

@@ -124,6 +124,16 @@ func (s *service) truth() (serviceTruth, error) {
 	return tr, json.NewDecoder(resp.Body).Decode(&tr)
 }
 
+// flush makes the SDK send the spans and log records in its batches now
+// and waits until it has (or has given up).
+func (s *service) flush() {
+	s.t.Helper()
+	resp, err := http.Post(s.url("/_flush"), "", nil)
+	require.NoError(s.t, err)
+	resp.Body.Close()
+	require.Equal(s.t, http.StatusNoContent, resp.StatusCode, "flush")
+}
+
 func (s *service) url(path string) string { return fmt.Sprintf("http://127.0.0.1:%d%s", s.port, path) }
 
 // tally is the truth the test works out from the requests it sent: runs

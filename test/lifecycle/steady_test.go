@@ -30,6 +30,12 @@ const scenarioDeadline = 90 * time.Second
 // a scenario sees several points per series without waiting minutes.
 var shortMetrics = serviceOptions{MetricInterval: 2 * time.Second}
 
+// acrossRestarts is for scenarios that restart the collector under the
+// service: OTLP/HTTP, whose JavaScript exporter retries a refused
+// connection, where its gRPC exporter drops any batch sent while the
+// collector is down (the SDK's loss, which these tests do not measure).
+var acrossRestarts = serviceOptions{MetricInterval: 2 * time.Second, HTTPProtobuf: true}
+
 // The service restarts (a new process: new start times, a new
 // service.instance.id) while the collector keeps running; http/protobuf.
 func TestLifecycleServiceRestart(t *testing.T) {
