@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
@@ -31,41 +30,14 @@ import (
 // accepted in the end and everything reaches CloudWatch exactly once.
 func TestParallelMaximalGRPCRequestsStayUnderThePodLimit(t *testing.T) {
 	limitMiB := podMemoryLimitMiB(t)
-	cw, err := cloudwatchtest.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cw.Close() })
-
-	s := startSidecar(t, t.TempDir(),
-		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
-		"GOMEMLIMIT="+podEnv(t, "GOMEMLIMIT"),
-		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
-		"AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=AKIDHOSTILETEST",
-		"AWS_SECRET_ACCESS_KEY=hostile-test-secret",
-	)
+	cw, s := startPodSidecar(t)
 	// The gRPC bound is max_recv_msg_size_mib (2 MiB), the same as HTTP's.
 	body, points := maximalRequest(t, defaultMaxRequestBytes(t))
 	req := pmetricotlp.NewExportRequest()
 	require.NoError(t, req.UnmarshalProto(body))
 	t.Logf("request: %d bytes, %d points", len(body), points)
 
-	var peakKiB atomic.Int64
-	done := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		for {
-			if _, peak, err := binarytest.MemKiB(s.Pid()); err == nil && peak > peakKiB.Load() {
-				peakKiB.Store(peak)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	peakKiB := samplePeakKiB(s.Pid())
 
 	// With the place taken only after decoding, 32 connections × 3 rounds
 	// (no retries) peaked at 420 MiB.
@@ -110,10 +82,8 @@ func TestParallelMaximalGRPCRequestsStayUnderThePodLimit(t *testing.T) {
 
 	want := int(accepted.Load()) * points
 	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.Datums()) >= want })
-	close(done)
-	sampler.Wait()
 
-	peakMiB := peakKiB.Load() / 1024
+	peakMiB := peakKiB() / 1024
 	t.Logf("accepted %d requests (%d refusals on the way) of %d; peak RSS %d MiB (pod limit %d MiB); %d datums delivered",
 		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.Datums()))
 	byCode.Range(func(k, v any) bool { t.Logf("%s: %d", k, v.(*atomic.Int64).Load()); return true })

@@ -98,38 +98,11 @@ func maximalRequest(t *testing.T, limit int) ([]byte, int) {
 // accepted reaches CloudWatch.
 func TestParallelMaximalRequestsStayUnderThePodLimit(t *testing.T) {
 	limitMiB := podMemoryLimitMiB(t)
-	cw, err := cloudwatchtest.Start("127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cw.Close() })
-
-	s := startSidecar(t, t.TempDir(),
-		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
-		"GOMEMLIMIT="+podEnv(t, "GOMEMLIMIT"),
-		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
-		"AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=AKIDHOSTILETEST",
-		"AWS_SECRET_ACCESS_KEY=hostile-test-secret",
-	)
+	cw, s := startPodSidecar(t)
 	body, points := maximalRequest(t, defaultMaxRequestBytes(t))
 	t.Logf("request: %d bytes, %d points", len(body), points)
 
-	var peakKiB atomic.Int64
-	done := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		for {
-			if _, peak, err := binarytest.MemKiB(s.Pid()); err == nil && peak > peakKiB.Load() {
-				peakKiB.Store(peak)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
+	peakKiB := samplePeakKiB(s.Pid())
 
 	const clients, rounds = 8, 3
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", s.httpPort)
@@ -163,10 +136,8 @@ func TestParallelMaximalRequestsStayUnderThePodLimit(t *testing.T) {
 
 	want := int(accepted.Load()) * points
 	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.Datums()) >= want })
-	close(done)
-	sampler.Wait()
 
-	peakMiB := peakKiB.Load() / 1024
+	peakMiB := peakKiB() / 1024
 	t.Logf("accepted %d, refused %d of %d requests; peak RSS %d MiB (pod limit %d MiB); %d datums delivered",
 		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.Datums()))
 	unexpected.Range(func(k, _ any) bool { t.Errorf("unexpected answer: %v", k); return true })
@@ -175,4 +146,49 @@ func TestParallelMaximalRequestsStayUnderThePodLimit(t *testing.T) {
 	assert.True(t, delivered, "what was accepted reaches CloudWatch")
 	assert.Len(t, cw.Datums(), want, "nothing accepted is lost or sent twice")
 	assert.True(t, binarytest.Healthy(s.health))
+}
+
+// startPodSidecar runs the sidecar as the shipped pod does (its GOMEMLIMIT)
+// against a local CloudWatch endpoint.
+func startPodSidecar(t *testing.T) (*cloudwatchtest.Server, *sidecar) {
+	t.Helper()
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cw.Close() })
+	s := startSidecar(t, t.TempDir(),
+		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
+		"GOMEMLIMIT="+podEnv(t, "GOMEMLIMIT"),
+		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
+		"AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=AKIDHOSTILETEST",
+		"AWS_SECRET_ACCESS_KEY=hostile-test-secret",
+	)
+	return cw, s
+}
+
+// samplePeakKiB samples the process's peak resident memory every 20 ms;
+// the returned function stops sampling and returns the peak.
+func samplePeakKiB(pid int) func() int64 {
+	var peakKiB atomic.Int64
+	done := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			if _, peak, err := binarytest.MemKiB(pid); err == nil && peak > peakKiB.Load() {
+				peakKiB.Store(peak)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		sampler.Wait()
+		return peakKiB.Load()
+	}
 }
