@@ -92,11 +92,31 @@ func (m *metricsExporter) setUpWriteBuffer() error {
 	if cfg := m.exp.cfg; cfg.WriteReserveDirectory != "" && cfg.WriteReserveBytes > 0 {
 		m.held.reserve = newWriteReserve(cfg.WriteReserveDirectory, cfg.WriteReserveBytes)
 	}
+	m.warnIfVolumeTooSmall()
 	held := m.held.buf
 	return m.exp.telemetry.RegisterExporterCloudwatchQueueWriteBufferBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(held.Bytes())
 		return nil
 	})
+}
+
+// warnIfVolumeTooSmall says at start when the queue's volume is smaller
+// than the queue's byte cap: a long outage would then fill the volume
+// first, and what neither the volume nor write_failure_buffer_bytes holds is
+// refused.
+func (m *metricsExporter) warnIfVolumeTooSmall() {
+	q := m.exp.cfg.QueueConfig.Get()
+	dir := m.exp.cfg.WriteReserveDirectory
+	if dir == "" || q.Sizer.String() != "bytes" {
+		return
+	}
+	volume, err := volumeBytes(dir)
+	if err != nil || !volumeTooSmall(volume, q.QueueSize, m.exp.cfg.WriteReserveBytes) {
+		return
+	}
+	m.exp.logger.Warn("The queue's volume is smaller than the queue's byte cap: a long CloudWatch outage fills the volume before the cap, and data past it is refused once write_failure_buffer_bytes is full; give the volume more room or lower sending_queue::queue_size (GPUBUILD_QUEUE_BYTES)",
+		zap.String("directory", dir), zap.Int64("volume_bytes", volume),
+		zap.Int64("queue_size_bytes", q.QueueSize), zap.Int64("write_reserve_bytes", m.exp.cfg.WriteReserveBytes))
 }
 
 // writeFailureReason tells whether err is the storage failing to write (and

@@ -167,3 +167,37 @@ func TestWriteFailureReasons(t *testing.T) {
 	_, ok = writeFailureReason(context.DeadlineExceeded)
 	assert.False(t, ok)
 }
+
+// A queue capped in bytes beyond the size of its volume is said at start,
+// naming the directory; a cap the volume holds says nothing.
+func TestQueueCapLargerThanItsVolumeIsWarnedAbout(t *testing.T) {
+	dir := t.TempDir()
+	volume, err := volumeBytes(dir)
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		queueCap int64
+		warned   bool
+	}{
+		"cap beyond the volume": {queueCap: volume + 1, warned: true},
+		"cap the volume holds":  {queueCap: 1 << 20, warned: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, logs := startOnDisk(t, newDisk(), func(cfg *Config) {
+				q := cfg.QueueConfig.Get()
+				q.Sizer, q.QueueSize = exporterhelper.RequestSizerTypeBytes, tc.queueCap
+				cfg.WriteReserveDirectory, cfg.WriteReserveBytes = dir, 4<<20
+			})
+			found := logs.FilterMessageSnippet("The queue's volume is smaller than the queue's byte cap").All()
+			if !tc.warned {
+				assert.Empty(t, found)
+				return
+			}
+			require.Len(t, found, 1)
+			assert.Equal(t, zap.WarnLevel, found[0].Level)
+			fields := found[0].ContextMap()
+			assert.Equal(t, dir, fields["directory"])
+			assert.Equal(t, volume, fields["volume_bytes"])
+			assert.Equal(t, tc.queueCap, fields["queue_size_bytes"])
+		})
+	}
+}

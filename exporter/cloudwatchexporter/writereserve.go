@@ -31,6 +31,23 @@ func newWriteReserve(dir string, size int64) *writeReserve {
 	return &writeReserve{path: filepath.Join(dir, writeReserveName), size: size}
 }
 
+// volumeBytes is the size of the volume holding dir.
+func volumeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, nil
+}
+
+// volumeTooSmall tells whether a volume of volume bytes cannot hold a queue
+// at its byte cap beside the write reserve. The queue's file is larger
+// than the serialized requests it holds (bbolt pages, free lists), so the
+// cap itself is not the file's size: this check catches the clear cases.
+func volumeTooSmall(volume, queueCap, reserve int64) bool {
+	return volume > 0 && volume < queueCap+reserve
+}
+
 // free is the space left on the reserve's volume for an unprivileged writer.
 func (r *writeReserve) free() (int64, error) {
 	var st unix.Statfs_t

@@ -126,6 +126,8 @@ func fullDisk(t *testing.T, size string, otherWriter, cloudWatchFirst bool) {
 		"AWS_ACCESS_KEY_ID=AKIDHOSTILETEST",
 		"AWS_SECRET_ACCESS_KEY=hostile-test-secret",
 	)
+	// The 256 MiB default cap on a 16 MiB volume is said at start.
+	require.NoError(t, s.AwaitOutput("The queue's volume is smaller than the queue's byte cap", 30*time.Second))
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", s.httpPort)
 	post := func(body []byte) int {
 		resp, err := http.Post(url, "application/x-protobuf", bytes.NewReader(body))
