@@ -196,6 +196,7 @@ type result struct {
 	load     load
 	cpuCores float64 // CPU seconds per second over the measured window
 	rssMiB   float64 // median VmRSS over the measured window
+	anonMiB  float64 // median RssAnon over the measured window
 	peakMiB  float64 // VmHWM at the end of the load
 	sim      *buildsim.Summary
 	refused  float64 // data the receiver refused (its own telemetry)
@@ -355,7 +356,7 @@ func run(ctx context.Context, t target, l load, warmup time.Duration, cw *cloudw
 		return nil, err
 	}
 	t0 := time.Now()
-	var rss []float64
+	var rss, anon []float64
 	tick := time.NewTicker(time.Second)
 sampling:
 	for {
@@ -365,6 +366,9 @@ sampling:
 		case <-tick.C:
 			if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
 				rss = append(rss, float64(r)/1024)
+			}
+			if a, err := binarytest.AnonKiB(p.Pid()); err == nil {
+				anon = append(anon, float64(a)/1024)
 			}
 		}
 	}
@@ -376,7 +380,7 @@ sampling:
 	res.cpuCores = (cpu1 - cpu0) / time.Since(t0).Seconds()
 	_, hwm, _ := binarytest.MemKiB(p.Pid())
 	res.peakMiB = float64(hwm) / 1024
-	res.rssMiB = median(rss)
+	res.rssMiB, res.anonMiB = median(rss), median(anon)
 	if simErr != nil {
 		return nil, fmt.Errorf("%s: buildsim: %w", t.name, simErr)
 	}

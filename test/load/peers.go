@@ -54,7 +54,7 @@ type peer struct {
 
 // peerRun is what one round measured of one peer at one load.
 type peerRun struct {
-	cores, rssMiB, points, spans, seconds float64
+	cores, rssMiB, anonMiB, points, spans, seconds float64
 }
 
 func benchPeers(ctx context.Context, o options) (string, error) {
@@ -95,7 +95,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	}
 	loads := peerLoads(o.duration)
 
-	idle := make(map[string][]float64)
+	idle, idleAnon := make(map[string][]float64), make(map[string][]float64)
 	runs := make(map[string]map[string][]peerRun)
 	for _, p := range peers {
 		runs[p.name] = make(map[string][]peerRun)
@@ -111,7 +111,8 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			idle[p.name] = append(idle[p.name], rss)
+			idle[p.name] = append(idle[p.name], rss.total)
+			idleAnon[p.name] = append(idleAnon[p.name], rss.anon)
 			for _, pl := range loads {
 				if o.only != "" && !strings.Contains(p.name, o.only) && !strings.Contains(pl.name, o.only) {
 					continue
@@ -130,22 +131,22 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 				}
 				e := r.sim.Exports
 				runs[p.name][pl.name] = append(runs[p.name][pl.name], peerRun{
-					cores: r.cpuCores, rssMiB: r.rssMiB,
+					cores: r.cpuCores, rssMiB: r.rssMiB, anonMiB: r.anonMiB,
 					points: float64(e.MetricPoints.Items), spans: float64(e.Spans.Items), seconds: r.sim.Elapsed,
 				})
 			}
 		}
 	}
-	return peersReport(o, peers, loads, idle, runs), nil
+	return peersReport(o, peers, loads, idle, idleAnon, runs), nil
 }
 
-func peersReport(o options, peers []peer, loads []peerLoad, idle map[string][]float64, runs map[string]map[string][]peerRun) string {
+func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon map[string][]float64, runs map[string]map[string][]peerRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Side by side with the contrib assembly (`make bench-peers`)\n\n")
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, measured %s. ", runtime.NumCPU(), cpuModel(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v`. ", o.rounds, o.duration, o.warmup)
 	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
-	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window. ")
+	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, chiefly the binary's, which a memory cgroup can reclaim). ")
 	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic).\n\n")
 
 	fmt.Fprintf(&b, "| figure |")
@@ -181,12 +182,16 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle map[string][]fl
 		return float64(st.Size()) / 1e6
 	}, "%.1f")
 	row("idle RSS (MiB)", func(p peer) float64 { return median(idle[p.name]) }, "%.1f")
+	row("idle RSS, anonymous (MiB)", func(p peer) float64 { return median(idleAnon[p.name]) }, "%.1f")
 	for _, pl := range loads {
 		row(pl.name+": CPU (cores)", func(p peer) float64 {
 			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.cores })
 		}, "%.3f")
 		row(pl.name+": RSS (MiB)", func(p peer) float64 {
 			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.rssMiB })
+		}, "%.1f")
+		row(pl.name+": RSS, anonymous (MiB)", func(p peer) float64 {
+			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.anonMiB })
 		}, "%.1f")
 	}
 	// Per-signal costs from the single-signal loads: CPU seconds per million
@@ -225,26 +230,32 @@ func medianOf(rs []peerRun, f func(peerRun) float64) float64 {
 	return median(v)
 }
 
+// idleMemory is a median VmRSS and RssAnon, in MiB.
+type idleMemory struct{ total, anon float64 }
+
 // idleRSS starts the target, waits until it listens, lets it settle and
-// returns its median RSS over the following seconds.
-func idleRSS(t target, settle time.Duration) (float64, error) {
+// returns its median RSS (all, and anonymous) over the following seconds.
+func idleRSS(t target, settle time.Duration) (idleMemory, error) {
 	p, err := startProcess(t.argv, t.env, "")
 	if err != nil {
-		return 0, err
+		return idleMemory{}, err
 	}
 	defer p.Kill()
 	if err := p.AwaitListening(t.grpcAddr, 60*time.Second); err != nil {
-		return 0, fmt.Errorf("%s: %w", t.name, err)
+		return idleMemory{}, fmt.Errorf("%s: %w", t.name, err)
 	}
 	time.Sleep(settle) // idle is a duration, not a condition
-	var rss []float64
+	var rss, anon []float64
 	for range 5 {
 		if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
 			rss = append(rss, float64(r)/1024)
 		}
+		if a, err := binarytest.AnonKiB(p.Pid()); err == nil {
+			anon = append(anon, float64(a)/1024)
+		}
 		time.Sleep(time.Second)
 	}
-	return median(rss), nil
+	return idleMemory{total: median(rss), anon: median(anon)}, nil
 }
 
 // contribTarget runs the contrib assembly: spans become metrics through

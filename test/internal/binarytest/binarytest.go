@@ -98,6 +98,28 @@ func MemKiB(pid int) (rss, peak int64, err error) {
 	return rss, peak, nil
 }
 
+// AnonKiB returns a process's anonymous resident memory (RssAnon), in KiB:
+// the part of VmRSS that is not file pages (the binary, mapped files), which
+// a memory cgroup cannot reclaim.
+func AnonKiB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return ParseStatusAnon(string(b)), nil
+}
+
+// ParseStatusAnon reads RssAnon from the text of /proc/<pid>/status.
+func ParseStatusAnon(status string) int64 {
+	for _, line := range strings.Split(status, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
 // ParseStatusMem reads VmRSS and VmHWM from the text of /proc/<pid>/status.
 func ParseStatusMem(status string) (rss, peak int64) {
 	for _, line := range strings.Split(status, "\n") {

@@ -33,3 +33,8 @@ func TestEnvWithout(t *testing.T) {
 	assert.NotContains(t, env, "AWS_SECRET_ACCESS_KEY=secret")
 	assert.NotContains(t, env, "GPUBUILD_X=1")
 }
+
+func TestParseStatusAnon(t *testing.T) {
+	assert.Equal(t, int64(9744), ParseStatusAnon("VmRSS:\t   56572 kB\nRssAnon:\t    9744 kB\nRssFile:\t   45424 kB\n"))
+	assert.Zero(t, ParseStatusAnon("VmRSS:\t   56572 kB\n"))
+}
