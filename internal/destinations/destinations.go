@@ -25,10 +25,13 @@ package destinations
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,6 +88,9 @@ const (
 	cloudWatchOTLPExp   = "otlp_http/cloudwatch_otlp"
 	prometheusExp       = "prometheus/destination"
 	remoteWriteExp      = "prometheusremotewrite/destination"
+	remoteWriteQueueExp = "otlp_grpc/remote_write_queue"
+	remoteWriteQueueRcv = "otlp/remote_write_queue"
+	remoteWritePipeline = "metrics/remote_write"
 	otlpGRPCExp         = "otlp_grpc/destination"
 	otlpHTTPExp         = "otlp_http/destination"
 	queueStorage        = "file_storage/queue"
@@ -171,6 +177,7 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 	exporters := cloneMap(asMap(out["exporters"]))
 	processors := cloneMap(asMap(out["processors"]))
 	connectors := cloneMap(asMap(out["connectors"]))
+	receivers := cloneMap(asMap(out["receivers"]))
 	serviceExtensions := asList(service["extensions"])
 	storage := ""
 	if _, ok := extensions[queueStorage]; ok {
@@ -217,12 +224,22 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 			exporters[prometheusExp] = exp
 			cumulativeExporters = append(cumulativeExporters, prometheusExp)
 		case PrometheusRemoteWrite:
-			exp, err := remoteWriteConfig(env, common, asMap(extensions[queueStorage]))
+			rw, err := remoteWriteConfig(env, common, asMap(extensions[queueStorage]))
 			if err != nil {
 				return nil, err
 			}
-			exporters[remoteWriteExp] = exp
-			cumulativeExporters = append(cumulativeExporters, remoteWriteExp)
+			exporters[remoteWriteExp] = rw.exporter
+			if rw.queue == nil {
+				cumulativeExporters = append(cumulativeExporters, remoteWriteExp)
+				break
+			}
+			exporters[remoteWriteQueueExp] = rw.queue
+			receivers[remoteWriteQueueRcv] = rw.queueReceiver
+			pipelines[remoteWritePipeline] = map[string]any{
+				"receivers": []any{remoteWriteQueueRcv},
+				"exporters": []any{remoteWriteExp},
+			}
+			cumulativeExporters = append(cumulativeExporters, remoteWriteQueueExp)
 		case OTLP:
 			id, exp, delta, err := otlpConfig(env, common)
 			if err != nil {
@@ -272,6 +289,7 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 	out["service"] = service
 	out["exporters"] = exporters
 	setIfNotEmpty(out, "extensions", extensions)
+	setIfNotEmpty(out, "receivers", receivers)
 	setIfNotEmpty(out, "processors", processors)
 	setIfNotEmpty(out, "connectors", connectors)
 	return out, nil
@@ -382,13 +400,24 @@ func prometheusConfig(env envReader, c common) (map[string]any, error) {
 	}, nil
 }
 
-func remoteWriteConfig(env envReader, c common, storage map[string]any) (map[string]any, error) {
+// remoteWrite is the generated configuration of prometheus-remote-write:
+// the contrib exporter, and, when the queue directory is configured, the
+// persistent queue in front of it (an OTLP exporter with the file_storage
+// queue, sending over a socket to an OTLP receiver whose pipeline ends in
+// the remote-write exporter).
+type remoteWrite struct {
+	exporter      map[string]any
+	queue         map[string]any // nil: the exporter's in-memory queue or log
+	queueReceiver map[string]any
+}
+
+func remoteWriteConfig(env envReader, c common, storage map[string]any) (remoteWrite, error) {
 	endpoint := env.get(EnvRemoteWriteEndpoint, "")
 	if endpoint == "" {
-		return nil, fmt.Errorf("%s is required by %s=%s (the remote write URL, e.g. http://127.0.0.1:9090/api/v1/write)", EnvRemoteWriteEndpoint, EnvDestinations, PrometheusRemoteWrite)
+		return remoteWrite{}, fmt.Errorf("%s is required by %s=%s (the remote write URL, e.g. http://127.0.0.1:9090/api/v1/write)", EnvRemoteWriteEndpoint, EnvDestinations, PrometheusRemoteWrite)
 	}
 	if err := checkURL(EnvRemoteWriteEndpoint, endpoint); err != nil {
-		return nil, err
+		return remoteWrite{}, err
 	}
 	cfg := map[string]any{
 		"endpoint": endpoint,
@@ -413,23 +442,108 @@ func remoteWriteConfig(env envReader, c common, storage map[string]any) (map[str
 	}
 	useWAL, err := env.boolean(EnvRemoteWriteWAL, "false")
 	if err != nil {
-		return nil, err
+		return remoteWrite{}, err
 	}
-	// The in-memory queue (the default) keeps an outage's samples, not a
-	// restart's; a request the store refuses for good (4xx) is dropped,
-	// logged and counted, and later ones go through. The contrib
-	// write-ahead log keeps samples across a restart too, but on any failed
-	// send it re-reads from its oldest unsent entry: a refused request is
-	// sent again for good, and the log is never truncated again.
-	if dir, _ := storage["directory"].(string); dir != "" && *useWAL {
+	dir, _ := storage["directory"].(string)
+	switch {
+	case dir != "" && *useWAL:
+		// The contrib write-ahead log keeps samples across a restart, but
+		// on any failed send it re-reads from its oldest unsent entry: a
+		// refused request is sent again for good, and the log is never
+		// truncated again.
 		cfg["wal"] = map[string]any{
 			"directory": strings.TrimRight(dir, "/") + "/prometheus-remote-write-wal",
 			// The log is sent (and truncated) this often: remote write
 			// lags by up to this much.
 			"truncate_frequency": "5s",
 		}
+		return remoteWrite{exporter: cfg}, nil
+	case dir == "":
+		// No queue directory: the in-memory queue keeps an outage's
+		// samples, not a restart's.
+		return remoteWrite{exporter: cfg}, nil
 	}
-	return cfg, nil
+	// The persistent queue: the contrib exporter has none, so an OTLP
+	// exporter with the file_storage queue holds the data, in order (one
+	// consumer), and hands it over a socket to a receiver whose pipeline
+	// ends in the remote-write exporter. That exporter sends synchronously
+	// (no queue of its own, no retry of its own): the receiver answers, and
+	// the queue deletes a request, only once Prometheus stored it. A
+	// refusal for good (4xx) comes back as a permanent error (gRPC
+	// InvalidArgument), which the queue drops; anything else is retried
+	// from the queue, across restarts. A request sent again after a lost
+	// answer holds the samples Prometheus already has (same series,
+	// timestamps and values), which it accepts as duplicates.
+	cfg["remote_write_queue"] = map[string]any{"enabled": false}
+	cfg["retry_on_failure"] = map[string]any{"enabled": false}
+	socket, err := remoteWriteSocket(dir)
+	if err != nil {
+		return remoteWrite{}, err
+	}
+	queue := cloneMap(c.queue)
+	queue["num_consumers"] = 1
+	return remoteWrite{
+		exporter: cfg,
+		queue: map[string]any{
+			"endpoint":    "unix://" + socket,
+			"tls":         map[string]any{"insecure": true},
+			"compression": "none",
+			// Longer than one remote-write request (its own timeout).
+			"timeout":          "30s",
+			"sending_queue":    queue,
+			"retry_on_failure": c.retry,
+		},
+		queueReceiver: map[string]any{
+			"protocols": map[string]any{
+				"grpc": map[string]any{
+					"endpoint":  socket,
+					"transport": "unix",
+					// A batch of the queue is up to 20,000 points.
+					"max_recv_msg_size_mib": 64,
+				},
+			},
+		},
+	}, nil
+}
+
+// remoteWriteSocket is the Unix socket between the remote-write queue and
+// its exporter, in the queue directory (one collector per directory:
+// file_storage locks it), or, where that path is too long for a socket
+// address, in the temporary directory under a name made from it. A socket
+// file a killed collector left behind is removed; one that answers belongs
+// to a running collector and is left alone (its listener then fails at
+// start, naming the address).
+func remoteWriteSocket(queueDir string) (string, error) {
+	path := filepath.Join(queueDir, remoteWriteSocketName)
+	if len(path) > maxSocketPath {
+		sum := sha256.Sum256([]byte(filepath.Clean(queueDir)))
+		path = filepath.Join(os.TempDir(), "otelcol-gpubuild-"+hex.EncodeToString(sum[:8])+"-"+remoteWriteSocketName)
+	}
+	if len(path) > maxSocketPath {
+		return "", fmt.Errorf("%s=%s: no socket path short enough for the remote-write queue (%s)", EnvDestinations, PrometheusRemoteWrite, path)
+	}
+	removeStaleSocket(path)
+	return path, nil
+}
+
+const (
+	remoteWriteSocketName = "remote-write.sock"
+	// Linux's sun_path holds 108 bytes with the terminating NUL.
+	maxSocketPath = 107
+)
+
+// removeStaleSocket removes path when it is a socket nobody listens on.
+func removeStaleSocket(path string) {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().Type() != os.ModeSocket {
+		return
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		_ = c.Close()
+		return
+	}
+	_ = os.Remove(path)
 }
 
 func otlpConfig(env envReader, c common) (id string, cfg map[string]any, delta bool, err error) {

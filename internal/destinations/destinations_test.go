@@ -1,6 +1,10 @@
 package destinations
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,7 +77,10 @@ func TestAllDestinations(t *testing.T) {
 	cumulative := pipeline(t, out, "metrics/cumulative")
 	assert.Equal(t, []any{"forward/cumulative"}, cumulative["receivers"])
 	assert.Equal(t, []any{"deltatocumulative/destinations"}, cumulative["processors"])
-	assert.ElementsMatch(t, []any{"otlp_http/cloudwatch_otlp", "prometheus/destination", "prometheusremotewrite/destination", "otlp_http/destination"}, cumulative["exporters"])
+	assert.ElementsMatch(t, []any{"otlp_http/cloudwatch_otlp", "prometheus/destination", "otlp_grpc/remote_write_queue", "otlp_http/destination"}, cumulative["exporters"])
+	remoteWrite := pipeline(t, out, "metrics/remote_write")
+	assert.Equal(t, []any{"otlp/remote_write_queue"}, remoteWrite["receivers"])
+	assert.Equal(t, []any{"prometheusremotewrite/destination"}, remoteWrite["exporters"])
 
 	exporters := out["exporters"].(map[string]any)
 	cw := exporters["otlp_http/cloudwatch_otlp"].(map[string]any)
@@ -90,7 +97,7 @@ func TestAllDestinations(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:9464", prom["endpoint"])
 
 	rw := exporters["prometheusremotewrite/destination"].(map[string]any)
-	assert.NotContains(t, rw, "wal", "the in-memory queue is the default")
+	assert.NotContains(t, rw, "wal", "the persistent queue is the default")
 	assert.Equal(t, map[string]any{"enabled": false}, rw["target_info"], "resource attributes are labels; no target_info series")
 	assert.Equal(t, map[string]any{"enabled": true}, rw["resource_to_telemetry_conversion"])
 
@@ -99,7 +106,7 @@ func TestAllDestinations(t *testing.T) {
 
 	// Each sending destination has its own persistent queue (distinct
 	// exporter ids give distinct keys in the one file_storage).
-	for _, id := range []string{"otlp_http/cloudwatch_otlp", "otlp_http/destination"} {
+	for _, id := range []string{"otlp_http/cloudwatch_otlp", "otlp_grpc/remote_write_queue", "otlp_http/destination"} {
 		q := exporters[id].(map[string]any)["sending_queue"].(map[string]any)
 		assert.Equal(t, "file_storage/queue", q["storage"], id)
 		assert.Equal(t, false, q["block_on_overflow"], id)
@@ -114,20 +121,82 @@ func TestRemoteWriteQueueOrWAL(t *testing.T) {
 	vals := map[string]string{EnvDestinations: "prometheus-remote-write", EnvRemoteWriteEndpoint: "http://127.0.0.1:9090/api/v1/write"}
 	out, err := Apply(cfg, env(vals))
 	require.NoError(t, err)
-	rw := out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
-	assert.NotContains(t, rw, "wal", "the in-memory queue is the default")
-	assert.Equal(t, map[string]any{"enabled": true, "queue_size": 10000, "num_consumers": 1}, rw["remote_write_queue"])
+
+	// Default: the persistent queue in front of a synchronous exporter.
+	exporters := out["exporters"].(map[string]any)
+	rw := exporters["prometheusremotewrite/destination"].(map[string]any)
+	assert.NotContains(t, rw, "wal")
+	assert.Equal(t, map[string]any{"enabled": false}, rw["remote_write_queue"], "the exporter sends synchronously: the queue deletes a request once stored")
+	assert.Equal(t, map[string]any{"enabled": false}, rw["retry_on_failure"], "retried from the persistent queue, not inside one export")
 	assert.Equal(t, 1, rw["max_batch_request_parallelism"])
+	queue := exporters["otlp_grpc/remote_write_queue"].(map[string]any)
+	sq := queue["sending_queue"].(map[string]any)
+	assert.Equal(t, "file_storage/queue", sq["storage"])
+	assert.Equal(t, 1, sq["num_consumers"], "one consumer keeps the samples in order")
+	assert.Equal(t, false, sq["block_on_overflow"])
+	assert.Equal(t, true, queue["retry_on_failure"].(map[string]any)["enabled"])
+	assert.Equal(t, "unix:///q/remote-write.sock", queue["endpoint"])
+	grpc := out["receivers"].(map[string]any)["otlp/remote_write_queue"].(map[string]any)["protocols"].(map[string]any)["grpc"].(map[string]any)
+	assert.Equal(t, "/q/remote-write.sock", grpc["endpoint"])
+	assert.Equal(t, "unix", grpc["transport"])
+	assert.Contains(t, out["receivers"], "otlp", "the configuration's own receivers stay")
+	assert.Equal(t, []any{"otlp_grpc/remote_write_queue"}, pipeline(t, out, "metrics/cumulative")["exporters"])
+
+	// Without a queue directory: the exporter's in-memory queue.
+	noStorage := defaultConfig(t)
+	delete(noStorage["extensions"].(map[string]any), "file_storage/queue")
+	out, err = Apply(noStorage, env(vals))
+	require.NoError(t, err)
+	rw = out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
+	assert.Equal(t, map[string]any{"enabled": true, "queue_size": 10000, "num_consumers": 1}, rw["remote_write_queue"])
+	assert.NotContains(t, out["exporters"], "otlp_grpc/remote_write_queue")
+	assert.Equal(t, []any{"prometheusremotewrite/destination"}, pipeline(t, out, "metrics/cumulative")["exporters"])
 
 	vals[EnvRemoteWriteWAL] = "true"
 	out, err = Apply(cfg, env(vals))
 	require.NoError(t, err)
 	rw = out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
 	assert.Equal(t, "/q/prometheus-remote-write-wal", rw["wal"].(map[string]any)["directory"])
+	assert.NotContains(t, out["exporters"], "otlp_grpc/remote_write_queue", "the log instead of the queue")
 
 	vals[EnvRemoteWriteWAL] = "sometimes"
 	_, err = Apply(cfg, env(vals))
 	require.ErrorContains(t, err, `GPUBUILD_PROMETHEUS_REMOTE_WRITE_WAL: "sometimes" is not a boolean (accepted: true, false)`)
+}
+
+// The socket lives in the queue directory; a directory too deep for a
+// socket address (108 bytes) gets one in the temporary directory named
+// after it. A socket left by a killed collector is removed, a live one is
+// left alone.
+func TestRemoteWriteSocket(t *testing.T) {
+	dir := t.TempDir()
+	path, err := remoteWriteSocket(dir)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "remote-write.sock"), path)
+
+	deep := "/" + strings.Repeat("d", 120)
+	path, err = remoteWriteSocket(deep)
+	require.NoError(t, err)
+	sum := sha256.Sum256([]byte(deep))
+	assert.Equal(t, filepath.Join(os.TempDir(), "otelcol-gpubuild-"+hex.EncodeToString(sum[:8])+"-remote-write.sock"), path)
+
+	live := filepath.Join(dir, "remote-write.sock")
+	ln, err := net.Listen("unix", live)
+	require.NoError(t, err)
+	_, err = remoteWriteSocket(dir)
+	require.NoError(t, err)
+	assert.FileExists(t, live, "a socket that answers is left alone")
+
+	// A killed listener leaves its file behind.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, ln.Close())
+	require.FileExists(t, live)
+	_, err = remoteWriteSocket(dir)
+	require.NoError(t, err)
+	assert.NoFileExists(t, live, "a socket nobody listens on is removed")
+	ln, err = net.Listen("unix", live)
+	require.NoError(t, err, "so the receiver can listen on it again")
+	require.NoError(t, ln.Close())
 }
 
 func TestWithoutCloudWatch(t *testing.T) {

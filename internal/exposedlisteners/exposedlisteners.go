@@ -77,6 +77,11 @@ func exposed(server map[string]any) bool {
 	if server["tls"] != nil || server["auth"] != nil {
 		return false
 	}
+	if t, _ := server["transport"].(string); t == "unix" || t == "unixpacket" {
+		// A socket file, or an abstract socket (@name) in the network
+		// namespace: no further than loopback.
+		return false
+	}
 	return !loopback(endpoint)
 }
 

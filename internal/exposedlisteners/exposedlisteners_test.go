@@ -39,6 +39,9 @@ func TestFind(t *testing.T) {
 			"otlp": map[string]any{"protocols": map[string]any{"grpc": map[string]any{"endpoint": "${env:HOST}:4317"}}},
 			"nvml": map[string]any{"collection_interval": "10s"},
 		}}, nil},
+		{"unix sockets, a file and an abstract one", otlp(
+			map[string]any{"endpoint": "@otelcol-gpubuild-remote-write-0123", "transport": "unix"},
+			map[string]any{"endpoint": "/run/otelcol/otlp.sock", "transport": "unix"}), nil},
 		{"no receivers", map[string]any{}, nil},
 	}
 	for _, tt := range tests {

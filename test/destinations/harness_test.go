@@ -191,6 +191,53 @@ func startCountingProxy(t testing.TB, target string) *countingProxy {
 }
 
 // byLabel runs a `sum by (label)` query and returns label value -> sum.
+// promSeries is one series of a range selector's answer: its samples'
+// values in time order.
+type promSeries struct {
+	Metric map[string]string
+	Values []float64
+}
+
+// samples runs an instant query of a range selector (e.g. `m[1h]`) and
+// returns every stored sample of each series.
+func (p *prometheusServer) samples(rangeSelector string) ([]promSeries, error) {
+	resp, err := http.Get(p.URL + "/api/v1/query?query=" + url.QueryEscape(rangeSelector))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s", rangeSelector, body.Error)
+	}
+	out := make([]promSeries, 0, len(body.Data.Result))
+	for _, r := range body.Data.Result {
+		sr := promSeries{Metric: r.Metric}
+		for _, pair := range r.Values {
+			var v float64
+			s, _ := pair[1].(string)
+			if _, err := fmt.Sscan(s, &v); err != nil {
+				return nil, err
+			}
+			sr.Values = append(sr.Values, v)
+		}
+		out = append(out, sr)
+	}
+	return out, nil
+}
+
 func (p *prometheusServer) byLabel(promql, label string) (map[string]float64, error) {
 	samples, err := p.query(promql)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -283,4 +284,84 @@ func TestOTLPRefusalsLoseOnlyTheirPart(t *testing.T) {
 		return sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp") == 2
 	}), "otelcol_exporter_send_failed_metric_points for cloudwatch-otlp: %v", sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp"))
 	require.Zero(t, sendFailedPoints(t, p, "otlp_http/destination"), "a partial success is not a failed send")
+}
+
+// Remote write is down while the collector is stopped (SIGTERM) and
+// started again on the same queue directory, with workloads before and
+// after the restart: the persistent queue keeps what the first process
+// accepted, and once the store answers it holds every request of both
+// processes, each once. The cumulative conversion is in memory, so the
+// derived series start again from zero after the restart (a counter reset
+// in Prometheus); the totals are read from the stored samples the way
+// Prometheus' increase() reads them, without its extrapolation.
+func TestRemoteWriteOutageAcrossARestartLosesNothing(t *testing.T) {
+	s := startStores(t)
+	s.remoteIn.down.Store(true)
+	p := newCollectorPorts(t)
+	queueDir := t.TempDir()
+	env := append(s.env(p, queueDir), "GPUBUILD_DESTINATIONS=prometheus-remote-write")
+
+	c := startCollector(t, p, env)
+	first := truthTotals(runSim(t, simConfig(p, "vector-index-build", 51)))
+	require.True(t, binarytest.Eventually(time.Minute, func() bool { return s.remoteIn.refused.Load() > 0 }), "remote write was tried")
+	_, err := c.Stop(60 * time.Second)
+	require.NoError(t, err)
+
+	startCollector(t, p, env)
+	second := simConfig(p, "vector-index-build", 52)
+	second.InstanceID = "vector-index-build-1" // a restarted service: new series
+	want := truthTotals(runSim(t, second))
+	for k, v := range first {
+		want[k] += v
+	}
+	s.remoteIn.down.Store(false)
+
+	var got totals
+	ok := binarytest.Eventually(2*time.Minute, func() bool {
+		got, err = resetAwareTotals(s.remote)
+		return err == nil && maps.Equal(got, want)
+	})
+	require.True(t, ok, "remote write: got %v (%v), want %v", got, err, want)
+}
+
+// resetAwareTotals is prometheusTotals over every stored sample of each
+// series: a value lower than the one before is a reset (the series counted
+// again from zero), so a series' total is its last value plus the value
+// before each reset.
+func resetAwareTotals(p *prometheusServer) (totals, error) {
+	out := totals{}
+	add := func(key, selector, label string) error {
+		series, err := p.samples(selector + "[1h]")
+		if err != nil {
+			return err
+		}
+		for _, sr := range series {
+			total, prev := 0.0, 0.0
+			for i, v := range sr.Values {
+				if i > 0 && v < prev {
+					total += prev
+				}
+				prev = v
+			}
+			total += prev
+			k := key
+			if label != "" {
+				k = key + "{" + sr.Metric[label] + "}"
+			}
+			out[k] += total
+		}
+		return nil
+	}
+	for _, q := range []struct{ key, selector, label string }{
+		{"build.jobs", "build_jobs_total", "build_result"},
+		{"build.stage.runs", "build_stage_runs_total", ""},
+		{"api.requests", "api_requests_total", ""},
+		{"sdk.counter", "buildsvc_vectors_indexed_total", ""},
+		{"sdk.histogram.count", "buildsvc_index_size_bytes_count", ""},
+	} {
+		if err := add(q.key, q.selector, q.label); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
