@@ -91,37 +91,53 @@ type promSample struct {
 }
 
 func (p *prometheusServer) query(promql string) ([]promSample, error) {
+	var result []struct {
+		Metric map[string]string `json:"metric"`
+		Value  [2]any            `json:"value"`
+	}
+	if err := p.get(promql, &result); err != nil {
+		return nil, err
+	}
+	out := make([]promSample, 0, len(result))
+	for _, r := range result {
+		v, err := sampleValue(r.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, promSample{Metric: r.Metric, Value: v})
+	}
+	return out, nil
+}
+
+// get runs an instant query and decodes its data's result into result.
+func (p *prometheusServer) get(promql string, result any) error {
 	resp, err := http.Get(p.URL + "/api/v1/query?query=" + url.QueryEscape(promql))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
 		Data   struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
+			Result json.RawMessage `json:"result"`
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, err
+		return err
 	}
 	if body.Status != "success" {
-		return nil, fmt.Errorf("query %s: %s", promql, body.Error)
+		return fmt.Errorf("query %s: %s", promql, body.Error)
 	}
-	out := make([]promSample, 0, len(body.Data.Result))
-	for _, r := range body.Data.Result {
-		var v float64
-		s, _ := r.Value[1].(string)
-		if _, err := fmt.Sscan(s, &v); err != nil {
-			return nil, err
-		}
-		out = append(out, promSample{Metric: r.Metric, Value: v})
-	}
-	return out, nil
+	return json.Unmarshal(body.Data.Result, result)
+}
+
+// sampleValue reads a [timestamp, "value"] pair of the HTTP API.
+func sampleValue(pair [2]any) (float64, error) {
+	var v float64
+	s, _ := pair[1].(string)
+	_, err := fmt.Sscan(s, &v)
+	return v, err
 }
 
 // countingProxy forwards to target and counts requests and body bytes:
@@ -201,34 +217,19 @@ type promSeries struct {
 // samples runs an instant query of a range selector (e.g. `m[1h]`) and
 // returns every stored sample of each series.
 func (p *prometheusServer) samples(rangeSelector string) ([]promSeries, error) {
-	resp, err := http.Get(p.URL + "/api/v1/query?query=" + url.QueryEscape(rangeSelector))
-	if err != nil {
+	var result []struct {
+		Metric map[string]string `json:"metric"`
+		Values [][2]any          `json:"values"`
+	}
+	if err := p.get(rangeSelector, &result); err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Metric map[string]string `json:"metric"`
-				Values [][2]any          `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, err
-	}
-	if body.Status != "success" {
-		return nil, fmt.Errorf("query %s: %s", rangeSelector, body.Error)
-	}
-	out := make([]promSeries, 0, len(body.Data.Result))
-	for _, r := range body.Data.Result {
+	out := make([]promSeries, 0, len(result))
+	for _, r := range result {
 		sr := promSeries{Metric: r.Metric}
 		for _, pair := range r.Values {
-			var v float64
-			s, _ := pair[1].(string)
-			if _, err := fmt.Sscan(s, &v); err != nil {
+			v, err := sampleValue(pair)
+			if err != nil {
 				return nil, err
 			}
 			sr.Values = append(sr.Values, v)
