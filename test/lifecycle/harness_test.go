@@ -90,6 +90,17 @@ func (e *env) startCollectorOn(bin, config string) *collector {
 		"AWS_SECRET_ACCESS_KEY=lifecycleSecret", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"),
 		"--config", config)
 	require.NoError(t, p.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", e.health), 60*time.Second))
+	t.Cleanup(func() {
+		if t.Failed() {
+			// What each process restored at start, which the output's tail
+			// may no longer reach back to.
+			for _, line := range strings.Split(p.Output.String(), "\n") {
+				if strings.Contains(line, "Restored") {
+					t.Logf("%s: %s", filepath.Base(bin), line)
+				}
+			}
+		}
+	})
 	return &collector{t: t, Process: p}
 }
 
