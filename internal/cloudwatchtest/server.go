@@ -104,9 +104,12 @@ type Request struct {
 
 // Server is a running endpoint. Its methods are safe for concurrent use.
 type Server struct {
-	mu          sync.Mutex
-	addr        string
-	srv         *http.Server
+	mu   sync.Mutex
+	addr string
+	srv  *http.Server
+	// ln is closed here as well as by srv.Close: a Serve goroutine that has
+	// not run yet would otherwise keep the port until it does.
+	ln          net.Listener
 	down        bool
 	datums      []Datum
 	requests    []Request
@@ -144,7 +147,7 @@ func Start(addr string) (*Server, error) {
 
 func (s *Server) serve(ln net.Listener) {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.srv = srv
+	s.srv, s.ln = srv, ln
 	go func() { _ = srv.Serve(ln) }()
 }
 
@@ -156,10 +159,17 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.down = true
+	return s.stop()
+}
+
+// stop closes the listener now and every connection.
+func (s *Server) stop() error {
 	if s.srv == nil {
 		return nil
 	}
-	return s.srv.Close()
+	err := s.srv.Close()
+	_ = s.ln.Close() // already closed when Serve had started
+	return err
 }
 
 // SetDown takes the endpoint down or up. SetDown(true) closes the listener and every open connection: a request on
@@ -173,7 +183,7 @@ func (s *Server) SetDown(down bool) error {
 	}
 	if down {
 		s.down = true
-		return s.srv.Close()
+		return s.stop()
 	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {

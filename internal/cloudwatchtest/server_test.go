@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -271,6 +272,22 @@ func TestOutageKeepsThePort(t *testing.T) {
 		values = append(values, *d.Value)
 	}
 	assert.Equal(t, []float64{1, 3}, values)
+}
+
+// An outage right after Start (or right after the last one ended) must free
+// the port at once, before the server's goroutine has run: on a busy
+// machine that goroutine can start after SetDown(false) listens again.
+func TestOutageRightAfterStartFreesThePort(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range 50 {
+		s, err := Start("127.0.0.1:0")
+		require.NoError(t, err)
+		for range 3 {
+			require.NoError(t, s.SetDown(true))
+			require.NoError(t, s.SetDown(false))
+		}
+		require.NoError(t, s.Close())
+	}
 }
 
 func TestClockAndOnAccept(t *testing.T) {
