@@ -6,7 +6,8 @@
 // telemetry follows docs/build-service-contract.md. It keeps its own ground
 // truth (runs by result, requests by route/method/status class) and serves
 // it on GET /_truth. POST /_flush sends the spans and log records waiting in
-// the SDK's batches at once. Both are left out of the instrumentation so
+// the SDK's batches and a metric export at once, and answers once the
+// collector took them (500 if an export failed). Both are left out of the instrumentation so
 // that reading the truth or flushing does not change it.
 //
 // Environment: PORT (default 1025), OTEL_EXPORTER_OTLP_PROTOCOL (grpc or
@@ -23,7 +24,8 @@ const { BatchLogRecordProcessor } = require('@opentelemetry/sdk-logs');
 const { resourceFromAttributes } = require('@opentelemetry/resources');
 
 const TRUTH_PATH = '/_truth';
-// POST: send the spans and log records waiting in the SDK's batches now.
+// POST: send the spans and log records waiting in the SDK's batches, and the
+// metrics, now.
 const FLUSH_PATH = '/_flush';
 const UNCOUNTED = new Set([TRUTH_PATH, FLUSH_PATH]);
 
@@ -49,14 +51,15 @@ function exporters(protocol) {
 const exp = exporters(process.env.OTEL_EXPORTER_OTLP_PROTOCOL || 'grpc');
 const spanBatch = new BatchSpanProcessor(exp.traces);
 const logBatch = new BatchLogRecordProcessor({ exporter: exp.logs });
+const metricReader = new PeriodicExportingMetricReader({
+  exporter: exp.metrics,
+  exportIntervalMillis: Number(process.env.OTEL_METRIC_EXPORT_INTERVAL || 60000),
+});
 const sdk = new NodeSDK({
   // A restarted process is a new instance with new start times.
   resource: resourceFromAttributes({ 'service.instance.id': crypto.randomUUID() }),
   spanProcessors: [spanBatch],
-  metricReaders: [new PeriodicExportingMetricReader({
-    exporter: exp.metrics,
-    exportIntervalMillis: Number(process.env.OTEL_METRIC_EXPORT_INTERVAL || 60000),
-  })],
+  metricReaders: [metricReader],
   logRecordProcessors: [logBatch],
   instrumentations: [
     new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => UNCOUNTED.has(req.url) }),
@@ -168,7 +171,7 @@ app.get(TRUTH_PATH, (req, res) => res.json(truth));
 
 app.post(FLUSH_PATH, async (req, res) => {
   try {
-    await Promise.all([spanBatch.forceFlush(), logBatch.forceFlush()]);
+    await Promise.all([spanBatch.forceFlush(), logBatch.forceFlush(), metricReader.forceFlush()]);
     res.status(204).end();
   } catch (err) {
     res.status(500).json({ error: String(err) });

@@ -85,6 +85,9 @@ func TestLifecycleKill9(t *testing.T) {
 	await(t, 30*time.Second, "the wave's runs derived", func() (bool, string) {
 		return e.landed(name).Jobs["success"] >= 1, ""
 	})
+	// And the service's cumulative histograms: after the kill the new
+	// process must go on from the totals already sent, not send them again.
+	e.awaitSDKDelivered(name, tr)
 	col.kill9()
 	e.startCollector(binary(t))
 	svc.wave(tr, 20)

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -144,9 +145,37 @@ type tally struct {
 	seq      int
 	Jobs     map[string]int
 	Requests map[string]int
+	// Recounted are requests api.requests may count a second time by
+	// design (the upgrade from a release without derivation state); the
+	// histograms must still land exactly Requests.
+	Recounted map[string]int
 }
 
-func newTally() *tally { return &tally{Jobs: map[string]int{}, Requests: map[string]int{}} }
+func newTally() *tally {
+	return &tally{Jobs: map[string]int{}, Requests: map[string]int{}, Recounted: map[string]int{}}
+}
+
+// recountSoFar marks every request made so far as counted twice in
+// api.requests.
+func (tr *tally) recountSoFar() {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for k, v := range tr.Requests {
+		tr.Recounted[k] = v
+	}
+}
+
+// apiRequests is what api.requests must land: each request once, those
+// in Recounted twice.
+func (tr *tally) apiRequests() map[string]int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := maps.Clone(tr.Requests)
+	for k, v := range tr.Recounted {
+		out[k] += v
+	}
+	return out
+}
 
 func (tr *tally) request(route, method string, status int) {
 	tr.mu.Lock()
@@ -253,6 +282,9 @@ func merged(ts ...*tally) *tally {
 		}
 		for k, v := range tr.Requests {
 			out.Requests[k] += v
+		}
+		for k, v := range tr.Recounted {
+			out.Recounted[k] += v
 		}
 	}
 	return out

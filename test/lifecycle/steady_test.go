@@ -30,6 +30,11 @@ const scenarioDeadline = 90 * time.Second
 // a scenario sees several points per series without waiting minutes.
 var shortMetrics = serviceOptions{MetricInterval: 2 * time.Second}
 
+// flushedMetrics is for scenarios that must know which collector saw which
+// metric export: the SDK exports its metrics only when the test flushes it
+// (and at its shutdown).
+var flushedMetrics = serviceOptions{MetricInterval: time.Hour}
+
 // acrossRestarts is for scenarios that restart the collector under the
 // service: OTLP/HTTP, whose JavaScript exporter retries a refused
 // connection, where its gRPC exporter drops any batch sent while the
