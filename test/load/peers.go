@@ -84,7 +84,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	}
 	peers := []peer{
 		{name: "otelcol-gpubuild", bin: filepath.Join(o.root, "bin", "otelcol-gpubuild"), cw: cw, target: func(tmp string, round int) (target, error) {
-			return sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-%d-%d", round, time.Now().UnixNano())))
+			return sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-%d-%d", round, time.Now().UnixNano())), o.sidecarEnv...)
 		}},
 		{name: "contrib assembly", bin: contrib, target: func(tmp string, _ int) (target, error) {
 			return contribTarget(contrib, tmp, logs.endpoint())
@@ -144,7 +144,14 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon map[s
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Side by side with the contrib assembly (`make bench-peers`)\n\n")
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, measured %s. ", runtime.NumCPU(), cpuModel(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
-	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v`. ", o.rounds, o.duration, o.warmup)
+	var extra strings.Builder
+	for _, kv := range o.sidecarEnv {
+		fmt.Fprintf(&extra, " -sidecar-env %s", kv)
+	}
+	if o.only != "" {
+		fmt.Fprintf(&extra, " -only %q", o.only)
+	}
+	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v%s`. ", o.rounds, o.duration, o.warmup, extra.String())
 	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
 	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, chiefly the binary's, which a memory cgroup can reclaim). ")
 	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic).\n\n")
