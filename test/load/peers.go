@@ -153,7 +153,7 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon map[s
 	}
 	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v%s`. ", o.rounds, o.duration, o.warmup, extra.String())
 	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
-	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, chiefly the binary's, which a memory cgroup can reclaim). ")
+	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, chiefly the binary's, which a memory cgroup can reclaim). Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ")
 	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic).\n\n")
 
 	fmt.Fprintf(&b, "| figure |")
