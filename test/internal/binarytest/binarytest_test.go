@@ -3,6 +3,7 @@ package binarytest
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,4 +38,20 @@ func TestEnvWithout(t *testing.T) {
 func TestParseStatusAnon(t *testing.T) {
 	assert.Equal(t, int64(9744), ParseStatusAnon("VmRSS:\t   56572 kB\nRssAnon:\t    9744 kB\nRssFile:\t   45424 kB\n"))
 	assert.Zero(t, ParseStatusAnon("VmRSS:\t   56572 kB\n"))
+}
+
+// A process that handles SIGTERM stops without error; one that dies of it
+// (as the collector does before its handler is installed) is named so.
+func TestStopTellsAHandledSIGTERMFromDeathBySIGTERM(t *testing.T) {
+	handled, err := Start([]string{"sh", "-c", `trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done`}, nil, 1024)
+	require.NoError(t, err)
+	require.NoError(t, handled.AwaitOutput("ready", 10*time.Second))
+	_, err = handled.Stop(10 * time.Second)
+	require.NoError(t, err)
+
+	unhandled, err := Start([]string{"sleep", "30"}, nil, 1024)
+	require.NoError(t, err)
+	_, err = unhandled.Stop(10 * time.Second)
+	require.ErrorContains(t, err, "signal: terminated")
+	require.ErrorContains(t, err, "before the collector's signal handler was installed")
 }

@@ -1,6 +1,7 @@
 package binarytest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -90,11 +91,28 @@ func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
+		if diedOf(p.err, syscall.SIGTERM) {
+			// A collector that handles SIGTERM exits with a status, never
+			// by the signal; otelcol installs its handler only after every
+			// component started (and the health check turned ready), so a
+			// SIGTERM in between ends the process as kill -9 would.
+			return time.Since(start), fmt.Errorf("%w: the SIGTERM came before the collector's signal handler was installed", p.err)
+		}
 		return time.Since(start), p.err
 	case <-time.After(timeout):
 		p.Kill()
 		return time.Since(start), fmt.Errorf("no exit within %v of SIGTERM:\n%s", timeout, Tail(p.Output.String(), 6000))
 	}
+}
+
+// diedOf tells whether err is the exit of a process killed by sig.
+func diedOf(err error, sig syscall.Signal) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 // Kill9 kills the process without warning, as the OOM killer would, and
