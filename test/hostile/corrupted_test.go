@@ -40,8 +40,7 @@ func TestDamagedQueueFileIsMovedAside(t *testing.T) {
 	first := startSidecar(t, dir)
 	require.True(t, binarytest.Eventually(30*time.Second, func() bool { return len(storageFiles(t, dir)) > 0 }),
 		"the sidecar created its queue and state files")
-	_, err := first.Stop(30 * time.Second)
-	require.NoError(t, err)
+	stopSoonAfterReady(t, first)
 
 	damaged := storageFiles(t, dir)
 	junk := make([]byte, 4*4096)
@@ -78,6 +77,6 @@ func TestDamagedQueueFileIsMovedAside(t *testing.T) {
 	}))
 	assert.False(t, second.Exited())
 	assert.True(t, binarytest.Healthy(second.health))
-	_, err = second.Stop(30 * time.Second)
+	_, err := second.Stop(30 * time.Second)
 	assert.NoError(t, err, "a clean exit")
 }

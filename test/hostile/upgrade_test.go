@@ -48,9 +48,5 @@ func TestRetiredQueueSizeVariableIsNamed(t *testing.T) {
 	s := startSidecar(t, t.TempDir(), "GPUBUILD_QUEUE_SIZE=5000", "GPUBUILD_QUEUE_BYTES=1048576")
 	assert.Contains(t, s.Output.String(), queueSizeNotice)
 	assert.Contains(t, s.Output.String(), "now 1048576")
-	// Stopping is cleanup here: a SIGTERM this soon after the health check
-	// turned ready can come before otelcol installs its signal handler
-	// (after every component started), which ends the sidecar as kill -9
-	// would; that window is not what this test is about.
-	_, _ = s.Stop(30 * time.Second)
+	stopSoonAfterReady(t, s)
 }

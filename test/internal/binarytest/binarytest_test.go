@@ -53,5 +53,5 @@ func TestStopTellsAHandledSIGTERMFromDeathBySIGTERM(t *testing.T) {
 	require.NoError(t, err)
 	_, err = unhandled.Stop(10 * time.Second)
 	require.ErrorContains(t, err, "signal: terminated")
-	require.ErrorContains(t, err, "before the collector's signal handler was installed")
+	require.ErrorIs(t, err, ErrSIGTERMBeforeHandler)
 }

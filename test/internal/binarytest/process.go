@@ -96,7 +96,7 @@ func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
 			// by the signal; otelcol installs its handler only after every
 			// component started (and the health check turned ready), so a
 			// SIGTERM in between ends the process as kill -9 would.
-			return time.Since(start), fmt.Errorf("%w: the SIGTERM came before the collector's signal handler was installed", p.err)
+			return time.Since(start), fmt.Errorf("%w: %w", p.err, ErrSIGTERMBeforeHandler)
 		}
 		return time.Since(start), p.err
 	case <-time.After(timeout):
@@ -104,6 +104,11 @@ func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
 		return time.Since(start), fmt.Errorf("no exit within %v of SIGTERM:\n%s", timeout, Tail(p.Output.String(), 6000))
 	}
 }
+
+// ErrSIGTERMBeforeHandler is in Stop's error when the process died of the
+// SIGTERM, which a collector does only before otelcol installs its signal
+// handler (after every component started): it ended as kill -9 would.
+var ErrSIGTERMBeforeHandler = errors.New("the SIGTERM came before the collector's signal handler was installed")
 
 // diedOf tells whether err is the exit of a process killed by sig.
 func diedOf(err error, sig syscall.Signal) bool {
