@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,24 +76,7 @@ func TestOverload(t *testing.T) {
 	})
 	payload := burstTraces(t, 4<<20)
 
-	var peakRSS atomic.Int64
-	stopSampling := make(chan struct{})
-	var sampling sync.WaitGroup
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		for {
-			rss, _ := e.col.rssKiB()
-			if rss > peakRSS.Load() {
-				peakRSS.Store(rss)
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}()
+	sampleMem := binarytest.SampleMem(e.col.Pid(), 10*time.Millisecond)
 
 	var mu sync.Mutex
 	statuses := map[int]int{}
@@ -121,14 +103,13 @@ func TestOverload(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stopSampling)
-	sampling.Wait()
+	peakRSS := sampleMem().RSS
 	_, hwm := e.col.rssKiB()
 
 	samples := e.scrape()
 	refused, _ := samples.Sum("otelcol_processor_memory_limiter_refused_spans", nil)
 	t.Logf("burst of %d x %d KiB requests: statuses %v; memory_limiter refused %v spans; peak RSS sampled %d KiB, VmHWM %d KiB (limit_mib %d, budget %d MiB)",
-		senders, len(payload)>>10, statuses, refused, peakRSS.Load(), hwm, limitMiB, budgetMiB)
+		senders, len(payload)>>10, statuses, refused, peakRSS, hwm, limitMiB, budgetMiB)
 	assert.Positive(t, statuses[http.StatusServiceUnavailable]+statuses[http.StatusTooManyRequests], "no retryable refusal: statuses %v", statuses)
 	assert.Zero(t, statuses[-1], "connection errors: the collector must refuse, not fall over")
 	for code, n := range statuses {

@@ -37,7 +37,7 @@ func TestParallelMaximalGRPCRequestsStayUnderThePodLimit(t *testing.T) {
 	require.NoError(t, req.UnmarshalProto(body))
 	t.Logf("request: %d bytes, %d points", len(body), points)
 
-	peakKiB := samplePeakKiB(s.Pid())
+	peakKiB := binarytest.SampleMem(s.Pid(), 20*time.Millisecond)
 
 	// With the place taken only after decoding, 32 connections × 3 rounds
 	// (no retries) peaked at 420 MiB.
@@ -83,7 +83,7 @@ func TestParallelMaximalGRPCRequestsStayUnderThePodLimit(t *testing.T) {
 	want := int(accepted.Load()) * points
 	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.Datums()) >= want })
 
-	peakMiB := peakKiB() / 1024
+	peakMiB := peakKiB().HWM / 1024
 	t.Logf("accepted %d requests (%d refusals on the way) of %d; peak RSS %d MiB (pod limit %d MiB); %d datums delivered",
 		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.Datums()))
 	byCode.Range(func(k, v any) bool { t.Logf("%s: %d", k, v.(*atomic.Int64).Load()); return true })

@@ -102,7 +102,7 @@ func TestParallelMaximalRequestsStayUnderThePodLimit(t *testing.T) {
 	body, points := maximalRequest(t, defaultMaxRequestBytes(t))
 	t.Logf("request: %d bytes, %d points", len(body), points)
 
-	peakKiB := samplePeakKiB(s.Pid())
+	peakKiB := binarytest.SampleMem(s.Pid(), 20*time.Millisecond)
 
 	const clients, rounds = 8, 3
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", s.httpPort)
@@ -137,7 +137,7 @@ func TestParallelMaximalRequestsStayUnderThePodLimit(t *testing.T) {
 	want := int(accepted.Load()) * points
 	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.Datums()) >= want })
 
-	peakMiB := peakKiB() / 1024
+	peakMiB := peakKiB().HWM / 1024
 	t.Logf("accepted %d, refused %d of %d requests; peak RSS %d MiB (pod limit %d MiB); %d datums delivered",
 		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.Datums()))
 	unexpected.Range(func(k, _ any) bool { t.Errorf("unexpected answer: %v", k); return true })
@@ -164,31 +164,4 @@ func startPodSidecar(t *testing.T) (*cloudwatchtest.Server, *sidecar) {
 		"AWS_SECRET_ACCESS_KEY=hostile-test-secret",
 	)
 	return cw, s
-}
-
-// samplePeakKiB samples the process's peak resident memory every 20 ms;
-// the returned function stops sampling and returns the peak.
-func samplePeakKiB(pid int) func() int64 {
-	var peakKiB atomic.Int64
-	done := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		for {
-			if _, peak, err := binarytest.MemKiB(pid); err == nil && peak > peakKiB.Load() {
-				peakKiB.Store(peak)
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	return func() int64 {
-		close(done)
-		sampler.Wait()
-		return peakKiB.Load()
-	}
 }

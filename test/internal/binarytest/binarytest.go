@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -96,6 +98,43 @@ func MemKiB(pid int) (rss, peak int64, err error) {
 	}
 	rss, peak = ParseStatusMem(string(b))
 	return rss, peak, nil
+}
+
+// MemPeak is what SampleMem saw, in KiB: the largest VmRSS sampled and
+// the last VmHWM read.
+type MemPeak struct{ RSS, HWM int64 }
+
+// SampleMem reads a process's memory every interval (a peak is sampled,
+// and VmHWM stays readable only while the process lives); the returned
+// function stops sampling and returns what it saw.
+func SampleMem(pid int, every time.Duration) func() MemPeak {
+	var rssKiB, hwmKiB atomic.Int64
+	done := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			if rss, hwm, err := MemKiB(pid); err == nil {
+				if rss > rssKiB.Load() {
+					rssKiB.Store(rss)
+				}
+				if hwm > hwmKiB.Load() {
+					hwmKiB.Store(hwm)
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() MemPeak {
+		close(done)
+		sampler.Wait()
+		return MemPeak{RSS: rssKiB.Load(), HWM: hwmKiB.Load()}
+	}
 }
 
 // AnonKiB returns a process's anonymous resident memory (RssAnon), in KiB:

@@ -55,3 +55,12 @@ func TestStopTellsAHandledSIGTERMFromDeathBySIGTERM(t *testing.T) {
 	require.ErrorContains(t, err, "signal: terminated")
 	require.ErrorIs(t, err, ErrSIGTERMBeforeHandler)
 }
+
+// SampleMem on this process (it samples at least once, even when stopped
+// at once): it sees a resident set, and the kernel's peak is at least the
+// largest one sampled.
+func TestSampleMemOfThisProcess(t *testing.T) {
+	peak := SampleMem(os.Getpid(), time.Millisecond)()
+	assert.Positive(t, peak.RSS)
+	assert.GreaterOrEqual(t, peak.HWM, peak.RSS)
+}
