@@ -160,9 +160,7 @@ func newTally() *tally {
 func (tr *tally) recountSoFar() {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	for k, v := range tr.Requests {
-		tr.Recounted[k] = v
-	}
+	maps.Copy(tr.Recounted, tr.Requests)
 }
 
 // apiRequests is what api.requests must land: each request once, those
