@@ -65,6 +65,8 @@ require (
 	google.golang.org/grpc v1.83.2
 )
 
+require github.com/klauspost/compress v1.20.0 // indirect
+
 require (
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.6 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.9 // indirect

@@ -252,13 +252,14 @@ func BenchmarkPack(b *testing.B) {
 	}
 }
 
-// accepting answers every request with success, without reading it: the
-// benchmark then measures the exporter and the SDK, not a server.
-type accepting struct{ requests *int }
+// accepting answers every request with success, reading only its bytes:
+// the benchmark then measures the exporter and the SDK, not a server.
+type accepting struct{ requests, bodyBytes *int64 }
 
 func (a accepting) Do(r *http.Request) (*http.Response, error) {
-	_, _ = io.Copy(io.Discard, r.Body)
+	n, _ := io.Copy(io.Discard, r.Body)
 	*a.requests++
+	*a.bodyBytes += n
 	return &http.Response{
 		StatusCode: http.StatusOK,
 		Header:     http.Header{"Content-Type": {"application/cbor"}, "Smithy-Protocol": {"rpc-v2-cbor"}},
@@ -271,13 +272,13 @@ func (a accepting) Do(r *http.Request) (*http.Response, error) {
 // translate, pack, and the SDK (serialize to CBOR, gzip, sign).
 func BenchmarkExport(b *testing.B) {
 	const gpus = 64
-	requests := 0
+	var requests, bodyBytes int64
 	client := cloudwatch.New(cloudwatch.Options{
 		Region:       "eu-west-1",
 		BaseEndpoint: aws.String("http://cloudwatch.invalid"),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
 		Retryer:      aws.NopRetryer{},
-		HTTPClient:   accepting{&requests},
+		HTTPClient:   accepting{&requests, &bodyBytes},
 	})
 	cfg := testConfig()
 	e, err := newCloudWatchExporter(cfg, exporterSettings())
@@ -296,4 +297,5 @@ func BenchmarkExport(b *testing.B) {
 	}
 	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
 	b.ReportMetric(float64(requests)/float64(b.N), "requests/flush")
+	b.ReportMetric(float64(bodyBytes)/float64(b.N), "wire_bytes/flush")
 }

@@ -16,7 +16,9 @@ import (
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 )
 
@@ -194,4 +196,44 @@ func TestPersistentQueueSurvivesARestart(t *testing.T) {
 		values = append(values, *dd.Value)
 	}
 	assert.ElementsMatch(t, []float64{40, 60}, values)
+}
+
+// Requests queued by a release that stored them uncompressed are sent by
+// this one: the same queue file, each request rewritten as it was stored
+// before compression.
+func TestRequestsQueuedUncompressedAreSentAfterAnUpgrade(t *testing.T) {
+	server := startServer(t)
+	require.NoError(t, server.SetDown(true))
+	dir := t.TempDir()
+	noDrain := func(cfg *Config) { cfg.ShutdownDrainTimeout = 0 }
+	before := startQueuedExporter(t, server, dir, noDrain)
+	const batches, series = 3, 200
+	consumeBatches(t, before.testExporter, batches, series)
+	before.stop(t)
+
+	ctx := context.Background()
+	ext := newFileStorage(t, dir).(storage.Extension)
+	client, err := ext.GetClient(ctx, component.KindExporter, component.NewID(metadata.Type), queueClientName)
+	require.NoError(t, err)
+	rewritten := 0
+	require.NoError(t, client.(storage.Walker).Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
+		if !queuecompress.Compressed(value) {
+			return nil, nil
+		}
+		raw, err := queuecompress.Decode(value)
+		if err != nil {
+			return nil, err
+		}
+		rewritten++
+		return []*storage.Operation{storage.SetOperation(key, raw)}, nil
+	}))
+	require.NoError(t, client.Close(ctx))
+	require.NoError(t, ext.Shutdown(ctx))
+	require.Equal(t, batches, rewritten)
+
+	require.NoError(t, server.SetDown(false))
+	after := startQueuedExporter(t, server, dir, noDrain)
+	require.Eventually(t, func() bool { return len(server.Datums()) >= batches*series }, 10*time.Second, 10*time.Millisecond)
+	after.stop(t)
+	assertExactlyOnce(t, server.Datums(), batches*series, batches*series)
 }

@@ -22,6 +22,11 @@ import (
 //     own telemetry (TestQueueSizeIsExporterhelpers).
 //   - refusedByQueue tells a refused enqueue by exporterhelper's errors
 //     (TestQueueRefusalErrorsAreExporterhelpers).
+//   - queueClientName and isQueueItemKey: the persistent queue asks its
+//     storage for the client named after the signal and stores each
+//     request under its decimal index, its metadata under other keys; the
+//     requests are stored compressed (internal/queuecompress)
+//     (TestQueuedRequestsAreStoredCompressed).
 //   - presetBodyProtocol and minCompressBytes: the SDK's client protocol
 //     sends a body written by requestbody.go in the SDK's own CBOR
 //     encoding, gzipped above the SDK's threshold
@@ -38,6 +43,24 @@ import (
 // Both queues count a request until it is done, that is exported or given
 // up after its retries, batcher included: a size of 0 means nothing is
 // left to send.
+
+// queueClientName is the name of the persistent queue's storage client:
+// its signal's.
+const queueClientName = "metrics"
+
+// isQueueItemKey reports whether key is one of the persistent queue's
+// requests: their keys are their decimal indexes.
+func isQueueItemKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for i := range len(key) {
+		if key[i] < '0' || key[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 const (
 	// exporterhelperMeterName is the instrumentation scope of exporterhelper's telemetry.

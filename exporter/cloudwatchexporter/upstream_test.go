@@ -14,7 +14,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"bytes"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
 )
 
 // The guard tests of upstream.go: each fails when the upstream behaviour
@@ -140,4 +145,56 @@ func TestRequestBodyGzipAndReuse(t *testing.T) {
 		assert.Equal(t, len(ds) == len(big), rec.header.Get("Content-Encoding") == "gzip")
 	}
 	assert.Equal(t, "gzip", sdkRequest(t, "GPUBuild/Test", big).header.Get("Content-Encoding"), "the SDK compresses such a body too")
+}
+
+// The persistent queue takes its storage client by the signal's name and
+// stores each request under its decimal index, its metadata under other
+// keys: the requests are stored compressed and the metadata as
+// exporterhelper wrote it (queuecompress, upstream.go). Read straight from
+// the file, after the collector stopped with the requests still queued.
+func TestQueuedRequestsAreStoredCompressed(t *testing.T) {
+	server := startServer(t)
+	require.NoError(t, server.SetDown(true))
+	dir := t.TempDir()
+	qe := startQueuedExporter(t, server, dir, func(cfg *Config) { cfg.ShutdownDrainTimeout = 0 })
+	const batches, series = 3, 200
+	consumeBatches(t, qe.testExporter, batches, series)
+	qe.stop(t)
+
+	items, points := 0, 0
+	var metadataKeys []string
+	walkQueue(t, dir, func(key string, value []byte) {
+		if !isQueueItemKey(key) {
+			metadataKeys = append(metadataKeys, key)
+			assert.False(t, queuecompress.Compressed(value), "metadata %q is stored as exporterhelper wrote it", key)
+			return
+		}
+		items++
+		require.True(t, queuecompress.Compressed(value), "request %q is stored compressed", key)
+		raw, err := queuecompress.Decode(value)
+		require.NoError(t, err)
+		assert.Less(t, len(value)*3, len(raw), "request %q: stored at least 3x smaller", key)
+		_, md, err := pdatarequest.UnmarshalMetrics(raw)
+		require.NoError(t, err, "request %q is exporterhelper's serialized request", key)
+		points += md.DataPointCount()
+	})
+	assert.Equal(t, batches, items)
+	assert.Equal(t, batches*series, points)
+	assert.NotEmpty(t, metadataKeys, "the queue keeps its metadata beside the requests")
+}
+
+// walkQueue calls fn with every entry of the exporter's queue file in dir,
+// as stored, through a plain file_storage client.
+func walkQueue(t *testing.T, dir string, fn func(key string, value []byte)) {
+	t.Helper()
+	ctx := context.Background()
+	ext := newFileStorage(t, dir).(storage.Extension)
+	defer func() { require.NoError(t, ext.Shutdown(ctx)) }()
+	client, err := ext.GetClient(ctx, component.KindExporter, component.NewID(metadata.Type), queueClientName)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, client.Close(ctx)) }()
+	require.NoError(t, client.(storage.Walker).Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
+		fn(key, bytes.Clone(value))
+		return nil, nil
+	}))
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/writebuffer"
 )
 
@@ -304,6 +305,10 @@ func (m *metricsExporter) countWriteFailure(ctx context.Context, points int, rea
 
 // Start starts exporterhelper, then the writer of held data.
 func (m *metricsExporter) Start(ctx context.Context, host component.Host) error {
+	if q := m.exp.cfg.QueueConfig.Get(); q != nil && q.StorageID != nil {
+		// The persistent queue's requests are stored compressed.
+		host = queuecompress.NewHost(host, *q.StorageID, m.exp.id, queueClientName, isQueueItemKey)
+	}
 	if err := m.Metrics.Start(ctx, host); err != nil {
 		return err
 	}
