@@ -12,6 +12,7 @@
 package queuecompress // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -84,7 +85,7 @@ func Decode(value []byte) ([]byte, error) {
 type Client struct {
 	storage.Client
 	compress func(key string) bool
-	buffers  sync.Pool // *[]byte, for values only while a write runs
+	scratch  sync.Pool // *[]byte: room to compress into
 }
 
 // NewClient wraps c.
@@ -108,37 +109,39 @@ func (c *Client) Set(ctx context.Context, key string, value []byte) error {
 
 // Batch compresses the values of the selected Set operations for the
 // wrapped Batch, gives the caller's values back afterwards, and
-// decompresses what the Get operations read.
+// decompresses what the Get operations read. Each compressed value is a
+// slice of its own, exactly its size: a storage may keep what it is given.
 func (c *Client) Batch(ctx context.Context, ops ...*storage.Operation) error {
 	type swapped struct {
 		op    *storage.Operation
 		value []byte
-		buf   *[]byte
 	}
 	var swaps []swapped
+	var scratch *[]byte
 	for _, op := range ops {
 		if op.Type != storage.Set || len(op.Value) < MinBytes || !c.compress(op.Key) {
 			continue
 		}
-		buf, _ := c.buffers.Get().(*[]byte)
-		if buf == nil {
-			buf = new([]byte)
+		if scratch == nil {
+			scratch, _ = c.scratch.Get().(*[]byte)
+			if scratch == nil {
+				scratch = new([]byte)
+			}
 		}
-		enc := Encode(*buf, op.Value)
+		enc := Encode(*scratch, op.Value)
 		if !Compressed(enc) {
-			c.buffers.Put(buf)
 			continue
 		}
-		*buf = enc
-		swaps = append(swaps, swapped{op, op.Value, buf})
-		op.Value = enc
+		*scratch = enc
+		swaps = append(swaps, swapped{op, op.Value})
+		op.Value = bytes.Clone(enc)
+	}
+	if scratch != nil {
+		c.scratch.Put(scratch)
 	}
 	err := c.Client.Batch(ctx, ops...)
-	// The storage has copied the values (file_storage at commit): the
-	// buffers are free again and the caller's operations are as given.
 	for _, s := range swaps {
-		s.op.Value = s.value
-		c.buffers.Put(s.buf)
+		s.op.Value = s.value // the caller's operations are as given
 	}
 	if err != nil {
 		return err

@@ -205,3 +205,30 @@ func TestHostWrapsOnlyTheQueuesClient(t *testing.T) {
 	_, ok := missing.GetExtensions()[storageID]
 	assert.False(t, ok, "no storage: nothing is made up")
 }
+
+// keepingClient keeps the slices it is given, as the storage API allows.
+type keepingClient struct{ memClient }
+
+func (c *keepingClient) Batch(_ context.Context, ops ...*storage.Operation) error {
+	for _, op := range ops {
+		if op.Type == storage.Set {
+			c.data[op.Key] = op.Value
+		}
+	}
+	return nil
+}
+
+func TestValuesGivenToAStorageAreNeverReused(t *testing.T) {
+	ctx := context.Background()
+	inner := &keepingClient{memClient{data: map[string][]byte{}}}
+	c := NewClient(inner, digitsOnly)
+	items := [][]byte{repetitive(400), repetitive(300), repetitive(500)}
+	for i, item := range items {
+		require.NoError(t, c.Batch(ctx, storage.SetOperation(fmt.Sprint(i), item)))
+	}
+	for i, item := range items {
+		got, err := Decode(inner.data[fmt.Sprint(i)])
+		require.NoError(t, err)
+		assert.Equal(t, item, got, "item %d is intact after the later writes", i)
+	}
+}
