@@ -50,3 +50,23 @@ func TestSimConfigMatchesTheLoad(t *testing.T) {
 	assert.Equal(t, 250*time.Millisecond, fast.MetricInterval)
 	assert.Equal(t, 24000, fast.Jobs)
 }
+
+func TestParseSmapsFileRSS(t *testing.T) {
+	smaps := `00400000-02000000 r-xp 00000000 08:01 1234 /opt/otelcol-gpubuild
+Size:              28672 kB
+Rss:               17000 kB
+02000000-03000000 r--p 01c00000 08:01 1234 /opt/otelcol-gpubuild
+Rss:               18000 kB
+c000000000-c004000000 rw-p 00000000 00:00 0
+Rss:               50000 kB
+7f0000000000-7f0000400000 r--s 00000000 08:01 99 /var/lib/otelcol-gpubuild/queue/exporter_cloudwatch__cumulative_state
+Rss:                3800 kB
+7f1000000000-7f1000200000 r-xp 00000000 08:01 77 /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                 900 kB
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]
+Rss:                  40 kB
+`
+	bin, other := parseSmapsFileRSS(smaps, "/opt/otelcol-gpubuild")
+	assert.Equal(t, int64(35000), bin)
+	assert.Equal(t, int64(4700), other, "state file and library; anonymous mappings left out")
+}

@@ -212,10 +212,13 @@ type result struct {
 	cpuCores float64 // CPU seconds per second over the measured window
 	rssMiB   float64 // median VmRSS over the measured window
 	anonMiB  float64 // median RssAnon over the measured window
-	peakMiB  float64 // VmHWM at the end of the load
-	sim      *buildsim.Summary
-	refused  float64 // data the receiver refused (its own telemetry)
-	heapMiB  float64 // Go heap in use at the end of the window (its own telemetry)
+	// Medians of the file-backed RSS: the executable's pages, and every
+	// other file's (memory-mapped state, shared libraries).
+	binaryMiB, otherFileMiB float64
+	peakMiB                 float64 // VmHWM at the end of the load
+	sim                     *buildsim.Summary
+	refused                 float64 // data the receiver refused (its own telemetry)
+	heapMiB                 float64 // Go heap in use at the end of the window (its own telemetry)
 
 	// Only for the sidecar (CloudWatch test endpoint behind it).
 	cw            bool
@@ -371,7 +374,7 @@ func run(ctx context.Context, t target, l load, warmup time.Duration, cw *cloudw
 		return nil, err
 	}
 	t0 := time.Now()
-	var rss, anon []float64
+	var rss, anon, binary, otherFile []float64
 	tick := time.NewTicker(time.Second)
 sampling:
 	for {
@@ -385,6 +388,9 @@ sampling:
 			if a, err := binarytest.AnonKiB(p.Pid()); err == nil {
 				anon = append(anon, float64(a)/1024)
 			}
+			if b, o, err := fileRSS(p.Pid()); err == nil {
+				binary, otherFile = append(binary, float64(b)/1024), append(otherFile, float64(o)/1024)
+			}
 		}
 	}
 	tick.Stop()
@@ -396,6 +402,7 @@ sampling:
 	_, hwm, _ := binarytest.MemKiB(p.Pid())
 	res.peakMiB = float64(hwm) / 1024
 	res.rssMiB, res.anonMiB = median(rss), median(anon)
+	res.binaryMiB, res.otherFileMiB = median(binary), median(otherFile)
 	if simErr != nil {
 		return nil, fmt.Errorf("%s: buildsim: %w", t.name, simErr)
 	}

@@ -54,7 +54,7 @@ type peer struct {
 
 // peerRun is what one round measured of one peer at one load.
 type peerRun struct {
-	cores, rssMiB, anonMiB, points, spans, seconds float64
+	cores, rssMiB, anonMiB, binaryMiB, otherFileMiB, points, spans, seconds float64
 }
 
 func benchPeers(ctx context.Context, o options) (string, error) {
@@ -95,7 +95,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	}
 	loads := peerLoads(o.duration)
 
-	idle, idleAnon := make(map[string][]float64), make(map[string][]float64)
+	idle, idleAnon, idleBinary := make(map[string][]float64), make(map[string][]float64), make(map[string][]float64)
 	runs := make(map[string]map[string][]peerRun)
 	for _, p := range peers {
 		runs[p.name] = make(map[string][]peerRun)
@@ -113,6 +113,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 			}
 			idle[p.name] = append(idle[p.name], rss.total)
 			idleAnon[p.name] = append(idleAnon[p.name], rss.anon)
+			idleBinary[p.name] = append(idleBinary[p.name], rss.binary)
 			for _, pl := range loads {
 				if o.only != "" && !strings.Contains(p.name, o.only) && !strings.Contains(pl.name, o.only) {
 					continue
@@ -131,16 +132,16 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 				}
 				e := r.sim.Exports
 				runs[p.name][pl.name] = append(runs[p.name][pl.name], peerRun{
-					cores: r.cpuCores, rssMiB: r.rssMiB, anonMiB: r.anonMiB,
+					cores: r.cpuCores, rssMiB: r.rssMiB, anonMiB: r.anonMiB, binaryMiB: r.binaryMiB, otherFileMiB: r.otherFileMiB,
 					points: float64(e.MetricPoints.Items), spans: float64(e.Spans.Items), seconds: r.sim.Elapsed,
 				})
 			}
 		}
 	}
-	return peersReport(o, peers, loads, idle, idleAnon, runs), nil
+	return peersReport(o, peers, loads, idle, idleAnon, idleBinary, runs), nil
 }
 
-func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon map[string][]float64, runs map[string]map[string][]peerRun) string {
+func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idleBinary map[string][]float64, runs map[string]map[string][]peerRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Side by side with the contrib assembly (`make bench-peers`)\n\n")
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, measured %s. ", runtime.NumCPU(), cpuModel(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
@@ -153,7 +154,7 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon map[s
 	}
 	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v%s`. ", o.rounds, o.duration, o.warmup, extra.String())
 	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
-	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, chiefly the binary's, which a memory cgroup can reclaim). Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ")
+	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ")
 	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic).\n\n")
 
 	fmt.Fprintf(&b, "| figure |")
@@ -190,6 +191,7 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon map[s
 	}, "%.1f")
 	row("idle RSS (MiB)", func(p peer) float64 { return median(idle[p.name]) }, "%.1f")
 	row("idle RSS, anonymous (MiB)", func(p peer) float64 { return median(idleAnon[p.name]) }, "%.1f")
+	row("idle RSS, the binary's pages (MiB)", func(p peer) float64 { return median(idleBinary[p.name]) }, "%.1f")
 	for _, pl := range loads {
 		row(pl.name+": CPU (cores)", func(p peer) float64 {
 			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.cores })
@@ -199,6 +201,12 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon map[s
 		}, "%.1f")
 		row(pl.name+": RSS, anonymous (MiB)", func(p peer) float64 {
 			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.anonMiB })
+		}, "%.1f")
+		row(pl.name+": RSS, the binary's pages (MiB)", func(p peer) float64 {
+			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.binaryMiB })
+		}, "%.1f")
+		row(pl.name+": RSS, other files: mapped state, libraries (MiB)", func(p peer) float64 {
+			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.otherFileMiB })
 		}, "%.1f")
 	}
 	// Per-signal costs from the single-signal loads: CPU seconds per million
@@ -237,8 +245,8 @@ func medianOf(rs []peerRun, f func(peerRun) float64) float64 {
 	return median(v)
 }
 
-// idleMemory is a median VmRSS and RssAnon, in MiB.
-type idleMemory struct{ total, anon float64 }
+// idleMemory is a median VmRSS, RssAnon and RSS of the executable's pages, in MiB.
+type idleMemory struct{ total, anon, binary float64 }
 
 // idleRSS starts the target, waits until it listens, lets it settle and
 // returns its median RSS (all, and anonymous) over the following seconds.
@@ -252,7 +260,7 @@ func idleRSS(t target, settle time.Duration) (idleMemory, error) {
 		return idleMemory{}, fmt.Errorf("%s: %w", t.name, err)
 	}
 	time.Sleep(settle) // idle is a duration, not a condition
-	var rss, anon []float64
+	var rss, anon, binary []float64
 	for range 5 {
 		if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
 			rss = append(rss, float64(r)/1024)
@@ -260,9 +268,12 @@ func idleRSS(t target, settle time.Duration) (idleMemory, error) {
 		if a, err := binarytest.AnonKiB(p.Pid()); err == nil {
 			anon = append(anon, float64(a)/1024)
 		}
+		if b, _, err := fileRSS(p.Pid()); err == nil {
+			binary = append(binary, float64(b)/1024)
+		}
 		time.Sleep(time.Second)
 	}
-	return idleMemory{total: median(rss), anon: median(anon)}, nil
+	return idleMemory{total: median(rss), anon: median(anon), binary: median(binary)}, nil
 }
 
 // contribTarget runs the contrib assembly: spans become metrics through

@@ -103,3 +103,49 @@ func freePort() (int, error) {
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// fileRSS splits a process's file-backed RSS, in KiB, into its
+// executable's pages and every other file's (memory-mapped state such as
+// bbolt's, shared libraries), from /proc/<pid>/smaps.
+func fileRSS(pid int) (binaryKiB, otherKiB int64, err error) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	binaryKiB, otherKiB = parseSmapsFileRSS(string(b), exe)
+	return binaryKiB, otherKiB, nil
+}
+
+// parseSmapsFileRSS sums the Rss of the mappings of exe and of every
+// other file in the text of /proc/<pid>/smaps. Anonymous mappings
+// ([heap], [stack], unnamed) are left out: RssAnon counts them.
+func parseSmapsFileRSS(smaps, exe string) (binaryKiB, otherKiB int64) {
+	var path string
+	for _, line := range strings.Split(smaps, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if strings.Contains(f[0], "-") && len(f) >= 5 { // a mapping's header: range perms offset dev inode [path]
+			path = ""
+			if len(f) >= 6 {
+				path = strings.Join(f[5:], " ")
+			}
+			continue
+		}
+		if f[0] != "Rss:" || len(f) < 2 || !strings.HasPrefix(path, "/") {
+			continue
+		}
+		kib, _ := strconv.ParseInt(f[1], 10, 64)
+		if path == exe {
+			binaryKiB += kib
+		} else {
+			otherKiB += kib
+		}
+	}
+	return binaryKiB, otherKiB
+}

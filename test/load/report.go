@@ -73,6 +73,10 @@ func report(o options, ours, base *result, steps []*result, stopReason string) s
 			baseRatio(ours.cpuCores, func(r *result) float64 { return r.cpuCores }))
 		row("RSS steady, median (MiB)", fmt.Sprintf("%.1f", ours.rssMiB), baseCol(func(r *result) string { return fmt.Sprintf("%.1f", r.rssMiB) }),
 			baseRatio(ours.rssMiB, func(r *result) float64 { return r.rssMiB }))
+		split := func(r *result) string {
+			return fmt.Sprintf("%.1f / %.1f / %.1f", r.anonMiB, r.binaryMiB, r.otherFileMiB)
+		}
+		row("RSS split: anonymous / the binary's pages / other files (MiB)", split(ours), baseCol(split), "")
 		row("Go heap in use at the end (MiB)", fmt.Sprintf("%.1f", ours.heapMiB), baseCol(func(r *result) string { return fmt.Sprintf("%.1f", r.heapMiB) }),
 			baseRatio(ours.heapMiB, func(r *result) float64 { return r.heapMiB }))
 		row("RSS peak, VmHWM (MiB)", fmt.Sprintf("%.1f", ours.peakMiB), baseCol(func(r *result) string { return fmt.Sprintf("%.1f", r.peakMiB) }),
