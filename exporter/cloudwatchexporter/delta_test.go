@@ -293,7 +293,7 @@ func TestDeltaSummaryBecomesStatistics(t *testing.T) {
 
 	tr := translateAll(testConfig(), md)
 	require.Len(t, tr.datums, 1)
-	assert.Equal(t, statisticSet{sampleCount: 2, sum: 10, min: 1, max: 6}, tr.datums[0].stats)
+	assert.Equal(t, statisticSet{sampleCount: 2, sum: 10, min: 1, max: 6}, tr.datums[0].stats())
 }
 
 func TestDeltaStateIsBounded(t *testing.T) {

@@ -51,7 +51,7 @@ func (p *dryRunPutter) put(_ context.Context, namespace string, datums []datum) 
 		out := &req.MetricData[i]
 		out.MetricName = d.name
 		out.Timestamp = d.timestamp.AsTime().UTC().Format("2006-01-02T15:04:05.000Z") // CloudWatch keeps milliseconds
-		out.Unit = string(d.unit)
+		out.Unit = string(d.unit.standard())
 		out.StorageResolution = d.resolution
 		for _, dim := range d.dims {
 			out.Dimensions = append(out.Dimensions, dryRunDimension{Name: dim.name, Value: dim.value})
@@ -60,11 +60,12 @@ func (p *dryRunPutter) put(_ context.Context, namespace string, datums []datum) 
 		case kindValue:
 			out.Value = &d.value
 		case kindStatistics:
+			st := d.stats()
 			out.StatisticValues = &dryRunStatistics{
-				SampleCount: d.stats.sampleCount, Sum: d.stats.sum, Minimum: d.stats.min, Maximum: d.stats.max,
+				SampleCount: st.sampleCount, Sum: st.sum, Minimum: st.min, Maximum: st.max,
 			}
 		case kindValues:
-			out.Values, out.Counts = d.values, d.counts
+			out.Values, out.Counts = d.values(), d.counts()
 		}
 	}
 	line, err := json.Marshal(&req)

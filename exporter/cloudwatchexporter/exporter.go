@@ -70,8 +70,7 @@ type cloudWatchExporter struct {
 // translationBuffers is the per-export scratch space, reused through a pool.
 type translationBuffers struct {
 	translation
-	packed []datum
-	reqs   []packedRequest
+	reqs []packedRequest
 }
 
 func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExporter, error) {
@@ -291,8 +290,6 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 	}
 	buf := e.translations.Get().(*translationBuffers)
 	defer func() {
-		clear(buf.packed)
-		buf.packed = buf.packed[:0]
 		buf.reqs = buf.reqs[:0]
 		buf.reset()
 		e.translations.Put(buf)
@@ -308,15 +305,15 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 	if len(buf.datums) == 0 {
 		return nil
 	}
-	buf.packed, buf.reqs = pack(buf.datums, e.cfg.Namespace, buf.packed, buf.reqs)
-	results := e.sendAll(ctx, buf.packed, buf.reqs)
+	buf.reqs = pack(buf.datums, e.cfg.Namespace, buf.reqs)
+	results := e.sendAll(ctx, buf.datums, buf.reqs)
 	return e.settle(ctx, md, buf, results)
 }
 
 // errNotSent marks a request that was never attempted because the export was cancelled.
 var errNotSent = errors.New("request not sent")
 
-// sentRange is what happened to datums[first:first+n] of the packed slice:
+// sentRange is what happened to datums[first:first+n] of the packed datums:
 // a whole request or, after a 413, one part of it.
 type sentRange struct {
 	first, n int
@@ -415,7 +412,7 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 		if !errors.Is(err, errNotSent) {
 			outcomes[out]++
 		}
-		ds := buf.packed[r.first : r.first+r.n]
+		ds := buf.datums[r.first : r.first+r.n]
 		switch out {
 		case outcomeSuccess:
 			sent += r.n

@@ -191,7 +191,7 @@ func FuzzTranslate(f *testing.F) {
 			convertInto(conv, md, now, &dropped)
 			var tr translation
 			tl.translate(md, now, &tr)
-			packed, reqs := pack(tr.datums, cfg.Namespace, nil, nil)
+			packed, reqs := tr.datums, pack(tr.datums, cfg.Namespace, nil)
 			server.Reset()
 			for _, r := range reqs {
 				if r.bytes > maxRequestBytes || r.n > maxDatumsPerRequest {

@@ -32,7 +32,7 @@ func translateToRequests(t *testing.T, input string) []byte {
 	cfg := testConfig()
 	cfg.Namespace = goldenNamespace
 	tr := translateAll(cfg, md)
-	datums, reqs := pack(tr.datums, goldenNamespace, nil, nil)
+	datums, reqs := tr.datums, pack(tr.datums, goldenNamespace, nil)
 
 	var lines bytes.Buffer
 	w := &dryRunPutter{w: &lines}

@@ -73,17 +73,19 @@ func cloudWatchStatistics(ds []datum) statisticSet {
 		case kindValue:
 			add(d.value, 1)
 		case kindValues:
-			for i, v := range d.values {
-				add(v, d.counts[i])
+			counts := d.counts()
+			for i, v := range d.values() {
+				add(v, counts[i])
 			}
 		case kindStatistics:
+			st := d.stats()
 			if first {
-				s.min, s.max, first = d.stats.min, d.stats.max, false
+				s.min, s.max, first = st.min, st.max, false
 			}
-			s.sampleCount += d.stats.sampleCount
-			s.sum += d.stats.sum
-			s.min = min(s.min, d.stats.min)
-			s.max = max(s.max, d.stats.max)
+			s.sampleCount += st.sampleCount
+			s.sum += st.sum
+			s.min = min(s.min, st.min)
+			s.max = max(s.max, st.max)
 		}
 	}
 	return s

@@ -1,10 +1,6 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
-import (
-	"slices"
-)
-
-// packedRequest is one PutMetricData request: datums[first:first+n] of the packed slice.
+// packedRequest is one PutMetricData request: datums[first:first+n] after pack.
 type packedRequest struct {
 	first, n int
 	bytes    int // serialized CBOR body, exactly as the SDK writes it
@@ -24,11 +20,13 @@ type bin struct {
 // datums or the byte limit, which takes tens of thousands of buckets) is
 // split across requests.
 //
-// The packed datums are appended to out, the requests to reqs.
-func pack(datums []datum, namespace string, out []datum, reqs []packedRequest) ([]datum, []packedRequest) {
+// The datums are reordered in place, request after request (a copy would
+// double what a flush holds while it is sent); the requests are appended
+// to reqs.
+func pack(datums []datum, namespace string, reqs []packedRequest) []packedRequest {
 	budget := maxRequestBytes - requestEnvelopeSize(namespace)
 	var bins []bin
-	binOf := make([]int32, 0, len(datums)) // per datum: its bin
+	binOf := make([]int32, 0, len(datums)) // per datum: its bin, then its place
 	openFrom := 0                          // bins before this are full
 
 	for start := 0; start < len(datums); {
@@ -72,21 +70,28 @@ func pack(datums []datum, namespace string, out []datum, reqs []packedRequest) (
 		start = end
 	}
 
-	// Lay the datums out request by request.
-	base := len(out)
-	offset := base
+	// Lay the requests out one after the other, and give each datum its
+	// place: after the datums placed before it in its request.
+	offset := 0
 	for _, b := range bins {
 		reqs = append(reqs, packedRequest{first: offset, n: 0, bytes: b.bytes + requestEnvelopeSize(namespace)})
 		offset += b.n
 	}
-	out = slices.Grow(out, len(datums))[:offset]
 	firstReq := len(reqs) - len(bins)
-	for i := range datums {
-		r := &reqs[firstReq+int(binOf[i])]
-		out[r.first+r.n] = datums[i]
+	place := binOf
+	for i, b := range binOf {
+		r := &reqs[firstReq+int(b)]
+		place[i] = int32(r.first + r.n)
 		r.n++
 	}
-	return out, reqs
+	// Move each datum to its place: every swap settles one datum for good.
+	for i := range datums {
+		for p := int(place[i]); p != i; p = int(place[i]) {
+			datums[i], datums[p] = datums[p], datums[i]
+			place[i], place[p] = place[p], place[i]
+		}
+	}
+	return reqs
 }
 
 // firstFit returns the first bin from `from` with room for n datums of size
@@ -153,11 +158,11 @@ func datumSize(d *datum) int {
 		n += textSize("StatisticValues") + 2 +
 			textSize("Maximum") + textSize("Minimum") + textSize("SampleCount") + textSize("Sum") + 4*float64Size
 	case kindValues:
-		n += textSize("Values") + 2 + len(d.values)*float64Size
-		n += textSize("Counts") + 2 + len(d.counts)*float64Size
+		n += textSize("Values") + 2 + len(d.floats)/2*float64Size
+		n += textSize("Counts") + 2 + len(d.floats)/2*float64Size
 	}
-	if d.unit != "" {
-		n += textSize("Unit") + textSize(string(d.unit))
+	if d.unit != 0 {
+		n += textSize("Unit") + textSize(string(d.unit.standard()))
 	}
 	n += textSize("StorageResolution") + argSize(int(d.resolution))
 	return n

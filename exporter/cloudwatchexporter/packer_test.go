@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/stretchr/testify/assert"
@@ -52,7 +53,8 @@ func TestPackByCount(t *testing.T) {
 	for i := range sizes {
 		sizes[i] = 1
 	}
-	packed, reqs := pack(groups(sizes...), "NS", nil, nil)
+	packed := groups(sizes...)
+	reqs := pack(packed, "NS", nil)
 	assert.Equal(t, []int{1000, 1000, 500}, requestSizes(reqs))
 	assert.Len(t, packed, 2500)
 }
@@ -66,13 +68,53 @@ func TestPackFillsGapsFirstFit(t *testing.T) {
 		sizes = append(sizes, 3)
 	}
 	sizes = append(sizes, 1, 1, 1)
-	packed, reqs := pack(groups(sizes...), "NS", nil, nil)
+	packed := groups(sizes...)
+	reqs := pack(packed, "NS", nil)
 	assert.Equal(t, []int{1000, 1000, 1000}, requestSizes(reqs))
 	assertPointsWhole(t, packed, reqs)
 }
 
+// pack reorders the datums in place: afterwards they are the same datums,
+// each request's in their first order, each point's adjacent.
+func TestPackReordersInPlaceKeepingEveryDatum(t *testing.T) {
+	var sizes []int
+	for range 700 {
+		sizes = append(sizes, 3) // requests of 999 datums, room for one more
+	}
+	sizes = append(sizes, 1, 1, 1100, 2, 1) // gap fillers, a point split across requests
+	ds := groups(sizes...)
+	for i := range ds {
+		ds[i].value = float64(i) // its place before pack
+	}
+	reqs := pack(ds, "NS", nil)
+
+	moved := 0
+	seen := make([]bool, len(ds))
+	for _, r := range reqs {
+		prev := -1.0
+		for i, d := range ds[r.first : r.first+r.n] {
+			require.False(t, seen[int(d.value)], "datum %v twice", d.value)
+			seen[int(d.value)] = true
+			assert.Greater(t, d.value, prev, "request order is first order")
+			prev = d.value
+			if int(d.value) != r.first+i {
+				moved++
+			}
+		}
+	}
+	assert.NotContains(t, seen, false, "every datum is still there")
+	assert.Positive(t, moved, "first-fit moved datums; the case tests the reordering")
+	assertPointsWhole(t, ds, reqs[:len(reqs)-1]) // all but the split point's last request
+}
+
+// What a flush holds while its requests are sent is mostly datums.
+func TestDatumStaysSmall(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(datum{}), uintptr(96))
+}
+
 func TestPackSplitsAPointTooBigForOneRequest(t *testing.T) {
-	packed, reqs := pack(groups(2, 1200, 5), "NS", nil, nil)
+	packed := groups(2, 1200, 5)
+	reqs := pack(packed, "NS", nil)
 	total := 0
 	for _, r := range reqs {
 		assert.LessOrEqual(t, r.n, maxDatumsPerRequest)
@@ -95,7 +137,7 @@ func TestPackByBytes(t *testing.T) {
 	}
 	size := datumSize(&ds[0])
 	perRequest := (maxRequestBytes - requestEnvelopeSize("NS")) / size
-	_, reqs := pack(ds, "NS", nil, nil)
+	reqs := pack(ds, "NS", nil)
 	assert.Len(t, reqs, (100+perRequest-1)/perRequest, "the fewest requests the byte limit allows")
 	for _, r := range reqs {
 		assert.LessOrEqual(t, r.bytes, maxRequestBytes)
@@ -122,13 +164,13 @@ func TestPackSizeIsTheSerializedSize(t *testing.T) {
 		values[i], counts[i] = float64(i), 1
 	}
 	cases := [][]datum{
-		{{name: "m", kind: kindValue, timestamp: now, resolution: 60, unit: types.StandardUnitNone}},
+		{{name: "m", kind: kindValue, timestamp: now, resolution: 60, unit: unitIDOf(types.StandardUnitNone)}},
 		{{name: "m", kind: kindValue, timestamp: now, resolution: 1}},
-		{{name: strings.Repeat("n", 23), kind: kindValue, timestamp: now, resolution: 60, unit: types.StandardUnitBytesSecond}},
+		{{name: strings.Repeat("n", 23), kind: kindValue, timestamp: now, resolution: 60, unit: unitIDOf(types.StandardUnitBytesSecond)}},
 		{{name: strings.Repeat("n", 24), kind: kindValue, timestamp: now, resolution: 60}},
 		{{name: strings.Repeat("n", 255), kind: kindValue, timestamp: now, resolution: 60}},
-		{{name: "s", kind: kindStatistics, stats: statisticSet{1, 2, 2, 2}, timestamp: now, resolution: 60, unit: types.StandardUnitSeconds}},
-		{{name: "v", kind: kindValues, values: values, counts: counts, timestamp: now, resolution: 60}},
+		{{name: "s", kind: kindStatistics, floats: []float64{1, 2, 2, 2}, timestamp: now, resolution: 60, unit: unitIDOf(types.StandardUnitSeconds)}},
+		{{name: "v", kind: kindValues, floats: append(values, counts...), timestamp: now, resolution: 60}},
 		{{name: "d", kind: kindValue, timestamp: now, resolution: 60, dims: []dimension{
 			{"a", "b"}, {strings.Repeat("k", 255), strings.Repeat("v", 1024)}, {strings.Repeat("k", 24), strings.Repeat("v", 256)},
 		}}},
@@ -138,7 +180,7 @@ func TestPackSizeIsTheSerializedSize(t *testing.T) {
 			ds[j].point = int32(j)
 		}
 		server.Reset()
-		packed, reqs := pack(ds, "Test/NS", nil, nil)
+		packed, reqs := ds, pack(ds, "Test/NS", nil)
 		require.Len(t, reqs, 1)
 		require.NoError(t, putter.put(context.Background(), "Test/NS", packed))
 		got := server.Requests()

@@ -103,8 +103,8 @@ func appendPutMetricData(b []byte, namespace string, datums []datum) []byte {
 // appendDatum appends one MetricDatum, its members in the model's order.
 func appendDatum(b []byte, d *datum) []byte {
 	b = append(b, cborMapStart)
-	if d.kind == kindValues && d.counts != nil {
-		b = appendFloatList(appendText(b, "Counts"), d.counts)
+	if d.kind == kindValues {
+		b = appendFloatList(appendText(b, "Counts"), d.counts())
 	}
 	if len(d.dims) > 0 {
 		b = appendText(b, "Dimensions")
@@ -119,26 +119,27 @@ func appendDatum(b []byte, d *datum) []byte {
 	}
 	b = appendText(appendText(b, "MetricName"), d.name)
 	if d.kind == kindStatistics {
+		st := d.stats()
 		b = appendText(b, "StatisticValues")
 		b = append(b, cborMapStart)
-		b = appendFloat(appendText(b, "Maximum"), d.stats.max)
-		b = appendFloat(appendText(b, "Minimum"), d.stats.min)
-		b = appendFloat(appendText(b, "SampleCount"), d.stats.sampleCount)
-		b = appendFloat(appendText(b, "Sum"), d.stats.sum)
+		b = appendFloat(appendText(b, "Maximum"), st.max)
+		b = appendFloat(appendText(b, "Minimum"), st.min)
+		b = appendFloat(appendText(b, "SampleCount"), st.sampleCount)
+		b = appendFloat(appendText(b, "Sum"), st.sum)
 		b = append(b, cborBreak)
 	}
 	b = appendArg(appendText(b, "StorageResolution"), cborUint, uint64(d.resolution))
 	b = appendText(b, "Timestamp")
 	b = appendArg(b, cborTag, 1)
 	b = appendFloat(b, float64(int64(d.timestamp)/1e6)/1e3)
-	if d.unit != "" {
-		b = appendText(appendText(b, "Unit"), string(d.unit))
+	if d.unit != 0 {
+		b = appendText(appendText(b, "Unit"), string(d.unit.standard()))
 	}
 	if d.kind == kindValue {
 		b = appendFloat(appendText(b, "Value"), d.value)
 	}
-	if d.kind == kindValues && d.values != nil {
-		b = appendFloatList(appendText(b, "Values"), d.values)
+	if d.kind == kindValues {
+		b = appendFloatList(appendText(b, "Values"), d.values())
 	}
 	return append(b, cborBreak)
 }

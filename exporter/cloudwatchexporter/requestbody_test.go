@@ -81,13 +81,13 @@ func sampleDatums() []datum {
 	ts := pcommon.NewTimestampFromTime(time.Date(2026, 11, 24, 12, 30, 15, 123456789, time.UTC))
 	long := string(bytes.Repeat([]byte("x"), 300))
 	return []datum{
-		{name: "build.jobs", unit: types.StandardUnitCount, timestamp: ts, kind: kindValue, value: 3, resolution: 60,
+		{name: "build.jobs", unit: unitIDOf(types.StandardUnitCount), timestamp: ts, kind: kindValue, value: 3, resolution: 60,
 			dims: []dimension{{"build.result", "success"}, {"service.name", "vector-builder"}}},
 		{name: "gpu.utilization", timestamp: ts, kind: kindValue, value: 0.375, resolution: 1},
-		{name: "build.duration", unit: types.StandardUnitSeconds, timestamp: ts, kind: kindStatistics, resolution: 60,
-			stats: statisticSet{sampleCount: 12, sum: 345.5, min: 1.25, max: 99}},
-		{name: "api.latency", unit: types.StandardUnitMilliseconds, timestamp: ts, kind: kindValues, resolution: 60,
-			values: []float64{1, 2.5, 1e300, math.Copysign(0, -1)}, counts: []float64{1, 70000, 3, 1}},
+		{name: "build.duration", unit: unitIDOf(types.StandardUnitSeconds), timestamp: ts, kind: kindStatistics, resolution: 60,
+			floats: []float64{12, 345.5, 1.25, 99}}, // sampleCount, sum, min, max
+		{name: "api.latency", unit: unitIDOf(types.StandardUnitMilliseconds), timestamp: ts, kind: kindValues, resolution: 60,
+			floats: []float64{1, 2.5, 1e300, math.Copysign(0, -1), 1, 70000, 3, 1}}, // values, counts
 		{name: "größe/日本 " + long, timestamp: ts, kind: kindValue, value: math.SmallestNonzeroFloat64, resolution: 60,
 			dims: []dimension{{long, "ü"}}},
 	}

@@ -264,7 +264,7 @@ func toInput(namespace string, datums []datum) *cloudwatch.PutMetricDataInput {
 		md := &out[i]
 		md.MetricName = &d.name
 		md.Timestamp = &times[i]
-		md.Unit = d.unit
+		md.Unit = d.unit.standard()
 		md.StorageResolution = &d.resolution
 		if len(d.dims) > 0 {
 			start := len(dims)
@@ -278,13 +278,13 @@ func toInput(namespace string, datums []datum) *cloudwatch.PutMetricDataInput {
 			md.Value = &d.value
 		case kindStatistics:
 			stats = append(stats, types.StatisticSet{
-				SampleCount: &d.stats.sampleCount, Sum: &d.stats.sum,
-				Minimum: &d.stats.min, Maximum: &d.stats.max,
+				SampleCount: &d.floats[0], Sum: &d.floats[1],
+				Minimum: &d.floats[2], Maximum: &d.floats[3],
 			})
 			md.StatisticValues = &stats[len(stats)-1]
 		case kindValues:
-			md.Values = d.values
-			md.Counts = d.counts
+			md.Values = d.values()
+			md.Counts = d.counts()
 		}
 	}
 	return &cloudwatch.PutMetricDataInput{Namespace: &namespace, MetricData: out}

@@ -28,20 +28,32 @@ type statisticSet struct {
 }
 
 // datum is one CloudWatch MetricDatum, already within CloudWatch's limits.
+// A flush holds tens of thousands of them while its requests are sent, so
+// the fields every kind needs are inline and the rest share one slice
+// (96 bytes a datum).
 type datum struct {
-	name       string
-	unit       types.StandardUnit
-	dims       []dimension
-	timestamp  pcommon.Timestamp
-	kind       datumKind
-	value      float64
-	stats      statisticSet
-	values     []float64
-	counts     []float64
-	resolution int32
+	name string
+	dims []dimension
+	// floats points into translation.floats: for kindValues the values, then
+	// as many counts; for kindStatistics sampleCount, sum, min and max.
+	floats    []float64
+	timestamp pcommon.Timestamp
+	value     float64 // kindValue
 	// point indexes translation.points: the data point this datum comes from.
 	// The datums of one point are adjacent.
-	point int32
+	point      int32
+	resolution int32
+	kind       datumKind
+	unit       unitID
+}
+
+// values and counts are a kindValues datum's Values and Counts.
+func (d *datum) values() []float64 { return d.floats[:len(d.floats)/2] }
+func (d *datum) counts() []float64 { return d.floats[len(d.floats)/2:] }
+
+// stats is a kindStatistics datum's StatisticValues.
+func (d *datum) stats() statisticSet {
+	return statisticSet{sampleCount: d.floats[0], sum: d.floats[1], min: d.floats[2], max: d.floats[3]}
 }
 
 // pointRef locates a data point in the pmetric.Metrics it was translated from.
@@ -88,6 +100,7 @@ type metricSettings struct {
 	name       string
 	nameAlter  alteration // the name was sanitized
 	unit       unitConversion
+	unitID     unitID // unit.unit
 	resolution int32
 	filter     *dimensionFilter
 }
@@ -157,6 +170,7 @@ func (t *translator) settingsFor(m pmetric.Metric) metricSettings {
 		s.filter = &r.filter
 		break
 	}
+	s.unitID = unitIDOf(s.unit.unit)
 	return s
 }
 
@@ -296,7 +310,7 @@ func (tr *translation) newDatum(s *metricSettings, ref pointRef, ts pcommon.Time
 	tr.points = append(tr.points, ref)
 	tr.datums = append(tr.datums, datum{
 		name:       s.name,
-		unit:       s.unit.unit,
+		unit:       s.unitID,
 		dims:       tr.dims[start:len(tr.dims):len(tr.dims)],
 		timestamp:  ts,
 		resolution: s.resolution,
@@ -411,7 +425,9 @@ func (t *translator) statistics(hs histogramSummary, s *metricSettings, ref poin
 	}
 	d := tr.newDatum(s, ref, ts, resDims, attrs)
 	d.kind = kindStatistics
-	d.stats = st
+	a := len(tr.floats)
+	tr.floats = append(tr.floats, st.sampleCount, st.sum, st.min, st.max)
+	d.floats = tr.floats[a : a+4 : a+4]
 }
 
 // distribution sends tr.buckets as Values/Counts, 150 values per datum.
@@ -437,7 +453,6 @@ func (t *translator) distribution(hs histogramSummary, s *metricSettings, ref po
 		tr.floats = append(tr.floats, tr.values[start:end]...)
 		tr.floats = append(tr.floats, tr.counts[start:end]...)
 		n := end - start
-		d.values = tr.floats[a : a+n : a+n]
-		d.counts = tr.floats[a+n : a+2*n : a+2*n]
+		d.floats = tr.floats[a : a+2*n : a+2*n]
 	}
 }

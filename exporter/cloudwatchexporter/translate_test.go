@@ -21,7 +21,7 @@ func TestTranslateGauge(t *testing.T) {
 	require.Len(t, tr.datums, 1)
 	d := tr.datums[0]
 	assert.Equal(t, "gpu.utilization", d.name)
-	assert.Equal(t, types.StandardUnitNone, d.unit)
+	assert.Equal(t, types.StandardUnitNone, d.unit.standard())
 	assert.Equal(t, kindValue, d.kind)
 	assert.Equal(t, 0.75, d.value)
 	assert.Equal(t, at(0), d.timestamp)
@@ -54,7 +54,7 @@ func TestTranslateIntGaugeAndSums(t *testing.T) {
 	tr := translateAll(testConfig(), md)
 	require.Len(t, tr.datums, 3)
 	assert.Equal(t, -7.0, tr.datums[0].value)
-	assert.Equal(t, types.StandardUnitCount, tr.datums[0].unit)
+	assert.Equal(t, types.StandardUnitCount, tr.datums[0].unit.standard())
 	assert.Equal(t, 12.0, tr.datums[1].value, "a delta sum is sent as its value")
 	assert.Equal(t, 3.0, tr.datums[2].value, "an up-down counter is sent as its current value")
 	assert.Zero(t, tr.dropped.total())
@@ -91,7 +91,7 @@ func TestTranslateUnits(t *testing.T) {
 		t.Run(tt.ucum, func(t *testing.T) {
 			tr := translateAll(testConfig(), gaugeMetrics("m", tt.ucum, tt.value))
 			require.Len(t, tr.datums, 1)
-			assert.Equal(t, tt.unit, tr.datums[0].unit)
+			assert.Equal(t, tt.unit, tr.datums[0].unit.standard())
 			assert.Equal(t, tt.want, tr.datums[0].value)
 		})
 	}
@@ -113,7 +113,7 @@ func TestTranslateExplicitHistogramIsExact(t *testing.T) {
 	require.Len(t, tr.datums, 1)
 	d := tr.datums[0]
 	assert.Equal(t, kindValues, d.kind)
-	assert.Equal(t, types.StandardUnitMilliseconds, d.unit)
+	assert.Equal(t, types.StandardUnitMilliseconds, d.unit.standard())
 
 	// By hand: min (1) and max (400) are values of their own; 99 is left for
 	// one observation in [1,10] and three in [10,100]. The midpoints 5.5 and
@@ -121,11 +121,11 @@ func TestTranslateExplicitHistogramIsExact(t *testing.T) {
 	// 139.5, so both move down by f = 71.5/139.5 of their room.
 	f := 71.5 / 139.5
 	wantValues := []float64{1, 5.5 - f*4.5, 55 - f*45, 400}
-	require.Len(t, d.values, 4)
+	require.Len(t, d.values(), 4)
 	for i := range wantValues {
-		assert.InDelta(t, wantValues[i], d.values[i], 1e-12)
+		assert.InDelta(t, wantValues[i], d.values()[i], 1e-12)
 	}
-	assert.Equal(t, []float64{1, 1, 3, 1}, d.counts)
+	assert.Equal(t, []float64{1, 1, 3, 1}, d.counts())
 
 	st := cloudWatchStatistics(tr.datums)
 	assert.Equal(t, 6.0, st.sampleCount)
@@ -146,8 +146,8 @@ func TestTranslateHistogramWithoutMinMax(t *testing.T) {
 
 	tr := translateAll(testConfig(), md)
 	require.Len(t, tr.datums, 1)
-	assert.Equal(t, []float64{0, 15, 20}, tr.datums[0].values)
-	assert.Equal(t, []float64{1, 2, 1}, tr.datums[0].counts)
+	assert.Equal(t, []float64{0, 15, 20}, tr.datums[0].values())
+	assert.Equal(t, []float64{1, 2, 1}, tr.datums[0].counts())
 }
 
 func TestTranslateExponentialHistogramIsExact(t *testing.T) {
@@ -174,8 +174,8 @@ func TestTranslateExponentialHistogramIsExact(t *testing.T) {
 	require.Len(t, tr.datums, 1)
 	// min and max are taken out; the rest (0, [1,2], [2,4] once each) sums to
 	// 4.5 at the midpoints already.
-	assert.Equal(t, []float64{-3, 0, 1.5, 3, 4}, tr.datums[0].values)
-	assert.Equal(t, []float64{1, 1, 1, 1, 1}, tr.datums[0].counts)
+	assert.Equal(t, []float64{-3, 0, 1.5, 3, 4}, tr.datums[0].values())
+	assert.Equal(t, []float64{1, 1, 1, 1, 1}, tr.datums[0].counts())
 	st := cloudWatchStatistics(tr.datums)
 	assert.Equal(t, statisticSet{sampleCount: 5, sum: 5.5, min: -3, max: 4}, st)
 }
@@ -202,14 +202,14 @@ func TestTranslateSplitsAt150Values(t *testing.T) {
 
 	tr := translateAll(testConfig(), md)
 	require.Len(t, tr.datums, 3)
-	assert.Len(t, tr.datums[0].values, 150)
-	assert.Len(t, tr.datums[1].values, 150)
-	assert.Len(t, tr.datums[2].values, 100)
+	assert.Len(t, tr.datums[0].values(), 150)
+	assert.Len(t, tr.datums[1].values(), 150)
+	assert.Len(t, tr.datums[2].values(), 100)
 	for _, d := range tr.datums {
 		assert.Equal(t, tr.datums[0].dims, d.dims)
 		assert.Equal(t, tr.datums[0].timestamp, d.timestamp)
 		assert.Equal(t, tr.datums[0].point, d.point, "one data point")
-		assert.Len(t, d.counts, len(d.values))
+		assert.Len(t, d.counts(), len(d.values()))
 	}
 	st := cloudWatchStatistics(tr.datums)
 	assert.Equal(t, 400.0, st.sampleCount)
@@ -238,8 +238,8 @@ func TestTranslateBucketlessHistogramAsStatistics(t *testing.T) {
 	tr := translateAll(testConfig(), md)
 	require.Len(t, tr.datums, 2, "a histogram with no observations sends nothing")
 	assert.Equal(t, kindStatistics, tr.datums[0].kind)
-	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 1, max: 4}, tr.datums[0].stats)
-	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 2.5, max: 2.5}, tr.datums[1].stats)
+	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 1, max: 4}, tr.datums[0].stats())
+	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 2.5, max: 2.5}, tr.datums[1].stats())
 	assert.Zero(t, tr.dropped.total())
 }
 
@@ -328,7 +328,7 @@ func TestTranslateRules(t *testing.T) {
 
 	tr := translateAll(cfg, md)
 	require.Len(t, tr.datums, 4)
-	assert.Equal(t, types.StandardUnitPercent, tr.datums[0].unit)
+	assert.Equal(t, types.StandardUnitPercent, tr.datums[0].unit.standard())
 	assert.Equal(t, int32(1), tr.datums[0].resolution)
 
 	assert.Equal(t, "BuildDuration", tr.datums[1].name)
@@ -338,7 +338,7 @@ func TestTranslateRules(t *testing.T) {
 	assert.Equal(t, []dimension{{"mode", "user"}, {"service.name", "svc"}}, tr.datums[2].dims)
 
 	assert.Equal(t, "other", tr.datums[3].name)
-	assert.Equal(t, types.StandardUnitSeconds, tr.datums[3].unit)
+	assert.Equal(t, types.StandardUnitSeconds, tr.datums[3].unit.standard())
 	assert.Equal(t, int32(60), tr.datums[3].resolution)
 }
 

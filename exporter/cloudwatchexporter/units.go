@@ -1,6 +1,7 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
@@ -92,4 +93,28 @@ func mapUnit(ucum string) unitConversion {
 // isAnnotation reports whether u is a single UCUM curly-brace annotation, e.g. {request}.
 func isAnnotation(u string) bool {
 	return len(u) >= 2 && u[0] == '{' && u[len(u)-1] == '}' && !strings.ContainsAny(u[1:len(u)-1], "{}")
+}
+
+// unitID is a CloudWatch unit in one byte, for datum: 0 is no unit, i+1 is
+// standardUnits[i].
+type unitID uint8
+
+// standardUnits are the units CloudWatch knows, as the SDK lists them.
+var standardUnits = types.StandardUnit("").Values()
+
+// unitIDOf is u's unitID; 0 for a unit CloudWatch does not know (config
+// validation and mapUnit admit none).
+func unitIDOf(u types.StandardUnit) unitID {
+	if i := slices.Index(standardUnits, u); i >= 0 {
+		return unitID(i + 1)
+	}
+	return 0
+}
+
+// standard is the unit as CloudWatch names it, "" for none.
+func (u unitID) standard() types.StandardUnit {
+	if u == 0 {
+		return ""
+	}
+	return standardUnits[u-1]
 }

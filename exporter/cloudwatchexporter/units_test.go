@@ -1,0 +1,21 @@
+package cloudwatchexporter
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/stretchr/testify/assert"
+)
+
+// Every unit CloudWatch knows fits a datum's byte and comes back unchanged.
+func TestUnitIDRoundTrips(t *testing.T) {
+	units := types.StandardUnit("").Values()
+	assert.Less(t, len(units), 256)
+	for _, u := range units {
+		id := unitIDOf(u)
+		assert.NotZero(t, id, u)
+		assert.Equal(t, u, id.standard())
+	}
+	assert.Equal(t, types.StandardUnit(""), unitIDOf("").standard())
+	assert.Equal(t, unitID(0), unitIDOf("Fortnights"))
+}
