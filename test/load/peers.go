@@ -192,22 +192,20 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 	row("idle RSS (MiB)", func(p peer) float64 { return median(idle[p.name]) }, "%.1f")
 	row("idle RSS, anonymous (MiB)", func(p peer) float64 { return median(idleAnon[p.name]) }, "%.1f")
 	row("idle RSS, the binary's pages (MiB)", func(p peer) float64 { return median(idleBinary[p.name]) }, "%.1f")
+	figures := []struct {
+		label, format string
+		of            func(peerRun) float64
+	}{
+		{"CPU (cores)", "%.3f", func(r peerRun) float64 { return r.cores }},
+		{"RSS (MiB)", "%.1f", func(r peerRun) float64 { return r.rssMiB }},
+		{"RSS, anonymous (MiB)", "%.1f", func(r peerRun) float64 { return r.anonMiB }},
+		{"RSS, the binary's pages (MiB)", "%.1f", func(r peerRun) float64 { return r.binaryMiB }},
+		{"RSS, other files: mapped state, libraries (MiB)", "%.1f", func(r peerRun) float64 { return r.otherFileMiB }},
+	}
 	for _, pl := range loads {
-		row(pl.name+": CPU (cores)", func(p peer) float64 {
-			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.cores })
-		}, "%.3f")
-		row(pl.name+": RSS (MiB)", func(p peer) float64 {
-			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.rssMiB })
-		}, "%.1f")
-		row(pl.name+": RSS, anonymous (MiB)", func(p peer) float64 {
-			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.anonMiB })
-		}, "%.1f")
-		row(pl.name+": RSS, the binary's pages (MiB)", func(p peer) float64 {
-			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.binaryMiB })
-		}, "%.1f")
-		row(pl.name+": RSS, other files: mapped state, libraries (MiB)", func(p peer) float64 {
-			return medianOf(runs[p.name][pl.name], func(r peerRun) float64 { return r.otherFileMiB })
-		}, "%.1f")
+		for _, f := range figures {
+			row(pl.name+": "+f.label, func(p peer) float64 { return medianOf(runs[p.name][pl.name], f.of) }, f.format)
+		}
 	}
 	// Per-signal costs from the single-signal loads: CPU seconds per million
 	// items sent, and items per second one core would carry at that cost.
