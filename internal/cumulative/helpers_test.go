@@ -2,19 +2,16 @@ package cumulative
 
 import (
 	"context"
-	"maps"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
 )
 
 var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -70,63 +67,9 @@ func convert(t *testing.T, c *Tracker, md pmetric.Metrics, now time.Time) Result
 	return r
 }
 
-// memStorage is a storage client over a map that can list its entries, as
-// file_storage's clients can.
-type memStorage struct {
-	mu   sync.Mutex
-	data map[string][]byte
-}
-
-func newMemStorage(data map[string][]byte) *memStorage {
-	if data == nil {
-		data = map[string][]byte{}
-	}
-	return &memStorage{data: data}
-}
-
-func (s *memStorage) Get(_ context.Context, key string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.data[key], nil
-}
-
-func (s *memStorage) Set(ctx context.Context, key string, value []byte) error {
-	return s.Batch(ctx, storage.SetOperation(key, value))
-}
-
-func (s *memStorage) Delete(ctx context.Context, key string) error {
-	return s.Batch(ctx, storage.DeleteOperation(key))
-}
-
-func (s *memStorage) Batch(_ context.Context, ops ...*storage.Operation) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, op := range ops {
-		switch op.Type {
-		case storage.Get:
-			op.Value = s.data[op.Key]
-		case storage.Set:
-			s.data[op.Key] = slices.Clone(op.Value)
-		case storage.Delete:
-			delete(s.data, op.Key)
-		}
-	}
-	return nil
-}
-
-func (s *memStorage) Close(context.Context) error { return nil }
-
-func (s *memStorage) Walk(_ context.Context, fn storage.WalkFunc) error {
-	s.mu.Lock()
-	snapshot := maps.Clone(s.data)
-	s.mu.Unlock()
-	for _, k := range slices.Sorted(maps.Keys(snapshot)) {
-		if _, err := fn(k, snapshot[k]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// newMemStorage is a storage client over a map that can list its entries,
+// as file_storage's clients can.
+func newMemStorage(data map[string][]byte) *storagetest.Client { return storagetest.NewClient(data) }
 
 type zapField = zap.Field
 

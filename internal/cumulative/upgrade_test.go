@@ -116,7 +116,7 @@ func TestFormatOneIsWhatThisVersionWrites(t *testing.T) {
 	c2, _ := newObserved(cfg)
 	c2.Attach(context.Background(), client, testNow)
 	convert(t, c2, cumulativeSum(at(-time.Hour), at(2*time.Second), 3, map[string]string{"s": "evicted"}), testNow)
-	assert.Equal(t, readFixture(t, formatOneFixture), client.data)
+	assert.Equal(t, readFixture(t, formatOneFixture), client.Data())
 }
 
 // A damaged entry is skipped with a counted read error, never a crash, and
@@ -241,5 +241,5 @@ func TestFormatOneEveryKindIsWhatThisVersionWrites(t *testing.T) {
 	convert(t, c, doubleSum(0, 2.5), testNow)
 	convert(t, c, exponential(0, 1, []uint64{1, 2}, 4, 30), testNow)
 	convert(t, c, summary(0, 10, 5), testNow)
-	assert.Equal(t, readFixture(t, formatOneKindsFixture), client.data)
+	assert.Equal(t, readFixture(t, formatOneKindsFixture), client.Data())
 }

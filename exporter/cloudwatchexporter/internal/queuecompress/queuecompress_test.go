@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
 )
 
 // repetitive is what a queued OTLP request looks like to a compressor:
@@ -68,33 +70,6 @@ func TestDecodeRejectsDamagedValues(t *testing.T) {
 	require.ErrorIs(t, err, ErrTooLarge)
 }
 
-// memClient is a storage client over a map that copies what it is given,
-// as file_storage does at commit.
-type memClient struct{ data map[string][]byte }
-
-func (c *memClient) Get(_ context.Context, key string) ([]byte, error) { return c.data[key], nil }
-func (c *memClient) Set(ctx context.Context, key string, value []byte) error {
-	return c.Batch(ctx, storage.SetOperation(key, value))
-}
-
-func (c *memClient) Delete(ctx context.Context, key string) error {
-	return c.Batch(ctx, storage.DeleteOperation(key))
-}
-func (c *memClient) Close(context.Context) error { return nil }
-func (c *memClient) Batch(_ context.Context, ops ...*storage.Operation) error {
-	for _, op := range ops {
-		switch op.Type {
-		case storage.Get:
-			op.Value = c.data[op.Key]
-		case storage.Set:
-			c.data[op.Key] = bytes.Clone(op.Value)
-		case storage.Delete:
-			delete(c.data, op.Key)
-		}
-	}
-	return nil
-}
-
 func digitsOnly(key string) bool {
 	for _, c := range key {
 		if c < '0' || c > '9' {
@@ -106,7 +81,7 @@ func digitsOnly(key string) bool {
 
 func TestClientCompressesTheSelectedKeysOnly(t *testing.T) {
 	ctx := context.Background()
-	inner := &memClient{data: map[string][]byte{}}
+	inner := storagetest.NewClient(nil)
 	c := NewClient(inner, digitsOnly)
 	item, meta := repetitive(400), repetitive(300)
 
@@ -115,9 +90,9 @@ func TestClientCompressesTheSelectedKeysOnly(t *testing.T) {
 	require.NoError(t, c.Batch(ctx, setItem, setMeta))
 	assert.Equal(t, item, setItem.Value, "the caller's operation is as it gave it")
 
-	assert.True(t, Compressed(inner.data["7"]))
-	assert.True(t, Compressed(inner.data["8"]))
-	assert.Equal(t, meta, inner.data["qmv0"], "the queue's metadata is stored as given")
+	assert.True(t, Compressed(inner.Value("7")))
+	assert.True(t, Compressed(inner.Value("8")))
+	assert.Equal(t, meta, inner.Value("qmv0"), "the queue's metadata is stored as given")
 
 	got, err := c.Get(ctx, "7")
 	require.NoError(t, err)
@@ -137,7 +112,7 @@ func TestClientReadsPlainAndDamagedValuesAsStored(t *testing.T) {
 	item := repetitive(400)
 	damaged := Encode(nil, item)
 	damaged = damaged[:len(damaged)-10]
-	inner := &memClient{data: map[string][]byte{"3": item, "4": damaged}}
+	inner := storagetest.NewClient(map[string][]byte{"3": item, "4": damaged})
 	c := NewClient(inner, digitsOnly)
 	got, err := c.Get(ctx, "3")
 	require.NoError(t, err)
@@ -150,13 +125,13 @@ func TestClientReadsPlainAndDamagedValuesAsStored(t *testing.T) {
 type memStorage struct {
 	component.StartFunc
 	component.ShutdownFunc
-	clients map[string]*memClient
+	clients map[string]*storagetest.Client
 }
 
 func (s *memStorage) GetClient(_ context.Context, kind component.Kind, id component.ID, name string) (storage.Client, error) {
 	k := kind.String() + "/" + id.String() + "/" + name
 	if s.clients[k] == nil {
-		s.clients[k] = &memClient{data: map[string][]byte{}}
+		s.clients[k] = storagetest.NewClient(nil)
 	}
 	return s.clients[k], nil
 }
@@ -172,7 +147,7 @@ func TestHostWrapsOnlyTheQueuesClient(t *testing.T) {
 	ctx := context.Background()
 	storageID, other := component.MustNewIDWithName("file_storage", "queue"), component.MustNewID("health_check")
 	owner := component.MustNewID("cloudwatch")
-	ext := &memStorage{clients: map[string]*memClient{}}
+	ext := &memStorage{clients: map[string]*storagetest.Client{}}
 	healthCheck := &memStorage{} // any other extension
 	exts := map[component.ID]component.Component{storageID: ext, other: healthCheck}
 	h := NewHost(extensionsHost{Host: componenttest.NewNopHost(), exts: exts}, storageID, owner, "metrics", digitsOnly)
@@ -198,7 +173,7 @@ func TestHostWrapsOnlyTheQueuesClient(t *testing.T) {
 	} {
 		client, err := st.GetClient(ctx, c.kind, c.id, c.name)
 		require.NoError(t, err)
-		assert.IsType(t, &memClient{}, client, c.label)
+		assert.IsType(t, &storagetest.Client{}, client, c.label)
 	}
 
 	missing := NewHost(extensionsHost{Host: componenttest.NewNopHost(), exts: map[component.ID]component.Component{other: healthCheck}}, storageID, owner, "metrics", digitsOnly)
@@ -206,28 +181,17 @@ func TestHostWrapsOnlyTheQueuesClient(t *testing.T) {
 	assert.False(t, ok, "no storage: nothing is made up")
 }
 
-// keepingClient keeps the slices it is given, as the storage API allows.
-type keepingClient struct{ memClient }
-
-func (c *keepingClient) Batch(_ context.Context, ops ...*storage.Operation) error {
-	for _, op := range ops {
-		if op.Type == storage.Set {
-			c.data[op.Key] = op.Value
-		}
-	}
-	return nil
-}
-
 func TestValuesGivenToAStorageAreNeverReused(t *testing.T) {
 	ctx := context.Background()
-	inner := &keepingClient{memClient{data: map[string][]byte{}}}
+	inner := storagetest.NewClient(nil)
+	inner.KeepValues = true // as the storage API allows
 	c := NewClient(inner, digitsOnly)
 	items := [][]byte{repetitive(400), repetitive(300), repetitive(500)}
 	for i, item := range items {
 		require.NoError(t, c.Batch(ctx, storage.SetOperation(fmt.Sprint(i), item)))
 	}
 	for i, item := range items {
-		got, err := Decode(inner.data[fmt.Sprint(i)])
+		got, err := Decode(inner.Value(fmt.Sprint(i)))
 		require.NoError(t, err)
 		assert.Equal(t, item, got, "item %d is intact after the later writes", i)
 	}
