@@ -100,7 +100,6 @@ type metricSettings struct {
 	name       string
 	nameAlter  alteration // the name was sanitized
 	unit       unitConversion
-	unitID     unitID // unit.unit
 	resolution int32
 	filter     *dimensionFilter
 }
@@ -111,7 +110,7 @@ type compiledRule struct {
 	glob       bool
 	drop       bool
 	rename     string
-	unit       types.StandardUnit
+	unit       unitID
 	resolution int32
 	filter     dimensionFilter
 }
@@ -136,7 +135,7 @@ func newTranslator(cfg *Config) *translator {
 			glob:       strings.ContainsAny(r.Match, `*?[\`),
 			drop:       r.Drop,
 			rename:     r.Rename,
-			unit:       types.StandardUnit(r.Unit),
+			unit:       unitIDOf(types.StandardUnit(r.Unit)),
 			resolution: r.StorageResolution,
 			filter:     dimensionFilter{include: r.IncludeDimensions, exclude: r.ExcludeDimensions},
 		})
@@ -161,7 +160,7 @@ func (t *translator) settingsFor(m pmetric.Metric) metricSettings {
 		if r.rename != "" {
 			s.name = r.rename
 		}
-		if r.unit != "" {
+		if r.unit != 0 {
 			s.unit = unitConversion{unit: r.unit, scale: 1}
 		}
 		if r.resolution != 0 {
@@ -170,7 +169,6 @@ func (t *translator) settingsFor(m pmetric.Metric) metricSettings {
 		s.filter = &r.filter
 		break
 	}
-	s.unitID = unitIDOf(s.unit.unit)
 	return s
 }
 
@@ -310,7 +308,7 @@ func (tr *translation) newDatum(s *metricSettings, ref pointRef, ts pcommon.Time
 	tr.points = append(tr.points, ref)
 	tr.datums = append(tr.datums, datum{
 		name:       s.name,
-		unit:       s.unitID,
+		unit:       s.unit.unit,
 		dims:       tr.dims[start:len(tr.dims):len(tr.dims)],
 		timestamp:  ts,
 		resolution: s.resolution,

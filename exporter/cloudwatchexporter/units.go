@@ -11,7 +11,7 @@ import (
 // are multiplied by to be expressed in that unit. CloudWatch has no unit for
 // nanoseconds, minutes or hours, so those are scaled to one it has.
 type unitConversion struct {
-	unit  types.StandardUnit
+	unit  unitID
 	scale float64
 }
 
@@ -19,59 +19,59 @@ type unitConversion struct {
 // CloudWatch units. Kilo/kibi prefixes both map to CloudWatch's single
 // Kilobytes (CloudWatch does not say which one it means; it only labels).
 var ucumUnits = map[string]unitConversion{
-	"ns":  {types.StandardUnitMicroseconds, 1e-3},
-	"us":  {types.StandardUnitMicroseconds, 1},
-	"µs":  {types.StandardUnitMicroseconds, 1},
-	"ms":  {types.StandardUnitMilliseconds, 1},
-	"s":   {types.StandardUnitSeconds, 1},
-	"min": {types.StandardUnitSeconds, 60},
-	"h":   {types.StandardUnitSeconds, 3600},
-	"d":   {types.StandardUnitSeconds, 86400},
+	"ns":  {unitIDOf(types.StandardUnitMicroseconds), 1e-3},
+	"us":  {unitIDOf(types.StandardUnitMicroseconds), 1},
+	"µs":  {unitIDOf(types.StandardUnitMicroseconds), 1},
+	"ms":  {unitIDOf(types.StandardUnitMilliseconds), 1},
+	"s":   {unitIDOf(types.StandardUnitSeconds), 1},
+	"min": {unitIDOf(types.StandardUnitSeconds), 60},
+	"h":   {unitIDOf(types.StandardUnitSeconds), 3600},
+	"d":   {unitIDOf(types.StandardUnitSeconds), 86400},
 
-	"By":   {types.StandardUnitBytes, 1},
-	"kBy":  {types.StandardUnitKilobytes, 1},
-	"KBy":  {types.StandardUnitKilobytes, 1},
-	"KiBy": {types.StandardUnitKilobytes, 1},
-	"MBy":  {types.StandardUnitMegabytes, 1},
-	"MiBy": {types.StandardUnitMegabytes, 1},
-	"GBy":  {types.StandardUnitGigabytes, 1},
-	"GiBy": {types.StandardUnitGigabytes, 1},
-	"TBy":  {types.StandardUnitTerabytes, 1},
-	"TiBy": {types.StandardUnitTerabytes, 1},
+	"By":   {unitIDOf(types.StandardUnitBytes), 1},
+	"kBy":  {unitIDOf(types.StandardUnitKilobytes), 1},
+	"KBy":  {unitIDOf(types.StandardUnitKilobytes), 1},
+	"KiBy": {unitIDOf(types.StandardUnitKilobytes), 1},
+	"MBy":  {unitIDOf(types.StandardUnitMegabytes), 1},
+	"MiBy": {unitIDOf(types.StandardUnitMegabytes), 1},
+	"GBy":  {unitIDOf(types.StandardUnitGigabytes), 1},
+	"GiBy": {unitIDOf(types.StandardUnitGigabytes), 1},
+	"TBy":  {unitIDOf(types.StandardUnitTerabytes), 1},
+	"TiBy": {unitIDOf(types.StandardUnitTerabytes), 1},
 
-	"bit":   {types.StandardUnitBits, 1},
-	"kbit":  {types.StandardUnitKilobits, 1},
-	"Kibit": {types.StandardUnitKilobits, 1},
-	"Mbit":  {types.StandardUnitMegabits, 1},
-	"Mibit": {types.StandardUnitMegabits, 1},
-	"Gbit":  {types.StandardUnitGigabits, 1},
-	"Gibit": {types.StandardUnitGigabits, 1},
-	"Tbit":  {types.StandardUnitTerabits, 1},
-	"Tibit": {types.StandardUnitTerabits, 1},
+	"bit":   {unitIDOf(types.StandardUnitBits), 1},
+	"kbit":  {unitIDOf(types.StandardUnitKilobits), 1},
+	"Kibit": {unitIDOf(types.StandardUnitKilobits), 1},
+	"Mbit":  {unitIDOf(types.StandardUnitMegabits), 1},
+	"Mibit": {unitIDOf(types.StandardUnitMegabits), 1},
+	"Gbit":  {unitIDOf(types.StandardUnitGigabits), 1},
+	"Gibit": {unitIDOf(types.StandardUnitGigabits), 1},
+	"Tbit":  {unitIDOf(types.StandardUnitTerabits), 1},
+	"Tibit": {unitIDOf(types.StandardUnitTerabits), 1},
 
-	"By/s":    {types.StandardUnitBytesSecond, 1},
-	"kBy/s":   {types.StandardUnitKilobytesSecond, 1},
-	"KiBy/s":  {types.StandardUnitKilobytesSecond, 1},
-	"MBy/s":   {types.StandardUnitMegabytesSecond, 1},
-	"MiBy/s":  {types.StandardUnitMegabytesSecond, 1},
-	"GBy/s":   {types.StandardUnitGigabytesSecond, 1},
-	"GiBy/s":  {types.StandardUnitGigabytesSecond, 1},
-	"TBy/s":   {types.StandardUnitTerabytesSecond, 1},
-	"TiBy/s":  {types.StandardUnitTerabytesSecond, 1},
-	"bit/s":   {types.StandardUnitBitsSecond, 1},
-	"kbit/s":  {types.StandardUnitKilobitsSecond, 1},
-	"Kibit/s": {types.StandardUnitKilobitsSecond, 1},
-	"Mbit/s":  {types.StandardUnitMegabitsSecond, 1},
-	"Mibit/s": {types.StandardUnitMegabitsSecond, 1},
-	"Gbit/s":  {types.StandardUnitGigabitsSecond, 1},
-	"Gibit/s": {types.StandardUnitGigabitsSecond, 1},
-	"Tbit/s":  {types.StandardUnitTerabitsSecond, 1},
-	"Tibit/s": {types.StandardUnitTerabitsSecond, 1},
+	"By/s":    {unitIDOf(types.StandardUnitBytesSecond), 1},
+	"kBy/s":   {unitIDOf(types.StandardUnitKilobytesSecond), 1},
+	"KiBy/s":  {unitIDOf(types.StandardUnitKilobytesSecond), 1},
+	"MBy/s":   {unitIDOf(types.StandardUnitMegabytesSecond), 1},
+	"MiBy/s":  {unitIDOf(types.StandardUnitMegabytesSecond), 1},
+	"GBy/s":   {unitIDOf(types.StandardUnitGigabytesSecond), 1},
+	"GiBy/s":  {unitIDOf(types.StandardUnitGigabytesSecond), 1},
+	"TBy/s":   {unitIDOf(types.StandardUnitTerabytesSecond), 1},
+	"TiBy/s":  {unitIDOf(types.StandardUnitTerabytesSecond), 1},
+	"bit/s":   {unitIDOf(types.StandardUnitBitsSecond), 1},
+	"kbit/s":  {unitIDOf(types.StandardUnitKilobitsSecond), 1},
+	"Kibit/s": {unitIDOf(types.StandardUnitKilobitsSecond), 1},
+	"Mbit/s":  {unitIDOf(types.StandardUnitMegabitsSecond), 1},
+	"Mibit/s": {unitIDOf(types.StandardUnitMegabitsSecond), 1},
+	"Gbit/s":  {unitIDOf(types.StandardUnitGigabitsSecond), 1},
+	"Gibit/s": {unitIDOf(types.StandardUnitGigabitsSecond), 1},
+	"Tbit/s":  {unitIDOf(types.StandardUnitTerabitsSecond), 1},
+	"Tibit/s": {unitIDOf(types.StandardUnitTerabitsSecond), 1},
 
-	"%": {types.StandardUnitPercent, 1},
+	"%": {unitIDOf(types.StandardUnitPercent), 1},
 	// "1" is the UCUM unit of dimensionless ratios (utilization 0..1), not of counts.
-	"1": {types.StandardUnitNone, 1},
-	"":  {types.StandardUnitNone, 1},
+	"1": {unitIDOf(types.StandardUnitNone), 1},
+	"":  {unitIDOf(types.StandardUnitNone), 1},
 }
 
 // mapUnit returns the CloudWatch unit for a UCUM unit. Annotations such as
@@ -82,12 +82,12 @@ func mapUnit(ucum string) unitConversion {
 		return u
 	}
 	if isAnnotation(ucum) {
-		return unitConversion{types.StandardUnitCount, 1}
+		return unitConversion{unitIDOf(types.StandardUnitCount), 1}
 	}
 	if rate, ok := strings.CutSuffix(ucum, "/s"); ok && isAnnotation(rate) {
-		return unitConversion{types.StandardUnitCountSecond, 1}
+		return unitConversion{unitIDOf(types.StandardUnitCountSecond), 1}
 	}
-	return unitConversion{types.StandardUnitNone, 1}
+	return unitConversion{unitIDOf(types.StandardUnitNone), 1}
 }
 
 // isAnnotation reports whether u is a single UCUM curly-brace annotation, e.g. {request}.
