@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
-	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
 )
 
 var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -66,10 +65,6 @@ func convert(t *testing.T, c *Tracker, md pmetric.Metrics, now time.Time) Result
 	}
 	return r
 }
-
-// newMemStorage is a storage client over a map that can list its entries,
-// as file_storage's clients can.
-func newMemStorage(data map[string][]byte) *storagetest.Client { return storagetest.NewClient(data) }
 
 type zapField = zap.Field
 

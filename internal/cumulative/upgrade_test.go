@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
 )
 
 // readFixture reads a state fixture: one "storage-key hex-value" a line, the
@@ -56,7 +58,7 @@ func histogramWithMinMax(ts time.Duration, counts []uint64, sum, minV, maxV floa
 // This version restores it and goes on from it: no series sends its total
 // again, none loses an increment.
 func TestUpgradeFromFormatOne(t *testing.T) {
-	client := newMemStorage(readFixture(t, formatOneFixture))
+	client := storagetest.NewClient(readFixture(t, formatOneFixture))
 	c, _ := newObserved(testConfig)
 	now := testNow.Add(2 * time.Minute)
 	load := c.Attach(context.Background(), client, now)
@@ -104,7 +106,7 @@ func TestUpgradeFromFormatOne(t *testing.T) {
 // This version writes format 1 byte for byte: the same conversions as the
 // ones that produced the fixture give the fixture.
 func TestFormatOneIsWhatThisVersionWrites(t *testing.T) {
-	client := newMemStorage(nil)
+	client := storagetest.NewClient(nil)
 	c, _ := newObserved(testConfig)
 	c.Attach(context.Background(), client, testNow)
 	convert(t, c, cumulativeSum(at(-time.Hour), at(0), 10, map[string]string{"s": "a"}), testNow)
@@ -138,7 +140,7 @@ func TestDamagedEntriesAreBaselines(t *testing.T) {
 			data[key] = damage(data[key])
 			c, _ := newObserved(testConfig)
 			now := testNow.Add(2 * time.Minute)
-			load := c.Attach(context.Background(), newMemStorage(data), now)
+			load := c.Attach(context.Background(), storagetest.NewClient(data), now)
 			assert.Equal(t, int64(1), load.ReadErrors)
 			assert.Equal(t, 3, load.Restored, "two restored, the damaged one kept as unknown")
 
@@ -206,7 +208,7 @@ func summary(ts time.Duration, count uint64, sum float64) pmetric.Metrics {
 func TestUpgradeFromFormatOneEveryKind(t *testing.T) {
 	c, _ := newObserved(testConfig)
 	now := testNow.Add(2 * time.Minute)
-	load := c.Attach(context.Background(), newMemStorage(readFixture(t, formatOneKindsFixture)), now)
+	load := c.Attach(context.Background(), storagetest.NewClient(readFixture(t, formatOneKindsFixture)), now)
 	assert.Equal(t, Load{Restored: 3, Listed: true}, load)
 
 	md := doubleSum(time.Minute, 4)
@@ -235,7 +237,7 @@ func TestUpgradeFromFormatOneEveryKind(t *testing.T) {
 }
 
 func TestFormatOneEveryKindIsWhatThisVersionWrites(t *testing.T) {
-	client := newMemStorage(nil)
+	client := storagetest.NewClient(nil)
 	c, _ := newObserved(testConfig)
 	c.Attach(context.Background(), client, testNow)
 	convert(t, c, doubleSum(0, 2.5), testNow)
