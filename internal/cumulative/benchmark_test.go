@@ -27,35 +27,73 @@ func sumBatch(n int, start, ts pcommon.Timestamp, step int64) pmetric.Metrics {
 	return md
 }
 
-// BenchmarkStateMemory reports the heap the tracker keeps per sum series
-// once 10,000 series are tracked (two points each, so both snapshots are
-// in use).
+// histogramBatch is one resource with n cumulative histogram series, all
+// with the OpenTelemetry SDKs' default bounds (15 bounds, 16 buckets).
+func histogramBatch(n int, start, ts pcommon.Timestamp, step uint64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "request.duration", "ms").SetEmptyHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	bounds := []float64{0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000}
+	for i := range n {
+		dp := h.DataPoints().AppendEmpty()
+		dp.SetStartTimestamp(start)
+		dp.SetTimestamp(ts)
+		dp.ExplicitBounds().FromRaw(bounds)
+		counts := make([]uint64, len(bounds)+1)
+		for j := range counts {
+			counts[j] = step * uint64(i+j+1)
+			dp.SetCount(dp.Count() + counts[j])
+		}
+		dp.BucketCounts().FromRaw(counts)
+		dp.SetSum(float64(dp.Count()))
+		dp.Attributes().PutStr("series", fmt.Sprint(i))
+	}
+	return md
+}
+
+// BenchmarkStateMemory reports the heap the tracker keeps per series once
+// 10,000 series are tracked (two points each, so both snapshots are in
+// use).
 func BenchmarkStateMemory(b *testing.B) {
 	const series = 10_000
 	start := at(-time.Hour)
-	var perSeries float64
-	for b.Loop() {
-		b.StopTimer()
-		m1 := sumBatch(series, start, at(0), 1)
-		m2 := sumBatch(series, start, at(time.Minute), 2)
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		b.StartTimer()
-		c := New(Config{TTL: time.Hour, MaxSeries: 1 << 20}, nil)
-		var r Result
-		c.Convert(context.Background(), m1, testNow, &r)
-		r.Reset()
-		c.Convert(context.Background(), m2, testNow, &r)
-		b.StopTimer()
-		r = Result{}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		perSeries = float64(after.HeapAlloc-before.HeapAlloc) / series
-		runtime.KeepAlive(c)
-		runtime.KeepAlive(m1)
-		runtime.KeepAlive(m2)
-		b.StartTimer()
+	for _, kind := range []struct {
+		name  string
+		batch func(n int, start, ts pcommon.Timestamp, step int) pmetric.Metrics
+	}{
+		{"sum", func(n int, start, ts pcommon.Timestamp, step int) pmetric.Metrics {
+			return sumBatch(n, start, ts, int64(step))
+		}},
+		{"histogram", func(n int, start, ts pcommon.Timestamp, step int) pmetric.Metrics {
+			return histogramBatch(n, start, ts, uint64(step))
+		}},
+	} {
+		b.Run(kind.name, func(b *testing.B) {
+			var perSeries float64
+			for b.Loop() {
+				b.StopTimer()
+				m1 := kind.batch(series, start, at(0), 1)
+				m2 := kind.batch(series, start, at(time.Minute), 2)
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				c := New(Config{TTL: time.Hour, MaxSeries: 1 << 20}, nil)
+				var r Result
+				c.Convert(context.Background(), m1, testNow, &r)
+				r.Reset()
+				c.Convert(context.Background(), m2, testNow, &r)
+				b.StopTimer()
+				r = Result{}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perSeries = float64(after.HeapAlloc-before.HeapAlloc) / series
+				runtime.KeepAlive(c)
+				runtime.KeepAlive(m1)
+				runtime.KeepAlive(m2)
+				b.StartTimer()
+			}
+			b.ReportMetric(perSeries, "heap_bytes/series")
+		})
 	}
-	b.ReportMetric(perSeries, "heap_bytes/series")
 }

@@ -85,8 +85,9 @@ func (s *snapshot) reuse(old *snapshot) {
 	*s = snapshot{histogramPart: old.histogramPart}
 }
 
-// copyFrom makes s a copy of p, reusing s's buffers.
-func (s *snapshot) copyFrom(p *snapshot) {
+// copyFrom makes s a copy of p, reusing s's buffers; the explicit bounds
+// come from shared (never written to, so kept as they are when equal).
+func (s *snapshot) copyFrom(p *snapshot, shared *layouts) {
 	h := s.histogramPart
 	*s = *p
 	if p.histogramPart == nil {
@@ -98,7 +99,10 @@ func (s *snapshot) copyFrom(p *snapshot) {
 	}
 	bounds, counts, neg := h.bounds, h.counts, h.neg
 	*h = *p.histogramPart
-	h.bounds = append(bounds[:0], p.bounds...)
+	h.bounds = bounds
+	if !slices.Equal(bounds, p.bounds) {
+		h.bounds = shared.shared(p.bounds)
+	}
 	h.counts = append(counts[:0], p.counts...)
 	h.neg = append(neg[:0], p.neg...)
 	s.histogramPart = h

@@ -166,6 +166,11 @@ func (c *Tracker) restoreEntry(e *series, seen, now time.Time, cv *Result) *seri
 	}
 	s := c.insert(e.key, seen, e.kind, cv)
 	s.cur, s.prev, s.hasPrev, s.curSent, s.unknown, s.saved = e.cur, e.prev, e.hasPrev, e.curSent, e.unknown, true
+	for _, p := range []*snapshot{&s.cur, &s.prev} {
+		if p.histogramPart != nil {
+			p.bounds = c.layouts.shared(p.bounds)
+		}
+	}
 	if e.hasPrev {
 		c.touch(s) // updated before the restart: established
 	}

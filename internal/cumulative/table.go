@@ -65,6 +65,8 @@ type Tracker struct {
 
 	// scratch is the histogram part of the point being converted.
 	scratch histogramPart
+	// layouts holds the histogram bounds the series share.
+	layouts layouts
 }
 
 // none marks the end of an LRU list.
@@ -127,7 +129,7 @@ func (c *Tracker) step(ctx context.Context, key uint64, p *snapshot, now time.Ti
 	}
 	if s == nil {
 		s = c.insert(key, now, kind, cv)
-		s.cur.copyFrom(p)
+		s.cur.copyFrom(p, &c.layouts)
 		s.curSent = p.start != 0 && p.start <= p.ts && p.start > c.watermark
 		if s.curSent && c.cfg.MaxAge > 0 && p.start.AsTime().Before(now.Add(-c.cfg.MaxAge)) {
 			// Counting a long history into one interval would mislead more
@@ -147,7 +149,7 @@ func (c *Tracker) step(ctx context.Context, key uint64, p *snapshot, now time.Ti
 	case s.unknown:
 		// Saved but unreadable: it may have been sent before, so p is a
 		// baseline, as for a forgotten series.
-		s.cur.copyFrom(p)
+		s.cur.copyFrom(p, &c.layouts)
 		s.kind, s.unknown, s.hasPrev, s.curSent = kind, false, false, false
 		return s, drop, ReasonBaseline, true
 	case p.ts == s.cur.ts && p.start == s.cur.start:
@@ -166,7 +168,7 @@ func (c *Tracker) step(ctx context.Context, key uint64, p *snapshot, now time.Ti
 
 	// p is newer: it becomes cur (in prev's old buffers), cur becomes prev.
 	s.prev, s.cur = s.cur, s.prev
-	s.cur.copyFrom(p)
+	s.cur.copyFrom(p, &c.layouts)
 	s.hasPrev, s.curSent = true, false
 	out, reason := c.compare(p, &s.prev, kind)
 	if out == drop {
