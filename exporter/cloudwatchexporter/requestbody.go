@@ -25,19 +25,21 @@ type bodyBuffers struct {
 	body preparedBody
 }
 
-// bodyWriter prepares request bodies in reused buffers. The gzip writers
-// (about 800 KiB each) are pooled apart from the bodies: a writer is held
-// only while it compresses, so there are as many as compressions run at
-// once, not as many as requests are in flight.
+// bodyWriter prepares request bodies in reused buffers, and compresses
+// them with one gzip writer (about 800 KiB) taken by one compression at a
+// time: a sync.Pool of writers would keep one per processor that ever
+// compressed (dozens on a GPU host), and a request compresses in about a
+// millisecond, far below the pace CloudWatch takes requests at.
 type bodyWriter struct {
-	pool    sync.Pool // *bodyBuffers
-	writers sync.Pool // *gzip.Writer
+	pool sync.Pool // *bodyBuffers
+
+	gzipMu sync.Mutex
+	gzip   *gzip.Writer // made at the first body large enough to compress
 }
 
 func newBodyWriter() *bodyWriter {
 	w := &bodyWriter{}
 	w.pool.New = func() any { return &bodyBuffers{} }
-	w.writers.New = func() any { return gzip.NewWriter(nil) }
 	return w
 }
 
@@ -51,20 +53,29 @@ func (w *bodyWriter) prepare(namespace string, datums []datum) (*bodyBuffers, er
 		return b, nil
 	}
 	b.gz.Reset()
-	zw := w.writers.Get().(*gzip.Writer)
-	zw.Reset(&b.gz)
-	_, err := zw.Write(b.raw)
-	if err == nil {
-		err = zw.Close()
-	}
-	zw.Reset(nil)
-	w.writers.Put(zw)
-	if err != nil {
+	if err := w.compress(&b.gz, b.raw); err != nil {
 		w.release(b)
 		return nil, err
 	}
 	b.body = preparedBody{bytes: b.gz.Bytes(), gzipped: true}
 	return b, nil
+}
+
+// compress writes raw gzipped to dst.
+func (w *bodyWriter) compress(dst *bytes.Buffer, raw []byte) error {
+	w.gzipMu.Lock()
+	defer w.gzipMu.Unlock()
+	if w.gzip == nil {
+		w.gzip = gzip.NewWriter(dst)
+	} else {
+		w.gzip.Reset(dst)
+	}
+	_, err := w.gzip.Write(raw)
+	if err == nil {
+		err = w.gzip.Close()
+	}
+	w.gzip.Reset(nil) // do not keep dst alive
+	return err
 }
 
 func (w *bodyWriter) release(b *bodyBuffers) {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,33 +95,64 @@ func sampleDatums() []datum {
 	}
 }
 
-// Bodies held by requests in flight do not each hold a gzip writer (about
-// 800 KiB): ten bodies prepared one after another while all ten are still
-// in flight share one writer, and each decompresses to its own request.
-func TestRequestBodiesInFlightShareTheGzipWriter(t *testing.T) {
+// Bodies are compressed by one gzip writer (about 800 KiB) whatever the
+// number of cores and of requests in flight: a writer per processor (what
+// a sync.Pool keeps) would hold dozens on a GPU host. Sixteen bodies
+// prepared at once on sixteen processors allocate sixteen bodies and one
+// writer, and each decompresses to its own request.
+func TestConcurrentBodiesShareOneGzipWriter(t *testing.T) {
 	var tr translation
 	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
-	// A collection may empty a sync.Pool; none runs here.
+	const bodies = 16
+	datums := func(i int) []datum { return tr.datums[i*100 : i*100+100] }
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(bodies))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	w := newBodyWriter()
-	writers := 0
-	w.writers.New = func() any { writers++; return gzip.NewWriter(nil) }
 
-	var inFlight []*bodyBuffers
-	for i := range 10 {
-		ds := tr.datums[i*100 : i*100+100]
-		b, err := w.prepare("GPUBuild/Test", ds)
-		require.NoError(t, err)
-		require.True(t, b.body.gzipped)
-		inFlight = append(inFlight, b)
+	allocated := func(prepare func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		prepare()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
 	}
-	assert.Equal(t, 1, writers)
-	for i, b := range inFlight {
+	// What a body costs with and without making the writer.
+	single := newBodyWriter()
+	prepareOne := func(i int) func() {
+		return func() {
+			b, err := single.prepare("GPUBuild/Test", datums(i))
+			require.NoError(t, err)
+			require.True(t, b.body.gzipped)
+		}
+	}
+	first := allocated(prepareOne(0))
+	body := allocated(prepareOne(1))
+	writer := first - body
+
+	w := newBodyWriter()
+	prepared := make([]*bodyBuffers, bodies)
+	all := allocated(func() {
+		var wg sync.WaitGroup
+		for i := range bodies {
+			wg.Go(func() {
+				b, err := w.prepare("GPUBuild/Test", datums(i))
+				if assert.NoError(t, err) {
+					prepared[i] = b
+				}
+			})
+		}
+		wg.Wait()
+	})
+	assert.Less(t, all, bodies*body+writer*3/2,
+		"%d bodies at once allocated %d bytes; a body %d, the writer %d", bodies, all, body, writer)
+
+	for i, b := range prepared {
+		require.NotNil(t, b)
+		require.True(t, b.body.gzipped)
 		zr, err := gzip.NewReader(bytes.NewReader(b.body.bytes))
 		require.NoError(t, err)
 		got, err := io.ReadAll(zr)
 		require.NoError(t, err)
-		assert.Equal(t, appendPutMetricData(nil, "GPUBuild/Test", tr.datums[i*100:i*100+100]), got, "body %d", i)
+		assert.Equal(t, appendPutMetricData(nil, "GPUBuild/Test", datums(i)), got, "body %d", i)
 		w.release(b)
 	}
 }

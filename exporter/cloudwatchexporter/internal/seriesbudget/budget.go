@@ -35,7 +35,7 @@ type Budget struct {
 }
 
 type metricSeries struct {
-	lastSeen  map[uint64]time.Time
+	lastSeen  map[uint64]int64               // Unix nanoseconds: no pointer for the GC to follow
 	values    map[string]map[uint64]struct{} // per dimension name, capped at max
 	lastSweep time.Time
 	lastWarn  time.Time
@@ -55,23 +55,24 @@ func (b *Budget) Admit(metric string, series uint64, now time.Time, dims func() 
 	defer b.mu.Unlock()
 	m := b.metrics[metric]
 	if m == nil {
-		m = &metricSeries{lastSeen: map[uint64]time.Time{}, values: map[string]map[uint64]struct{}{}}
+		m = &metricSeries{lastSeen: map[uint64]int64{}, values: map[string]map[uint64]struct{}{}}
 		b.metrics[metric] = m
 	}
+	seen := now.UnixNano()
 	if _, ok := m.lastSeen[series]; ok {
-		m.lastSeen[series] = now
+		m.lastSeen[series] = seen
 		return true, nil
 	}
 	if len(m.lastSeen) >= b.max && now.Sub(m.lastSweep) >= b.ttl/4 {
 		m.lastSweep = now
-		for s, seen := range m.lastSeen {
-			if now.Sub(seen) > b.ttl {
+		for s, last := range m.lastSeen {
+			if seen-last > int64(b.ttl) {
 				delete(m.lastSeen, s)
 			}
 		}
 	}
 	if len(m.lastSeen) < b.max {
-		m.lastSeen[series] = now
+		m.lastSeen[series] = seen
 		for _, d := range dims() {
 			vals := m.values[d.Name]
 			if vals == nil {
