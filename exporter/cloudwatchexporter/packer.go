@@ -158,8 +158,8 @@ func datumSize(d *datum) int {
 		n += textSize("StatisticValues") + 2 +
 			textSize("Maximum") + textSize("Minimum") + textSize("SampleCount") + textSize("Sum") + 4*float64Size
 	case kindValues:
-		n += textSize("Values") + 2 + len(d.floats)/2*float64Size
-		n += textSize("Counts") + 2 + len(d.floats)/2*float64Size
+		n += textSize("Values") + 2 + len(d.values())*float64Size
+		n += textSize("Counts") + 2 + len(d.counts())*float64Size
 	}
 	if d.unit != 0 {
 		n += textSize("Unit") + textSize(string(d.unit.standard()))
