@@ -182,7 +182,7 @@ func decodeSeriesState(b []byte, s *series) error {
 	if s.hasPrev {
 		r.snapshot(&s.prev, kind, !sameBounds)
 		if sameBounds && r.Err() == nil {
-			s.prev.bounds = slices.Clone(s.cur.bounds)
+			s.prev.bounds = s.cur.bounds // bounds are never written to (layouts.go)
 		}
 	}
 	return r.Done()
