@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
 )
 
 // sumBatch is one resource with n cumulative sum series.
@@ -42,23 +44,32 @@ func histogramBatch(n int, ts time.Duration, step uint64) pmetric.Metrics {
 	return histograms(ts, points...)
 }
 
-// BenchmarkStateMemory reports the heap the tracker keeps per series once
-// 10,000 series are tracked (two points each, so both snapshots are in
-// use).
-func BenchmarkStateMemory(b *testing.B) {
-	const series = 10_000
+// benchmarkKind builds n series of one kind at ts, each step times its
+// index apart.
+type benchmarkKind struct {
+	name  string
+	batch func(n int, ts time.Duration, step int) pmetric.Metrics
+}
+
+// benchmarkKinds are sums and histograms, started an hour before testNow.
+func benchmarkKinds() []benchmarkKind {
 	start := at(-time.Hour)
-	for _, kind := range []struct {
-		name  string
-		batch func(n int, ts time.Duration, step int) pmetric.Metrics
-	}{
+	return []benchmarkKind{
 		{"sum", func(n int, ts time.Duration, step int) pmetric.Metrics {
 			return sumBatch(n, start, at(ts), int64(step))
 		}},
 		{"histogram", func(n int, ts time.Duration, step int) pmetric.Metrics {
 			return histogramBatch(n, ts, uint64(step))
 		}},
-	} {
+	}
+}
+
+// BenchmarkStateMemory reports the heap the tracker keeps per series once
+// 10,000 series are tracked (two points each, so both snapshots are in
+// use).
+func BenchmarkStateMemory(b *testing.B) {
+	const series = 10_000
+	for _, kind := range benchmarkKinds() {
 		b.Run(kind.name, func(b *testing.B) {
 			var perSeries float64
 			for b.Loop() {
@@ -87,4 +98,43 @@ func BenchmarkStateMemory(b *testing.B) {
 			b.ReportMetric(perSeries, "heap_bytes/series")
 		})
 	}
+}
+
+// BenchmarkSavedBytes reports what the storage holds per series once
+// 10,000 series are saved with two points each: the entries' values, and
+// their keys too (what file_storage rewrites when the series move on).
+func BenchmarkSavedBytes(b *testing.B) {
+	const series = 10_000
+	for _, kind := range benchmarkKinds() {
+		b.Run(kind.name, func(b *testing.B) {
+			m1, m2 := kind.batch(series, 0, 1), kind.batch(series, time.Minute, 2)
+			var values, withKeys int
+			for b.Loop() {
+				client := storagetest.NewClient(nil)
+				c := New(Config{TTL: time.Hour, MaxSeries: 1 << 20}, nil)
+				c.Attach(context.Background(), client, testNow)
+				for _, md := range []pmetric.Metrics{m1, m2} {
+					var r Result
+					md := cloneMetrics(md)
+					c.Convert(context.Background(), md, testNow, &r)
+					if err := c.Save(context.Background(), r.Records); err != nil {
+						b.Fatal(err)
+					}
+				}
+				values, withKeys = 0, 0
+				for k, v := range client.Data() {
+					values += len(v)
+					withKeys += len(k) + len(v)
+				}
+			}
+			b.ReportMetric(float64(values)/series, "value_bytes/series")
+			b.ReportMetric(float64(withKeys)/series, "entry_bytes/series")
+		})
+	}
+}
+
+func cloneMetrics(md pmetric.Metrics) pmetric.Metrics {
+	out := pmetric.NewMetrics()
+	md.CopyTo(out)
+	return out
 }

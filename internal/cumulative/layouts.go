@@ -46,6 +46,18 @@ func (l *layouts) shared(b []float64) []float64 {
 	return s
 }
 
+// id returns the hash of b when b is a layout of the table itself (what
+// shared returned for it), by which a saved entry may refer to it.
+func (l *layouts) id(b []float64) (uint64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	h := hashBounds(b)
+	s, ok := l.byHash[h]
+	return h, ok && len(s) == len(b) && &s[0] == &b[0]
+}
+
+// hashBounds is stable across processes: saved entries refer to a layout by it.
 func hashBounds(b []float64) uint64 {
 	var d xxhash.Digest
 	d.Reset()

@@ -163,6 +163,10 @@ func TestLayoutHashCollisionIsNotShared(t *testing.T) {
 	assert.False(t, sameArray(got, other))
 	assert.False(t, sameArray(got, b), "the caller's slice is never kept")
 	assert.Equal(t, []float64{7, 8}, l.byHash[hashBounds(b)], "the shared layout is left as it was")
+	_, ok := l.id(got)
+	assert.False(t, ok, "saved inline: its hash stands for the other layout")
+	_, ok = l.id(slices.Clone(other))
+	assert.False(t, ok, "equal bounds that are not the table's own are saved inline")
 	assert.Nil(t, l.shared(nil))
 	assert.True(t, slices.Equal(l.shared(b), b))
 }

@@ -32,6 +32,8 @@ type stateStore struct {
 	sets   []pendingSet
 	ops    []storage.Operation
 	ptrs   []*storage.Operation
+	// layouts: those written by the save in progress.
+	layouts map[uint64]bool
 	// valueBytes sizes the next save's buffer.
 	valueBytes int
 }
@@ -60,7 +62,7 @@ type Load struct {
 func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Time) Load {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := &stateStore{client: client}
+	st := &stateStore{client: client, layouts: map[uint64]bool{}}
 	c.store = st
 	var load Load
 	var cv Result
@@ -79,11 +81,43 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 	}
 
 	if walker, ok := client.(storage.Walker); ok {
-		var entries []*series
-		var watermark []byte
+		type savedEntry struct {
+			key   uint64
+			value []byte
+		}
+		var (
+			entries   []*series
+			watermark []byte
+			// layouts read so far, and those a series entry referred to
+			layouts, referred = map[uint64][]float64{}, map[uint64]bool{}
+			layoutKeys        []string
+			// entries listed before the layout they refer to (a storage
+			// need not list its keys in order)
+			deferred []savedEntry
+		)
+		lookup := func(h uint64) ([]float64, bool) {
+			b, ok := layouts[h]
+			if ok {
+				referred[h] = true
+			}
+			return b, ok
+		}
+		unreadable := func(key uint64) *series {
+			load.ReadErrors++
+			return &series{key: key, saved: true, seen: now.UnixNano(), unknown: true}
+		}
 		err := walker.Walk(ctx, func(key string, value []byte) ([]*storage.Operation, error) {
 			if key == WatermarkKey {
 				watermark = slices.Clone(value)
+				return nil, nil
+			}
+			if h, ok := parseLayoutKey(key); ok {
+				layoutKeys = append(layoutKeys, key)
+				if b, err := decodeLayout(value, h); err == nil {
+					layouts[h] = b
+				} else {
+					load.ReadErrors++
+				}
 				return nil, nil
 			}
 			hash, ok := parseSeriesKey(key)
@@ -91,14 +125,29 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 				return nil, nil // not ours to interpret
 			}
 			s := &series{key: hash, saved: true}
-			if decodeSeriesState(value, s) != nil {
-				load.ReadErrors++
-				*s = series{key: hash, saved: true, seen: now.UnixNano(), unknown: true}
+			switch err := decodeSeriesState(value, s, lookup); {
+			case errors.Is(err, errNoLayout):
+				deferred = append(deferred, savedEntry{hash, slices.Clone(value)})
+				return nil, nil
+			case err != nil:
+				s = unreadable(hash)
 			}
 			entries = append(entries, s)
 			return nil, nil
 		})
 		if err == nil {
+			for _, d := range deferred {
+				s := &series{key: d.key, saved: true}
+				if decodeSeriesState(d.value, s, lookup) != nil {
+					s = unreadable(d.key)
+				}
+				entries = append(entries, s)
+			}
+			for _, k := range layoutKeys {
+				if h, _ := parseLayoutKey(k); !referred[h] {
+					st.deletes = append(st.deletes, k)
+				}
+			}
 			st.listed, load.Listed = true, true
 			readWatermark(watermark)
 			// Oldest first, so that the LRU list ends in the right order.
@@ -137,8 +186,16 @@ func (c *Tracker) restore(ctx context.Context, key uint64, now time.Time, kind s
 	if err == nil && value == nil {
 		return nil
 	}
+	lookup := func(h uint64) ([]float64, bool) {
+		v, err := c.store.client.Get(ctx, layoutStorageKey(h))
+		if err != nil || v == nil {
+			return nil, false
+		}
+		b, err := decodeLayout(v, h)
+		return b, err == nil
+	}
 	e := &series{key: key, saved: true}
-	if err != nil || decodeSeriesState(value, e) != nil || e.kind != kind {
+	if err != nil || decodeSeriesState(value, e, lookup) != nil || e.kind != kind {
 		cv.ReadErrors++
 		*e = series{key: key, saved: true, kind: kind, unknown: true}
 	}
@@ -208,11 +265,22 @@ func (c *Tracker) Save(ctx context.Context, records []Record) error {
 		}
 		s.saved = true
 		start := len(buf)
-		buf = appendSeriesState(buf, s)
+		layout, byLayout := uint64(0), false
+		if s.kind == histogramSeries {
+			layout, byLayout = c.layouts.id(s.cur.bounds)
+		}
+		buf = appendSeriesState(buf, s, layout, byLayout)
 		k := len(keys)
 		keys = appendSeriesStorageKey(keys, s.key)
 		sets = append(sets, pendingSet{unsafe.String(&keys[k], seriesKeyLen), start, len(buf)})
+		if byLayout && !st.layouts[layout] {
+			st.layouts[layout] = true
+			start := len(buf)
+			buf = appendLayout(buf, s.cur.bounds)
+			sets = append(sets, pendingSet{layoutStorageKey(layout), start, len(buf)})
+		}
 	}
+	clear(st.layouts)
 	watermark := st.watermarkChanged
 	if watermark {
 		start := len(buf)

@@ -56,9 +56,46 @@ func histogramWithMinMax(ts time.Duration, counts []uint64, sum, minV, maxV floa
 // series "s=b" at 8 (5 before), a latency histogram, series "s=evicted" at
 // 3, and a watermark at 12:00:00 left by forgetting "s=a" (last value 10).
 // This version restores it and goes on from it: no series sends its total
-// again, none loses an increment.
+// again, none loses an increment. What it saved meanwhile, in format 2,
+// is read back by the next restart.
 func TestUpgradeFromFormatOne(t *testing.T) {
 	client := storagetest.NewClient(readFixture(t, formatOneFixture))
+	assertGoesOnFromFixtureState(t, client)
+
+	c, _ := newObserved(testConfig)
+	now := testNow.Add(3 * time.Minute)
+	load := c.Attach(context.Background(), client, now)
+	assert.Equal(t, Load{Restored: 5, Listed: true}, load)
+	assertEntriesInFormat(t, client, stateFormat)
+	md := cumulativeSum(at(-time.Hour), at(3*time.Minute), 20, map[string]string{"s": "b"})
+	convert(t, c, md, now)
+	v, _ := sentSum(t, md)
+	assert.Equal(t, int64(8), v, "20 - 12, saved in format 2")
+	md = histogramWithMinMax(2*time.Minute, []uint64{1, 4, 2}, 30, 0.5, 14)
+	convert(t, c, md, now)
+	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
+	assert.Equal(t, []uint64{0, 1, 1}, dp.BucketCounts().AsRaw(), "[1 4 2] - [1 3 1], bounds from the layout entry")
+	assert.Equal(t, 10.0, dp.Sum())
+}
+
+// assertEntriesInFormat checks that every series and layout entry in
+// client starts with format (the watermark entry is the same in both).
+func assertEntriesInFormat(t *testing.T, client *storagetest.Client, format byte) {
+	t.Helper()
+	for k, v := range client.Data() {
+		if k == WatermarkKey {
+			continue
+		}
+		require.NotEmpty(t, v, k)
+		assert.Equal(t, format, v[0], k)
+	}
+}
+
+// assertGoesOnFromFixtureState attaches a tracker to client, which holds
+// the state of formatOneFixture (in any format), and checks that every
+// series goes on from it.
+func assertGoesOnFromFixtureState(t *testing.T, client *storagetest.Client) {
+	t.Helper()
 	c, _ := newObserved(testConfig)
 	now := testNow.Add(2 * time.Minute)
 	load := c.Attach(context.Background(), client, now)
@@ -103,9 +140,10 @@ func TestUpgradeFromFormatOne(t *testing.T) {
 	assert.Equal(t, int64(6), v)
 }
 
-// This version writes format 1 byte for byte: the same conversions as the
-// ones that produced the fixture give the fixture.
-func TestFormatOneIsWhatThisVersionWrites(t *testing.T) {
+// The same conversions as the ones that produced the format-1 fixture,
+// saved by this version: format 2, the histogram's bounds in one layout
+// entry, and a restart goes on from it as from the fixture.
+func TestFormatTwoIsWhatThisVersionWrites(t *testing.T) {
 	client := storagetest.NewClient(nil)
 	c, _ := newObserved(testConfig)
 	c.Attach(context.Background(), client, testNow)
@@ -118,7 +156,25 @@ func TestFormatOneIsWhatThisVersionWrites(t *testing.T) {
 	c2, _ := newObserved(cfg)
 	c2.Attach(context.Background(), client, testNow)
 	convert(t, c2, cumulativeSum(at(-time.Hour), at(2*time.Second), 3, map[string]string{"s": "evicted"}), testNow)
-	assert.Equal(t, readFixture(t, formatOneFixture), client.Data())
+
+	fixture := readFixture(t, formatOneFixture)
+	data := client.Data()
+	assertEntriesInFormat(t, client, stateFormat)
+	var layoutKeys []string
+	for k := range data {
+		switch {
+		case strings.HasPrefix(k, LayoutKeyPrefix):
+			layoutKeys = append(layoutKeys, k)
+		case k == WatermarkKey:
+			assert.Equal(t, fixture[k][1:], data[k][1:], "the watermark entry is the same but for its format byte")
+		default:
+			assert.Contains(t, fixture, k, "the same keys as format 1")
+			assert.Less(t, len(data[k]), len(fixture[k]), "%s: smaller than in format 1", k)
+		}
+	}
+	assert.Equal(t, []string{layoutStorageKey(hashBounds([]float64{1, 10}))}, layoutKeys)
+	assert.Len(t, data, len(fixture)+1)
+	assertGoesOnFromFixtureState(t, client)
 }
 
 // A damaged entry is skipped with a counted read error, never a crash, and
@@ -206,9 +262,14 @@ func summary(ts time.Duration, count uint64, sum float64) pmetric.Metrics {
 // an exponential histogram (zero 1, buckets 3..4 = [1 2]) and a summary
 // (count 10, sum 5). Each goes on with a delta from the saved point.
 func TestUpgradeFromFormatOneEveryKind(t *testing.T) {
+	assertEveryKindGoesOn(t, storagetest.NewClient(readFixture(t, formatOneKindsFixture)))
+}
+
+func assertEveryKindGoesOn(t *testing.T, client *storagetest.Client) {
+	t.Helper()
 	c, _ := newObserved(testConfig)
 	now := testNow.Add(2 * time.Minute)
-	load := c.Attach(context.Background(), storagetest.NewClient(readFixture(t, formatOneKindsFixture)), now)
+	load := c.Attach(context.Background(), client, now)
 	assert.Equal(t, Load{Restored: 3, Listed: true}, load)
 
 	md := doubleSum(time.Minute, 4)
@@ -236,12 +297,16 @@ func TestUpgradeFromFormatOneEveryKind(t *testing.T) {
 	assert.Equal(t, 2.0, hdps.At(0).Sum())
 }
 
-func TestFormatOneEveryKindIsWhatThisVersionWrites(t *testing.T) {
+// The same points saved by this version (format 2) are restored alike.
+func TestEveryKindSurvivesARestartInFormatTwo(t *testing.T) {
 	client := storagetest.NewClient(nil)
 	c, _ := newObserved(testConfig)
 	c.Attach(context.Background(), client, testNow)
 	convert(t, c, doubleSum(0, 2.5), testNow)
 	convert(t, c, exponential(0, 1, []uint64{1, 2}, 4, 30), testNow)
 	convert(t, c, summary(0, 10, 5), testNow)
-	assert.Equal(t, readFixture(t, formatOneKindsFixture), client.Data())
+	fixture := readFixture(t, formatOneKindsFixture)
+	assert.Len(t, client.Data(), len(fixture))
+	assertEntriesInFormat(t, client, stateFormat)
+	assertEveryKindGoesOn(t, client)
 }

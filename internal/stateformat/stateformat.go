@@ -14,7 +14,13 @@ import (
 
 // AppendFloat appends v as its 8 IEEE-754 bytes, little-endian.
 func AppendFloat(b []byte, v float64) []byte {
-	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	return AppendUint64(b, math.Float64bits(v))
+}
+
+// AppendUint64 appends v as 8 bytes, little-endian (for hashes, which
+// a varint would make longer).
+func AppendUint64(b []byte, v uint64) []byte {
+	return binary.LittleEndian.AppendUint64(b, v)
 }
 
 // AppendBytes appends p after its length (a uvarint).
@@ -162,12 +168,15 @@ func (r *Reader) Int32() int32 {
 }
 
 // Float reads what AppendFloat wrote.
-func (r *Reader) Float() float64 {
+func (r *Reader) Float() float64 { return math.Float64frombits(r.Uint64()) }
+
+// Uint64 reads what AppendUint64 wrote.
+func (r *Reader) Uint64() uint64 {
 	if r.err != nil || len(r.b) < 8 {
 		r.Fail()
 		return 0
 	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(r.b))
+	v := binary.LittleEndian.Uint64(r.b)
 	r.b = r.b[8:]
 	return v
 }
