@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
 	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
 )
 
@@ -73,27 +74,18 @@ func BenchmarkStateMemory(b *testing.B) {
 		b.Run(kind.name, func(b *testing.B) {
 			var perSeries float64
 			for b.Loop() {
-				b.StopTimer()
 				m1 := kind.batch(series, 0, 1)
 				m2 := kind.batch(series, time.Minute, 2)
-				var before, after runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				b.StartTimer()
-				c := New(Config{TTL: time.Hour, MaxSeries: 1 << 20}, nil)
-				var r Result
-				c.Convert(context.Background(), m1, testNow, &r)
-				r.Reset()
-				c.Convert(context.Background(), m2, testNow, &r)
-				b.StopTimer()
-				r = Result{}
-				runtime.GC()
-				runtime.ReadMemStats(&after)
-				perSeries = float64(after.HeapAlloc-before.HeapAlloc) / series
-				runtime.KeepAlive(c)
+				perSeries = float64(benchmem.Retained(func() any {
+					c := New(Config{TTL: time.Hour, MaxSeries: 1 << 20}, nil)
+					var r Result
+					c.Convert(context.Background(), m1, testNow, &r)
+					r.Reset()
+					c.Convert(context.Background(), m2, testNow, &r)
+					return c
+				})) / series
 				runtime.KeepAlive(m1)
 				runtime.KeepAlive(m2)
-				b.StartTimer()
 			}
 			b.ReportMetric(perSeries, "heap_bytes/series")
 		})

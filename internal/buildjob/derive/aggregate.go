@@ -181,15 +181,7 @@ func (t *seriesTable) take() []*series {
 }
 
 func (l *seriesLabels) equal(o *seriesLabels) bool {
-	if l.res != o.res || l.fam != o.fam || l.a != o.a || l.b != o.b || l.c != o.c || len(l.dims) != len(o.dims) {
-		return false
-	}
-	for i := range l.dims {
-		if !l.dims[i].equal(o.dims[i]) {
-			return false
-		}
-	}
-	return true
+	return l.res == o.res && l.fam == o.fam && l.a == o.a && l.b == o.b && l.c == o.c && dimsEqual(l.dims, o.dims)
 }
 
 // clone returns labels that no longer reference the input batch.

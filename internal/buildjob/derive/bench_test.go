@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
 )
 
 // The benchmarks build pdata the way the OTel Python SDK and its FastAPI
@@ -351,4 +353,28 @@ func BenchmarkConnectorAPISpans(b *testing.B) {
 	}
 	b.StopTimer()
 	reportPerItem(b, "span", benchBatch, mallocs()-before)
+}
+
+// BenchmarkRunMemory reports the heap the run memory keeps per remembered
+// run once 10,000 jobs (two dimensions each, all alike) have ended.
+func BenchmarkRunMemory(b *testing.B) {
+	const jobs = 10_000
+	batches := statusLogBatches(jobs / (benchBatch / 2))
+	var perRun float64
+	for b.Loop() {
+		perRun = float64(benchmem.Retained(func() any {
+			cfg := benchConfig()
+			cfg.MaxActiveJobs = jobs
+			d := newConnectorDeriver(cfg, t0)
+			for _, ld := range batches {
+				d.consumeLogs(ld, at(time.Second))
+			}
+			if n := d.jobs.EndedRuns(); n != jobs {
+				b.Fatalf("%d runs remembered", n)
+			}
+			return d
+		})) / jobs
+	}
+	runtime.KeepAlive(batches)
+	b.ReportMetric(perRun, "heap_bytes/run")
 }

@@ -90,3 +90,51 @@ func ownedDims(dims []dimValue) []dimValue {
 	}
 	return out
 }
+
+// maxSharedDims bounds the dimension tuples runs share: past it, a new
+// tuple is its run's own copy, as every tuple was before sharing.
+const maxSharedDims = 1024
+
+// sharedDims gives the runs of the run memory one owned copy of each
+// dimension tuple. Thousands of remembered runs nearly always have a
+// handful of tuples (engine, data type); an owned copy each was about a
+// fifth of a remembered run's heap. A slice it returns is never written to.
+type sharedDims struct {
+	seed   maphash.Seed
+	byHash map[uint64][]dimValue
+}
+
+func newSharedDims() *sharedDims {
+	return &sharedDims{seed: maphash.MakeSeed(), byHash: map[uint64][]dimValue{}}
+}
+
+// own returns an owned tuple equal to dims (which may be borrowed from the
+// input batch), shared with the runs that have the same one.
+func (s *sharedDims) own(dims []dimValue) []dimValue {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	for _, v := range dims {
+		v.writeHash(&h)
+	}
+	key := h.Sum64()
+	if shared, ok := s.byHash[key]; ok && dimsEqual(shared, dims) {
+		return shared
+	}
+	owned := ownedDims(dims)
+	if _, taken := s.byHash[key]; !taken && len(s.byHash) < maxSharedDims {
+		s.byHash[key] = owned
+	}
+	return owned
+}
+
+func dimsEqual(a, b []dimValue) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -533,6 +533,39 @@ func TestDimensions(t *testing.T) {
 	}
 }
 
+// Runs with the same dimensions share one copy of them; a later record
+// that fills a dimension of one run gives that run its own tuple and
+// leaves the runs that shared it alone.
+func TestRunsShareDimensionsAndFillingOneLeavesItsNeighboursAlone(t *testing.T) {
+	sink := newOTLPSink(t)
+	svc := newTestService(t, sink)
+	cfg := testConfig()
+	cfg.Dimensions = []string{"build.engine", "build.data_type"}
+	d := newConnectorDeriver(cfg, t0)
+
+	for _, job := range []string{"job-1", "job-2", "job-3"} {
+		svc.status(job, running, at(0), attribute.String("build.engine", "cagra"))
+	}
+	d.consumeLogs(svc.logs(), at(time.Second))
+	var tuples [][]dimValue
+	d.jobs.ForEachActive(func(p runPayload) { tuples = append(tuples, p.dims) })
+	require.Len(t, tuples, 3)
+	for _, dims := range tuples {
+		require.Len(t, dims, 2)
+		assert.Same(t, &tuples[0][0], &dims[0], "one copy of the tuple")
+	}
+
+	svc.status("job-1", completed, at(10*time.Second), attribute.String("build.engine", "cagra"), attribute.String("build.data_type", "float16"))
+	svc.status("job-2", completed, at(20*time.Second), attribute.String("build.engine", "cagra"))
+	d.consumeLogs(svc.logs(), at(30*time.Second))
+	ps := points(d.flush(at(30*time.Second), false))
+	assert.Equal(t, int64(1), one(t, ps, metricBuildJobs, attrs("build.result", "success", "build.engine", "cagra", "build.data_type", "float16")).value)
+	assert.Equal(t, int64(1), one(t, ps, metricBuildJobs, attrs("build.result", "success", "build.engine", "cagra")).value, "job-2 kept its tuple")
+	d.jobs.ForEachActive(func(p runPayload) {
+		assert.Equal(t, dimUnset, p.dims[1].kind, "job-3 still has no data type")
+	})
+}
+
 func TestServicesAreKeptApart(t *testing.T) {
 	sink := newOTLPSink(t)
 	a := newTestService(t, sink, attribute.String("service.name", "builder-a"))

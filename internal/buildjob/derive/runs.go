@@ -1,6 +1,8 @@
 package derive
 
 import (
+	"slices"
+
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -24,19 +26,29 @@ type countedRun struct {
 }
 
 func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
+	dims := newSharedDims()
 	return runmemory.New(runmemory.Config[runPayload]{
 		Timeout:       cfg.JobTimeout,
 		PendingGrace:  cfg.MetricsFlushInterval,
 		MaxRuns:       cfg.MaxActiveJobs,
 		TimeoutResult: resultTimeout,
 		// The resource entry is the derivation's own; the dimensions are
-		// borrowed from the input batch.
-		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: ownedDims(p.dims)} },
+		// borrowed from the input batch, and kept shared between runs.
+		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: dims.own(p.dims)} },
+		// A later record may set a dimension the first one lacked: the run
+		// takes another tuple, never writing into a shared one.
 		Fill: func(have *runPayload, from runPayload) {
+			var filled []dimValue
 			for i, v := range from.dims {
 				if have.dims[i].kind == dimUnset && v.kind != dimUnset {
-					have.dims[i] = v.owned()
+					if filled == nil {
+						filled = slices.Clone(have.dims)
+					}
+					filled[i] = v
 				}
+			}
+			if filled != nil {
+				have.dims = dims.own(filled)
 			}
 		},
 		Count: func(c runmemory.Counted[runPayload]) {

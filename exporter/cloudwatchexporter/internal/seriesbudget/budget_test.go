@@ -1,12 +1,13 @@
 package seriesbudget
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
 )
 
 func dims(job uint64) func() []Dimension {
@@ -57,23 +58,15 @@ func BenchmarkBudgetMemory(b *testing.B) {
 	now := time.Unix(1000, 0)
 	var perSeries float64
 	for b.Loop() {
-		b.StopTimer()
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		b.StartTimer()
-		budget := New(series, time.Hour, time.Minute)
-		for s := uint64(1); s <= series; s++ {
-			if ok, _ := budget.Admit("jobs", s, now, dims(s)); !ok {
-				b.Fatalf("series %d refused", s)
+		perSeries = float64(benchmem.Retained(func() any {
+			budget := New(series, time.Hour, time.Minute)
+			for s := uint64(1); s <= series; s++ {
+				if ok, _ := budget.Admit("jobs", s, now, dims(s)); !ok {
+					b.Fatalf("series %d refused", s)
+				}
 			}
-		}
-		b.StopTimer()
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		perSeries = float64(after.HeapAlloc-before.HeapAlloc) / series
-		runtime.KeepAlive(budget)
-		b.StartTimer()
+			return budget
+		})) / series
 	}
 	b.ReportMetric(perSeries, "heap_bytes/series")
 }
