@@ -35,6 +35,16 @@ func TestFieldBytes(t *testing.T) {
 	assert.Equal(t, want, w.Encoded())
 	assert.Equal(t, []byte{2, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0, 0, 0, 0, 0, 0, 0xf0, 0xbf}, AppendFloats(nil, []float64{1.5, -1}))
 
+	// A hash: 8 bytes, little-endian, whatever its value.
+	h := AppendUint64(nil, 0x0102030405060708)
+	assert.Equal(t, []byte{8, 7, 6, 5, 4, 3, 2, 1}, h)
+	hr := NewReader(h, errTest)
+	assert.Equal(t, uint64(0x0102030405060708), hr.Uint64())
+	require.NoError(t, hr.Done())
+	short := NewReader(h[:7], errTest)
+	short.Uint64()
+	assert.ErrorIs(t, short.Err(), errTest)
+
 	r := NewReader(want[1:], errTest)
 	assert.Equal(t, byte(7), r.Byte())
 	assert.Equal(t, uint64(300), r.Uvarint())
