@@ -55,22 +55,25 @@ const (
 
 // Run is one execution of a job, assembled from its span and status
 // records. Its exported fields are what the owner persists.
+//
+// The one-byte fields come first, together: thousands of runs are
+// remembered, and apart they would pad a run into the next size class.
 type Run[P any] struct {
-	State State
+	State   State
+	HasSpan bool
+	onOpen  bool // on the open list (else on the ended list, or new)
 	// Start is the earliest start seen, End the end that counted the run
 	// (for a timeout, Start + the timeout). Zero means unknown.
 	Start, End pcommon.Timestamp
 	// What each source said, to recognize duplicates per source.
 	LogStart, LogEnd   pcommon.Timestamp
 	SpanStart, SpanEnd pcommon.Timestamp
-	HasSpan            bool
 	Result             string
 	// ListedAt is when the run entered its current list (open or ended).
 	ListedAt time.Time
 	Payload  P
 
 	job        *Job[P]
-	onOpen     bool // on the open list (else on the ended list, or new)
 	prev, next *Run[P]
 }
 

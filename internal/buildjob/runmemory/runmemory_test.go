@@ -3,6 +3,7 @@ package runmemory
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,4 +89,16 @@ func TestTimeout(t *testing.T) {
 	require.Len(t, counted, 1)
 	assert.Equal(t, "timeout", counted[0].Result)
 	assert.False(t, counted[0].HasDuration)
+}
+
+// A run is allocated on its own, thousands at a time: with the
+// derivation's 32-byte payload (a pointer and a slice) it must stay within
+// the 160-byte size class, which padding between its one-byte fields
+// would push into the 176-byte one.
+func TestRunFitsItsSizeClass(t *testing.T) {
+	type payload struct {
+		_ *int  // the resource
+		_ []int // the dimensions
+	}
+	assert.LessOrEqual(t, unsafe.Sizeof(Run[payload]{}), uintptr(160))
 }
