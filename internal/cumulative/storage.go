@@ -32,8 +32,8 @@ type stateStore struct {
 	sets   []pendingSet
 	ops    []storage.Operation
 	ptrs   []*storage.Operation
-	// layouts: those written by the save in progress.
-	layouts map[uint64]bool
+	// layoutsWritten: the layout entries the save in progress writes.
+	layoutsWritten map[uint64]bool
 	// valueBytes sizes the next save's buffer.
 	valueBytes int
 }
@@ -62,7 +62,7 @@ type Load struct {
 func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Time) Load {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := &stateStore{client: client, layouts: map[uint64]bool{}}
+	st := &stateStore{client: client, layoutsWritten: map[uint64]bool{}}
 	c.store = st
 	var load Load
 	var cv Result
@@ -273,14 +273,14 @@ func (c *Tracker) Save(ctx context.Context, records []Record) error {
 		k := len(keys)
 		keys = appendSeriesStorageKey(keys, s.key)
 		sets = append(sets, pendingSet{unsafe.String(&keys[k], seriesKeyLen), start, len(buf)})
-		if byLayout && !st.layouts[layout] {
-			st.layouts[layout] = true
+		if byLayout && !st.layoutsWritten[layout] {
+			st.layoutsWritten[layout] = true
 			start := len(buf)
 			buf = appendLayout(buf, s.cur.bounds)
 			sets = append(sets, pendingSet{layoutStorageKey(layout), start, len(buf)})
 		}
 	}
-	clear(st.layouts)
+	clear(st.layoutsWritten)
 	watermark := st.watermarkChanged
 	if watermark {
 		start := len(buf)

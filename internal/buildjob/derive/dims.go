@@ -117,11 +117,12 @@ func (s *sharedDims) own(dims []dimValue) []dimValue {
 		v.writeHash(&h)
 	}
 	key := h.Sum64()
-	if shared, ok := s.byHash[key]; ok && dimsEqual(shared, dims) {
+	shared, taken := s.byHash[key]
+	if taken && dimsEqual(shared, dims) {
 		return shared
 	}
 	owned := ownedDims(dims)
-	if _, taken := s.byHash[key]; !taken && len(s.byHash) < maxSharedDims {
+	if !taken && len(s.byHash) < maxSharedDims {
 		s.byHash[key] = owned
 	}
 	return owned
