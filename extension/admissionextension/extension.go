@@ -55,9 +55,11 @@ func (a *admissionExtension) GetHTTPHandler(context.Context) (extensionmiddlewar
 // reader, which must not block (other streams of the connection, maybe the
 // one holding the place, would stall): a request that finds no place free
 // is refused at once with UNAVAILABLE and a retry delay, which OTLP
-// clients retry.
+// clients retry. An admitted message is decoded from a copy of its own
+// size (requestCodec), not from a pooled buffer of the next larger tier.
 func (a *admissionExtension) GetGRPCServerOptions(context.Context) ([]grpc.ServerOption, error) {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newRequestCodec()),
 		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
 			release, ok := a.gate.TryAcquire()
 			if !ok {
