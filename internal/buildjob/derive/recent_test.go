@@ -32,12 +32,14 @@ func (f *fifoSet) add(id spanIdentity) bool {
 	return true
 }
 
-// identityNumber makes distinct identities that differ in one byte only, in
-// the trace id or in the span id.
+// identityNumber makes distinct identities from small numbers: even ones
+// differ in the trace id, odd ones in the span id.
 func identityNumber(n int) spanIdentity {
 	var id spanIdentity
-	id[n%2*16+3] = byte(n / 2)
-	id[n%2*16+4] = byte(n / 512)
+	part := n % 2 * 16 // the trace id, or the span id
+	id[part] = 1
+	id[part+1] = byte(n / 2)
+	id[part+2] = byte(n / 512)
 	return id
 }
 
