@@ -38,20 +38,21 @@ func (r *receivedMetrics) Export(_ context.Context, req pmetricotlp.ExportReques
 	return pmetricotlp.NewExportResponse(), nil
 }
 
-func admissionServerOptions(t *testing.T) []grpc.ServerOption {
+// grpcServerOptions are what the extension made from cfg gives a gRPC server.
+func grpcServerOptions(t *testing.T, cfg *Config) []grpc.ServerOption {
 	t.Helper()
-	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(NewFactory().Type()), createDefaultConfig())
+	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(NewFactory().Type()), cfg)
 	require.NoError(t, err)
 	opts, err := ext.(*admissionExtension).GetGRPCServerOptions(context.Background())
 	require.NoError(t, err)
 	return opts
 }
 
-// serve starts a gRPC server with opts and the metrics and health services,
-// and returns a connection to it.
-func serve(t *testing.T, svc *receivedMetrics, opts ...grpc.ServerOption) *grpc.ClientConn {
+// serve starts a gRPC server with opts, the metrics service svc and the
+// health service, and returns a connection to it.
+func serve(t *testing.T, svc pmetricotlp.GRPCServer, opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	srv := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(4<<20))...)
+	srv := grpc.NewServer(opts...)
 	pmetricotlp.RegisterGRPCServer(srv, svc)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -63,6 +64,9 @@ func serve(t *testing.T, svc *receivedMetrics, opts ...grpc.ServerOption) *grpc.
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
+
+// largeMessages admits the 1.2 MiB requests below.
+var largeMessages = grpc.MaxRecvMsgSize(4 << 20)
 
 // gaugeOfSize is a request of one gauge whose points make it at least
 // bytes long once serialized.
@@ -86,7 +90,7 @@ func gaugeOfSize(bytes int) pmetric.Metrics {
 // or in many, and other services' messages still decode.
 func TestAdmittedRequestsDecodeWhole(t *testing.T) {
 	svc := &receivedMetrics{keep: true, got: make(chan pmetric.Metrics, 1)}
-	conn := serve(t, svc, admissionServerOptions(t)...)
+	conn := serve(t, svc, append(grpcServerOptions(t, createDefaultConfig().(*Config)), largeMessages)...)
 	client := pmetricotlp.NewGRPCClient(conn)
 	marshaler := &pmetric.ProtoMarshaler{}
 	for _, size := range []int{1, 1200 << 10} {
@@ -155,10 +159,10 @@ func TestDecodedRequestsLeaveNoBufferBehind(t *testing.T) {
 	request, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(gaugeOfSize(1200 << 10))
 	require.NoError(t, err)
 
-	control := heapKeptAfterOneCollection(t, serve(t, &receivedMetrics{}), request)
+	control := heapKeptAfterOneCollection(t, serve(t, &receivedMetrics{}, largeMessages), request)
 	require.Greater(t, control, int64(3<<20), "pdata's codec no longer keeps a pooled buffer: requestCodec may be unnecessary")
 
-	kept := heapKeptAfterOneCollection(t, serve(t, &receivedMetrics{}, admissionServerOptions(t)...), request)
+	kept := heapKeptAfterOneCollection(t, serve(t, &receivedMetrics{}, append(grpcServerOptions(t, createDefaultConfig().(*Config)), largeMessages)...), request)
 	// gRPC's own frame buffers (the message in 16 KiB pieces) may stay in
 	// its pool either way.
 	assert.Less(t, kept, int64(len(request)+512<<10), "heap kept after decoding a %d-byte request", len(request))

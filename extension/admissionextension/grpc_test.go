@@ -2,18 +2,15 @@ package admissionextension
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -38,20 +35,8 @@ func (b *blockingMetrics) Export(context.Context, pmetricotlp.ExportRequest) (pm
 func TestGRPCRequestsTakeAPlaceBeforeTheirMessageIsRead(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.MaxInFlight = 1
-	ext, err := NewFactory().Create(context.Background(), extensiontest.NewNopSettings(NewFactory().Type()), cfg)
-	require.NoError(t, err)
-	opts, err := ext.(*admissionExtension).GetGRPCServerOptions(context.Background())
-	require.NoError(t, err)
-	srv := grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(1<<10))...)
 	svc := &blockingMetrics{entered: make(chan struct{}, 4), unblock: make(chan struct{})}
-	pmetricotlp.RegisterGRPCServer(srv, svc)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Stop()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
+	conn := serve(t, svc, append(grpcServerOptions(t, cfg), grpc.MaxRecvMsgSize(1<<10))...)
 	client := pmetricotlp.NewGRPCClient(conn)
 	export := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -63,7 +48,7 @@ func TestGRPCRequestsTakeAPlaceBeforeTheirMessageIsRead(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { first <- export() }()
 	<-svc.entered
-	err = export()
+	err := export()
 	st := status.Convert(err)
 	assert.Equal(t, codes.Unavailable, st.Code(), "refused at once: %v", err)
 	require.Len(t, st.Details(), 1)
