@@ -1,12 +1,9 @@
 package derive
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"runtime"
 	"testing"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
 )
@@ -134,15 +131,9 @@ func TestRecentSpansMatchTheirModel(t *testing.T) {
 // (10,000 jobs) once it is full, and the heap kept per remembered identity.
 func BenchmarkRecentSpans(b *testing.B) {
 	const capacity = recentSpansPerJob * 10_000
-	rng := rand.New(rand.NewPCG(1, 2))
 	ids := make([]spanIdentity, 2*capacity)
 	for i := range ids {
-		var trace pcommon.TraceID
-		var span pcommon.SpanID
-		binary.LittleEndian.PutUint64(trace[:], rng.Uint64())
-		binary.LittleEndian.PutUint64(trace[8:], rng.Uint64())
-		binary.LittleEndian.PutUint64(span[:], rng.Uint64())
-		ids[i] = newSpanIdentity(trace, span)
+		ids[i] = newSpanIdentity(benchIDs(i))
 	}
 	perID := float64(benchmem.Retained(func() any {
 		r := newRecentSpans(capacity)
