@@ -47,7 +47,8 @@ func newRecentSpans(capacity int) *recentSpans {
 // add records id and reports whether it was new.
 func (r *recentSpans) add(id spanIdentity) bool {
 	mask := len(r.index) - 1
-	i := r.home(&id)
+	home := r.home(&id)
+	i := home
 	for ; r.index[i] != 0; i = (i + 1) & mask {
 		if r.ring[r.index[i]-1] == id {
 			return false
@@ -58,7 +59,7 @@ func (r *recentSpans) add(id spanIdentity) bool {
 		// found above, so id's slot is looked for again.
 		r.remove(r.next)
 		r.ring[r.next] = id
-		r.place(r.next)
+		r.place(r.next, home)
 		r.next = (r.next + 1) % r.capacity
 		return true
 	}
@@ -76,10 +77,11 @@ func (r *recentSpans) home(id *spanIdentity) int {
 	return int(maphash.Bytes(r.seed, id[:])) & (len(r.index) - 1)
 }
 
-// place indexes ring position pos in the first free slot of its probe.
-func (r *recentSpans) place(pos int) {
+// place indexes ring position pos in the first free slot of its probe,
+// which starts at home.
+func (r *recentSpans) place(pos, home int) {
 	mask := len(r.index) - 1
-	i := r.home(&r.ring[pos])
+	i := home
 	for r.index[i] != 0 {
 		i = (i + 1) & mask
 	}
@@ -111,6 +113,6 @@ func (r *recentSpans) remove(pos int) {
 func (r *recentSpans) grow() {
 	r.index = make([]uint32, 2*len(r.index))
 	for pos := range r.ring {
-		r.place(pos)
+		r.place(pos, r.home(&r.ring[pos]))
 	}
 }
