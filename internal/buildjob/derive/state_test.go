@@ -665,3 +665,42 @@ func TestStateUnknownFormatByteOfEveryEntry(t *testing.T) {
 		assert.ErrorIs(t, tc.decode(tc.entry), errUnknownVersion, name)
 	}
 }
+
+// Runs restored at start share their dimension tuples as runs seen live
+// do, and a later record that fills a dimension of one restored run leaves
+// its neighbours' tuple alone: each is counted with its own dimensions.
+func TestRestoredRunsShareDimensions(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	config := func() *jobSettings {
+		cfg := testConfig()
+		cfg.Dimensions = []string{"build.engine", "build.data_type"}
+		return cfg
+	}
+
+	a := startSidecar(t, dir, config(), new(consumertest.MetricsSink), nil)
+	for _, job := range []string{"job-1", "job-2", "job-3"} {
+		svc.status(job, running, now.Add(-time.Minute), attribute.String("build.engine", "cagra"))
+	}
+	a.consumeLogs(svc)
+	require.NoError(t, a.sigterm())
+
+	next := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, config(), next, nil)
+	var tuples [][]dimValue
+	b.conn.emitter.d.jobs.ForEachActive(func(p runPayload) { tuples = append(tuples, p.dims) })
+	require.Len(t, tuples, 3)
+	for _, dims := range tuples {
+		require.Len(t, dims, 2)
+		assert.Same(t, &tuples[0][0], &dims[0], "one copy of the restored tuple")
+	}
+
+	svc.status("job-1", completed, now, attribute.String("build.engine", "cagra"), attribute.String("build.data_type", "float16"))
+	svc.status("job-2", completed, now, attribute.String("build.engine", "cagra"))
+	b.consumeLogs(svc)
+	require.NoError(t, b.sigterm())
+	ps := points(next.AllMetrics()[0])
+	assert.Equal(t, int64(1), one(t, ps, metricBuildJobs, attrs("build.result", "success", "build.engine", "cagra", "build.data_type", "float16")).value)
+	assert.Equal(t, int64(1), one(t, ps, metricBuildJobs, attrs("build.result", "success", "build.engine", "cagra")).value, "job-2 kept its tuple")
+}

@@ -174,7 +174,10 @@ type Config[P any] struct {
 	// MaxRuns bounds the open runs, and separately the counted runs kept.
 	MaxRuns       int
 	TimeoutResult string
-	// Own returns a payload that no longer references the input batch.
+	// Own returns a payload that no longer references the input batch (or
+	// the owner's decoded state: Restore passes restored payloads through
+	// it too, so that whatever the owner shares between runs is shared by
+	// restored runs alike).
 	Own func(P) P
 	// Fill completes a kept payload from a later record's.
 	Fill func(have *P, from P)
@@ -554,7 +557,7 @@ func (t *Tracker[P]) EvictOldestEnded() (*Job[P], bool) {
 
 // Restore puts back the runs of jobs read from the owner's persisted
 // state, into an empty tracker: each job's runs in order, and every run on
-// its list in the order of ListedAt.
+// its list in the order of ListedAt, each payload through Config.Own.
 func (t *Tracker[P]) Restore(jobs map[Key][]*Run[P]) map[Key]*Job[P] {
 	out := make(map[Key]*Job[P], len(jobs))
 	var all []*Run[P]
@@ -566,6 +569,7 @@ func (t *Tracker[P]) Restore(jobs map[Key][]*Run[P]) map[Key]*Job[P] {
 		jr.runs = append(jr.inline[:0], runs...)
 		for _, r := range runs {
 			r.job = jr
+			r.Payload = t.cfg.Own(r.Payload)
 		}
 		jr.sort()
 		t.jobs[key] = jr
