@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +173,35 @@ func TestDefaultConfigDryRun(t *testing.T) {
 	require.NoError(t, s.terminate(t, 20*time.Second), "exit code must be 0 after SIGTERM")
 	assert.Contains(t, s.Output.String(), "Shutdown complete")
 	assert.NotContains(t, s.Output.String(), "deprecated", "the default config uses no deprecated setting")
+}
+
+// The distribution runs its Go code on one P unless GOMAXPROCS is set
+// (distro/gomaxprocs.go): on this 2-core CI machine the runtime's own
+// default would be 2. The scheduler trace shows the setting from outside;
+// its first line can come before package init, so only lines written after
+// the collector answers its health check count.
+func TestOneProcessorUnlessGOMAXPROCSIsSet(t *testing.T) {
+	sched := regexp.MustCompile(`SCHED \d+ms: gomaxprocs=(\d+) `)
+	for _, tc := range []struct {
+		env  []string
+		want int
+	}{
+		{nil, 1},
+		{[]string{"GOMAXPROCS=2"}, 2},
+		{[]string{"GOMAXPROCS=3"}, 3},
+	} {
+		s := startSidecar(t, append(tc.env, "GODEBUG=schedtrace=100")...)
+		healthyAt := len(s.Output.String())
+		var got []string
+		require.True(t, binarytest.Eventually(10*time.Second, func() bool {
+			got = sched.FindStringSubmatch(s.Output.String()[healthyAt:])
+			return got != nil
+		}), "no scheduler trace after the health check with %v", tc.env)
+		n, err := strconv.Atoi(got[1])
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, n, "GOMAXPROCS with %v", tc.env)
+		require.NoError(t, s.terminate(t, 20*time.Second))
+	}
 }
 
 func TestNoNVMLStaysHealthy(t *testing.T) {

@@ -24,8 +24,10 @@ type sidecar struct {
 
 // cleanEnv is the environment of a machine with no AWS account: nothing from
 // the test runner's AWS settings leaks in, and no metadata service is asked.
+// The runner's Go runtime settings stay out too: the binary's defaults are
+// under test.
 func cleanEnv(t *testing.T) []string {
-	env := binarytest.EnvWithout("AWS_", "GPUBUILD_")
+	env := binarytest.EnvWithout("AWS_", "GPUBUILD_", "GOMAXPROCS=", "GODEBUG=")
 	home := t.TempDir()
 	return append(env,
 		"HOME="+home,

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"os"
+	"runtime"
+)
+
+// A sidecar's load arrives a few requests at a time. With more than one P,
+// the Go scheduler wakes an idle thread for each goroutine made ready, and
+// on a GPU worker's shared cores those wake-ups cost more CPU than the work
+// they hand over (BENCHMARKS.md, "One P by default"). Its peak is measured
+// on one core anyway. An explicit GOMAXPROCS (a gateway on a large machine)
+// keeps the runtime's own default.
+//
+// This file is not generated: ocb leaves files it does not write in place.
+func init() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
