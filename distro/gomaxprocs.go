@@ -9,8 +9,8 @@ import (
 // the Go scheduler wakes an idle thread for each goroutine made ready, and
 // on a GPU worker's shared cores those wake-ups cost more CPU than the work
 // they hand over (BENCHMARKS.md, "One P by default"). Its peak is measured
-// on one core anyway. An explicit GOMAXPROCS (a gateway on a large machine)
-// keeps the runtime's own default.
+// on one core anyway. A GOMAXPROCS in the environment (a gateway on a large
+// machine) is left to the runtime to apply.
 //
 // This file is not generated: ocb leaves files it does not write in place.
 func init() {
