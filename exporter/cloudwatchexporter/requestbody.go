@@ -17,24 +17,28 @@ import (
 // and reading the answer stay the SDK's; the protocol that sends the body
 // written here is in upstream.go.
 
-// bodyBuffers are one request's reused buffers, held until the request
-// is done.
+// bodyBuffers is what one request's body holds until the request is
+// done: the body as sent (compressed, or as written when small).
 type bodyBuffers struct {
-	raw  []byte
-	gz   bytes.Buffer
+	sent bytes.Buffer
 	body preparedBody
 }
 
-// bodyWriter prepares request bodies in reused buffers, and compresses
-// them with one gzip writer (about 800 KiB) taken by one compression at a
-// time: a sync.Pool of writers would keep one per processor that ever
-// compressed (dozens on a GPU host), and a request compresses in about a
-// millisecond, far below the pace CloudWatch takes requests at.
+// bodyWriter writes and compresses request bodies one at a time, in one
+// reused buffer for the uncompressed CBOR and one gzip writer (about 800
+// KiB, made at the first body large enough to compress). A request in
+// flight holds only its compressed bytes (a tenth of the CBOR or less), so
+// max_concurrent_requests requests hold one uncompressed buffer between
+// them, not one each, and a sync.Pool of writers would keep one per
+// processor that ever compressed (dozens on a GPU host). A body is written
+// and compressed in about a millisecond, far below the pace CloudWatch
+// takes requests at.
 type bodyWriter struct {
 	pool sync.Pool // *bodyBuffers
 
-	gzipMu sync.Mutex
-	gzip   *gzip.Writer // made at the first body large enough to compress
+	mu   sync.Mutex // guards raw and gzip
+	raw  []byte
+	gzip *gzip.Writer
 }
 
 func newBodyWriter() *bodyWriter {
@@ -43,28 +47,29 @@ func newBodyWriter() *bodyWriter {
 	return w
 }
 
-// prepare writes the body of one request; release gives the buffers back
+// prepare writes the body of one request; release gives its buffer back
 // once nothing reads the body any more.
 func (w *bodyWriter) prepare(namespace string, datums []datum) (*bodyBuffers, error) {
 	b := w.pool.Get().(*bodyBuffers)
-	b.raw = appendPutMetricData(b.raw[:0], namespace, datums)
-	b.body = preparedBody{bytes: b.raw}
-	if len(b.raw) < minCompressBytes {
+	b.sent.Reset()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.raw = appendPutMetricData(w.raw[:0], namespace, datums)
+	if len(w.raw) < minCompressBytes {
+		b.sent.Write(w.raw) // a copy: raw is the next body's
+		b.body = preparedBody{bytes: b.sent.Bytes()}
 		return b, nil
 	}
-	b.gz.Reset()
-	if err := w.compress(&b.gz, b.raw); err != nil {
+	if err := w.compress(&b.sent, w.raw); err != nil {
 		w.release(b)
 		return nil, err
 	}
-	b.body = preparedBody{bytes: b.gz.Bytes(), gzipped: true}
+	b.body = preparedBody{bytes: b.sent.Bytes(), gzipped: true}
 	return b, nil
 }
 
-// compress writes raw gzipped to dst.
+// compress writes raw gzipped to dst; w.mu is held.
 func (w *bodyWriter) compress(dst *bytes.Buffer, raw []byte) error {
-	w.gzipMu.Lock()
-	defer w.gzipMu.Unlock()
 	if w.gzip == nil {
 		w.gzip = gzip.NewWriter(dst)
 	} else {

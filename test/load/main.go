@@ -42,6 +42,7 @@ type options struct {
 	warmup       time.Duration
 	points       int
 	jobs         float64
+	interval     time.Duration
 	fixed        bool
 	baseline     bool
 	maxRate      bool
@@ -73,6 +74,7 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", 10*time.Second, "start of the measured window after the load starts")
 	flag.IntVar(&o.points, "points", 10000, "SDK metric data points per second")
 	flag.Float64Var(&o.jobs, "jobs", 100, "job runs per second (each with 4 stage spans, 4-6 API spans, 2 status records)")
+	flag.DurationVar(&o.interval, "interval", time.Second, "the SDK's export interval in the fixed-rate run (10s with -points 1000 -jobs 1: the team's shape)")
 	flag.BoolVar(&o.fixed, "fixed", true, "measure the sidecar at the fixed rate")
 	flag.BoolVar(&o.baseline, "baseline", true, "also measure the stock ocb otlp -> debug baseline at the fixed rate")
 	flag.BoolVar(&o.maxRate, "max-rate", true, "also search the highest load sustained on one core")
@@ -171,7 +173,11 @@ type load struct {
 }
 
 func (l load) String() string {
-	return fmt.Sprintf("%d points/s + %g jobs/s", l.points, l.jobs)
+	s := fmt.Sprintf("%d points/s + %g jobs/s", l.points, l.jobs)
+	if l.interval != time.Second {
+		s += fmt.Sprintf(", exported every %v", l.interval)
+	}
+	return s
 }
 
 // simConfig makes buildsim produce the load: one SDK export per interval
@@ -539,7 +545,7 @@ func bench(ctx context.Context, o options) (string, error) {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 
-	fixed := load{points: o.points, jobs: o.jobs, interval: time.Second, duration: o.duration}
+	fixed := load{points: o.points, jobs: o.jobs, interval: o.interval, duration: o.duration}
 	var ours, base *result
 	if o.fixed {
 		logf("sidecar at %v for %v", fixed, o.duration)
