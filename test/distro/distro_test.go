@@ -85,6 +85,10 @@ func TestValidateRejectsBadConfig(t *testing.T) {
 			env:  "GPUBUILD_METRICS_ENABLED=maybe",
 			want: "GPUBUILD_METRICS_ENABLED",
 		},
+		"bad idle memory switch": {
+			env:  "GPUBUILD_RELEASE_IDLE_MEMORY=maybe",
+			want: "GPUBUILD_RELEASE_IDLE_MEMORY",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := string(base)

@@ -1,0 +1,157 @@
+// Package idlememory gives the heap a burst of work leaves behind back to
+// the operating system once the process has gone quiet.
+//
+// The Go runtime collects garbage only when the heap grows to its goal
+// (twice the live heap by default), and returns to the operating system
+// only memory beyond about 110 % of that goal. A process that works in
+// bursts and is quiet in between (a sidecar receiving a service's metric
+// exports every 10 s, or whose service is idle between builds) therefore
+// keeps the garbage of its last burst, and memory as large as its heap
+// goal, resident until the next burst. Once allocation has stayed quiet
+// for a while, one forced collection and scavenge (debug.FreeOSMemory)
+// brings the resident heap down to what is live; the next burst grows it
+// again. The peak is unchanged: only the time between bursts is cheaper,
+// for one forced collection per quiet period (BENCHMARKS.md, "The heap
+// given back between bursts").
+package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/idlememory"
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvVar turns the release off (false); unset or empty means on.
+const EnvVar = "GPUBUILD_RELEASE_IDLE_MEMORY"
+
+// Enabled reads EnvVar. Anything that is not a boolean is an error, not a
+// silent default.
+func Enabled(lookupEnv func(string) (string, bool)) (bool, error) {
+	v, ok := lookupEnv(EnvVar)
+	if !ok || strings.TrimSpace(v) == "" {
+		return true, nil
+	}
+	on, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("%s: %q is not a boolean (use true or false)", EnvVar, v)
+	}
+	return on, nil
+}
+
+// Config says when the heap is given back.
+type Config struct {
+	// Every is how often allocation is sampled.
+	Every time.Duration
+	// Quiet is how many samples in a row must each have allocated at most
+	// QuietBytes before the heap is given back.
+	Quiet      int
+	QuietBytes uint64
+	// MinBytes: the heap is given back only when at least this much of it
+	// is garbage or free and still resident (not worth a collection below).
+	MinBytes uint64
+}
+
+// DefaultConfig gives the heap back after two seconds of under 512 KiB
+// allocated a second, when at least 4 MiB can be given back.
+func DefaultConfig() Config {
+	return Config{Every: time.Second, Quiet: 2, QuietBytes: 512 << 10, MinBytes: 4 << 20}
+}
+
+// Sample is what the decision reads from the runtime.
+type Sample struct {
+	// Allocated is the total of bytes ever allocated on the heap.
+	Allocated uint64
+	// Reclaimable is heap memory that is resident but not live: objects
+	// dead since the last collection, and free spans not yet returned.
+	Reclaimable uint64
+}
+
+// Decider decides from successive samples; it holds no runtime state.
+type Decider struct {
+	cfg   Config
+	prev  Sample
+	quiet int
+	began bool
+}
+
+// NewDecider returns a decider for cfg.
+func NewDecider(cfg Config) *Decider { return &Decider{cfg: cfg} }
+
+// Release reports whether the heap should be given back now, given the
+// latest sample. After a release the quiet count starts again, so a
+// process that stays quiet is not collected over and over.
+func (d *Decider) Release(s Sample) bool {
+	prev, began := d.prev, d.began
+	d.prev, d.began = s, true
+	if !began {
+		return false
+	}
+	if s.Allocated-prev.Allocated > d.cfg.QuietBytes {
+		d.quiet = 0
+		return false
+	}
+	d.quiet++
+	if d.quiet < d.cfg.Quiet || s.Reclaimable < d.cfg.MinBytes {
+		return false
+	}
+	d.quiet = 0
+	return true
+}
+
+// Run samples the runtime every cfg.Every until ctx is done, giving the
+// heap back when the decider says so.
+func Run(ctx context.Context, cfg Config) {
+	d := NewDecider(cfg)
+	r := newReader()
+	t := time.NewTicker(cfg.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if d.Release(r.read()) {
+				debug.FreeOSMemory()
+			}
+		}
+	}
+}
+
+// reader reads a Sample from runtime/metrics, reusing its buffers.
+type reader struct{ samples []metrics.Sample }
+
+const (
+	allocsMetric  = "/gc/heap/allocs:bytes"
+	objectsMetric = "/memory/classes/heap/objects:bytes"
+	freeMetric    = "/memory/classes/heap/free:bytes"
+	liveMetric    = "/gc/heap/live:bytes"
+)
+
+func newReader() *reader {
+	names := []string{allocsMetric, objectsMetric, freeMetric, liveMetric}
+	r := &reader{samples: make([]metrics.Sample, len(names))}
+	for i, n := range names {
+		r.samples[i].Name = n
+	}
+	return r
+}
+
+func (r *reader) read() Sample {
+	metrics.Read(r.samples)
+	v := func(i int) uint64 {
+		if r.samples[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return r.samples[i].Value.Uint64()
+	}
+	objects, free, live := v(1), v(2), v(3)
+	dead := uint64(0)
+	if objects > live {
+		dead = objects - live
+	}
+	return Sample{Allocated: v(0), Reclaimable: dead + free}
+}
