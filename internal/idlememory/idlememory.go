@@ -17,29 +17,20 @@ package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/idle
 
 import (
 	"context"
-	"fmt"
 	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/envflag"
 )
 
 // EnvVar turns the release off (false); unset or empty means on.
 const EnvVar = "GPUBUILD_RELEASE_IDLE_MEMORY"
 
-// Enabled reads EnvVar. Anything that is not a boolean is an error, not a
-// silent default.
+// Enabled reads EnvVar: on unless it is false; a value that is not a
+// boolean is an error naming the variable.
 func Enabled(lookupEnv func(string) (string, bool)) (bool, error) {
-	v, ok := lookupEnv(EnvVar)
-	if !ok || strings.TrimSpace(v) == "" {
-		return true, nil
-	}
-	on, err := strconv.ParseBool(strings.TrimSpace(v))
-	if err != nil {
-		return false, fmt.Errorf("%s: %q is not a boolean (use true or false)", EnvVar, v)
-	}
-	return on, nil
+	return envflag.Bool(lookupEnv, EnvVar, true)
 }
 
 // Config says when the heap is given back.

@@ -95,32 +95,20 @@ func TestRunGivesGarbageBack(t *testing.T) {
 	assert.GreaterOrEqual(t, ms.HeapReleased, uint64(24*mib), "and returned to the operating system")
 }
 
+// On unless the variable says false (envflag reads it).
 func TestEnabled(t *testing.T) {
-	for _, tc := range []struct {
-		value string
-		set   bool
-		want  bool
-		err   bool
-	}{
-		{set: false, want: true},
-		{value: "", set: true, want: true},
-		{value: " ", set: true, want: true},
-		{value: "true", set: true, want: true},
-		{value: "false", set: true, want: false},
-		{value: " FALSE ", set: true, want: false},
-		{value: "0", set: true, want: false},
-		{value: "maybe", set: true, err: true},
-	} {
-		got, err := Enabled(func(name string) (string, bool) {
+	env := func(v string, set bool) func(string) (string, bool) {
+		return func(name string) (string, bool) {
 			assert.Equal(t, EnvVar, name)
-			return tc.value, tc.set
-		})
-		if tc.err {
-			require.Error(t, err, "%q", tc.value)
-			assert.Contains(t, err.Error(), EnvVar, "the message names the variable")
-			continue
+			return v, set
 		}
-		require.NoError(t, err, "%q", tc.value)
-		assert.Equal(t, tc.want, got, "%q (set %v)", tc.value, tc.set)
 	}
+	on, err := Enabled(env("", false))
+	require.NoError(t, err)
+	assert.True(t, on, "unset")
+	on, err = Enabled(env("false", true))
+	require.NoError(t, err)
+	assert.False(t, on, "false")
+	_, err = Enabled(env("maybe", true))
+	require.ErrorContains(t, err, EnvVar, "a value that is not a boolean names the variable")
 }

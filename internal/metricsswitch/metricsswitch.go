@@ -13,11 +13,12 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/envflag"
 )
 
 // EnvVar is the environment variable that turns metric collection off.
@@ -57,15 +58,7 @@ func (c *converter) Convert(_ context.Context, conf *confmap.Conf) error {
 // Enabled reads the switch. Unset or empty means enabled; anything that is
 // not a boolean is a configuration error rather than a silent default.
 func Enabled(lookupEnv func(string) (string, bool)) (bool, error) {
-	v, ok := lookupEnv(EnvVar)
-	if !ok || strings.TrimSpace(v) == "" {
-		return true, nil
-	}
-	enabled, err := strconv.ParseBool(strings.TrimSpace(v))
-	if err != nil {
-		return false, fmt.Errorf("%s: %q is not a boolean (use true or false)", EnvVar, v)
-	}
-	return enabled, nil
+	return envflag.Bool(lookupEnv, EnvVar, true)
 }
 
 // Disable rewrites a collector configuration so that every pipeline keeps

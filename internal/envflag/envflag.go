@@ -1,0 +1,24 @@
+// Package envflag reads the distribution's boolean switches from its
+// environment, all the same way: unset or blank is the default, and a
+// value strconv.ParseBool does not accept is an error naming the variable,
+// never a silent default.
+package envflag // import "github.com/gpubuild/otelcol-gpubuild/internal/envflag"
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Bool reads the switch name through lookupEnv (os.LookupEnv, or a test's).
+func Bool(lookupEnv func(string) (string, bool), name string, def bool) (bool, error) {
+	v, ok := lookupEnv(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("%s: %q is not a boolean (use true or false)", name, v)
+	}
+	return b, nil
+}
