@@ -83,4 +83,3 @@ func TestHeapKeptWhenReleaseIsOff(t *testing.T) {
 	}), "a forced collection although the release is off")
 	require.NoError(t, s.terminate(t, 20*time.Second))
 }
-
