@@ -27,12 +27,12 @@ type bodyBuffers struct {
 // bodyWriter writes and compresses request bodies one at a time, in one
 // reused buffer for the uncompressed CBOR and one gzip writer (about 800
 // KiB, made at the first body large enough to compress). A request in
-// flight holds only its compressed bytes (a tenth of the CBOR or less), so
-// max_concurrent_requests requests hold one uncompressed buffer between
-// them, not one each, and a sync.Pool of writers would keep one per
-// processor that ever compressed (dozens on a GPU host). A body is written
-// and compressed in about a millisecond, far below the pace CloudWatch
-// takes requests at.
+// flight holds only its compressed bytes (far fewer: names and dimensions
+// repeat from datum to datum), so max_concurrent_requests requests share
+// one uncompressed buffer instead of holding one each; a sync.Pool of
+// writers would keep one per processor that ever compressed (dozens on a
+// GPU host). A body is written and compressed in about a millisecond, far
+// below the pace CloudWatch takes requests at.
 type bodyWriter struct {
 	pool sync.Pool // *bodyBuffers
 
