@@ -10,7 +10,7 @@
 // goal, resident until the next burst. Once allocation has stayed quiet
 // for a while, one forced collection and scavenge (debug.FreeOSMemory)
 // brings the resident heap down to what is live; the next burst grows it
-// again. The peak is unchanged: only the time between bursts is cheaper,
+// again. The peak is not raised: only the time between bursts is cheaper,
 // for one forced collection per quiet period (BENCHMARKS.md, "The heap
 // given back between bursts").
 package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/idlememory"
@@ -115,19 +115,21 @@ func Run(ctx context.Context, cfg Config) {
 // reader reads a Sample from runtime/metrics, reusing its buffers.
 type reader struct{ samples []metrics.Sample }
 
+// The metrics a Sample is made of, by their index in reader.samples.
 const (
-	allocsMetric  = "/gc/heap/allocs:bytes"
-	objectsMetric = "/memory/classes/heap/objects:bytes"
-	freeMetric    = "/memory/classes/heap/free:bytes"
-	liveMetric    = "/gc/heap/live:bytes"
+	allocsIndex  = iota // bytes ever allocated on the heap
+	objectsIndex        // live objects and those dead since the last collection
+	freeIndex           // free heap not yet returned to the operating system
+	liveIndex           // live at the last collection
+	sampleCount
 )
 
 func newReader() *reader {
-	names := []string{allocsMetric, objectsMetric, freeMetric, liveMetric}
-	r := &reader{samples: make([]metrics.Sample, len(names))}
-	for i, n := range names {
-		r.samples[i].Name = n
-	}
+	r := &reader{samples: make([]metrics.Sample, sampleCount)}
+	r.samples[allocsIndex].Name = "/gc/heap/allocs:bytes"
+	r.samples[objectsIndex].Name = "/memory/classes/heap/objects:bytes"
+	r.samples[freeIndex].Name = "/memory/classes/heap/free:bytes"
+	r.samples[liveIndex].Name = "/gc/heap/live:bytes"
 	return r
 }
 
@@ -139,10 +141,10 @@ func (r *reader) read() Sample {
 		}
 		return r.samples[i].Value.Uint64()
 	}
-	objects, free, live := v(1), v(2), v(3)
+	objects, live := v(objectsIndex), v(liveIndex)
 	dead := uint64(0)
 	if objects > live {
 		dead = objects - live
 	}
-	return Sample{Allocated: v(0), Reclaimable: dead + free}
+	return Sample{Allocated: v(allocsIndex), Reclaimable: dead + v(freeIndex)}
 }

@@ -1,6 +1,7 @@
 package distro
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,34 +10,47 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
-// sendBurst exports metrics cumulative sums of series points each in
-// OTLP/JSON, one request per metric, as a service's SDK export does.
+// sendBurst exports `metrics` cumulative sums of `series` points each over
+// OTLP/HTTP, one request per metric, as a service's SDK export does.
 func sendBurst(t *testing.T, port, metrics, series int) {
 	t.Helper()
-	start := time.Now().Add(-time.Minute).UnixNano()
-	now := time.Now().UnixNano()
+	start := pcommon.NewTimestampFromTime(time.Now().Add(-time.Minute))
+	now := pcommon.NewTimestampFromTime(time.Now())
 	for m := range metrics {
-		var b strings.Builder
-		fmt.Fprintf(&b, `{"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"distro-burst"}}]},"scopeMetrics":[{"metrics":[{"name":"distro.burst.%d","unit":"{vector}","sum":{"aggregationTemporality":2,"isMonotonic":true,"dataPoints":[`, m)
+		md := pmetric.NewMetrics()
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", "distro-burst")
+		metric := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		metric.SetName(fmt.Sprintf("distro.burst.%d", m))
+		metric.SetUnit("{vector}")
+		sum := metric.SetEmptySum()
+		sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		sum.SetIsMonotonic(true)
 		for i := range series {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `{"attributes":[{"key":"index.shard","value":{"stringValue":"shard-%d"}}],"startTimeUnixNano":"%d","timeUnixNano":"%d","asInt":"%d"}`, i, start, now, i+1)
+			p := sum.DataPoints().AppendEmpty()
+			p.Attributes().PutStr("index.shard", fmt.Sprintf("shard-%d", i))
+			p.SetStartTimestamp(start)
+			p.SetTimestamp(now)
+			p.SetIntValue(int64(i + 1))
 		}
-		b.WriteString(`]}}]}]}]}`)
-		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", port), "application/json", strings.NewReader(b.String()))
+		body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
 		require.NoError(t, err)
-		resp.Body.Close()
+		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", port), "application/x-protobuf", bytes.NewReader(body))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 	}
 }
 
-var forcedGC = " (forced)"
+// forcedGC ends a GC trace line of a collection the program asked for.
+const forcedGC = " (forced)"
 
 // burstThenQuiet sends a burst to a sidecar started with the given
 // environment (and the runtime's GC trace), waits until its last metric
