@@ -6,7 +6,7 @@
 // only memory beyond about 110 % of that goal. A process that works in
 // bursts and is quiet in between (a sidecar receiving a service's metric
 // exports every 10 s, or whose service is idle between builds) therefore
-// keeps the garbage of its last burst, and memory as large as its heap
+// keeps the garbage of its last burst (starting is one), and memory as large as its heap
 // goal, resident until the next burst. Once allocation has stayed quiet
 // for a while, one forced collection and scavenge (debug.FreeOSMemory)
 // brings the resident heap down to what is live; the next burst grows it
@@ -47,9 +47,12 @@ type Config struct {
 }
 
 // DefaultConfig gives the heap back after two seconds of under 512 KiB
-// allocated a second, when at least 4 MiB can be given back.
+// allocated a second, when at least 1 MiB can be given back. A sidecar's
+// idle heap is a few MiB (what its start left behind): 1 MiB is a fair
+// share of it, and a collection of a heap that small costs a few
+// milliseconds of CPU once per quiet period.
 func DefaultConfig() Config {
-	return Config{Every: time.Second, Quiet: 2, QuietBytes: 512 << 10, MinBytes: 4 << 20}
+	return Config{Every: time.Second, Quiet: 2, QuietBytes: 512 << 10, MinBytes: 1 << 20}
 }
 
 // Sample is what the decision reads from the runtime.

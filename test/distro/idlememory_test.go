@@ -87,6 +87,27 @@ func TestHeapGivenBackAfterABurst(t *testing.T) {
 	require.NoError(t, s.terminate(t, 20*time.Second))
 }
 
+// Starting is a burst too: parsing the configuration and starting the
+// components leave garbage that an idle sidecar would keep until its next
+// collection. With no traffic at all, the sidecar gives it back within
+// seconds of starting.
+func TestHeapGivenBackAfterStart(t *testing.T) {
+	s := startSidecar(t, "GODEBUG=gctrace=1")
+	s.waitOutput(t, "dry run", 10*time.Second)
+	anonStarted, err := binarytest.AnonKiB(s.Pid())
+	require.NoError(t, err)
+	require.True(t, binarytest.Eventually(15*time.Second, func() bool {
+		return strings.Contains(s.Output.String(), forcedGC)
+	}), "no forced collection after the start")
+	var anon int64
+	assert.True(t, binarytest.Eventually(5*time.Second, func() bool {
+		anon, err = binarytest.AnonKiB(s.Pid())
+		return err == nil && anon < anonStarted-1024
+	}), "anonymous memory %d KiB after the release, %d KiB once started", anon, anonStarted)
+	t.Logf("anonymous memory: %d KiB once started, %d KiB once given back", anonStarted, anon)
+	require.NoError(t, s.terminate(t, 20*time.Second))
+}
+
 // GPUBUILD_RELEASE_IDLE_MEMORY=false keeps the runtime's own behaviour: no
 // forced collection in the quiet after the burst (the release above comes
 // within about three seconds; this waits eight).
