@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"time"
 )
 
 // The exporter writes PutMetricData bodies itself, straight from its datums
@@ -33,18 +34,54 @@ type bodyBuffers struct {
 // writers would keep one per processor that ever compressed (dozens on a
 // GPU host). A body is written and compressed in about a millisecond, far
 // below the pace CloudWatch takes requests at.
+//
+// The buffer and the writer are dropped once no body was written for
+// scratchKeep: a steady load (the SDKs export every few seconds at most)
+// keeps reusing them, while a sidecar quiet between bursts does not hold
+// them in between, and the heap they leave is given back with the rest
+// (internal/idlememory, which waits for two quiet seconds, longer than
+// scratchKeep).
 type bodyWriter struct {
 	pool sync.Pool // *bodyBuffers
 
-	mu   sync.Mutex // guards raw and gzip
+	mu   sync.Mutex // guards the fields below
 	raw  []byte
 	gzip *gzip.Writer
+	// used is when the last body was written; drop, when set, runs once
+	// the scratch may have gone unused for keep.
+	used time.Time
+	drop *time.Timer
+	keep time.Duration
 }
 
-func newBodyWriter() *bodyWriter {
-	w := &bodyWriter{}
+// scratchKeep is how long the uncompressed buffer and the gzip writer are
+// kept after the last body.
+const scratchKeep = 1500 * time.Millisecond
+
+func newBodyWriter(keep time.Duration) *bodyWriter {
+	w := &bodyWriter{keep: keep}
 	w.pool.New = func() any { return &bodyBuffers{} }
 	return w
+}
+
+// keepScratch notes that a body is being written; w.mu is held.
+func (w *bodyWriter) keepScratch() {
+	w.used = time.Now()
+	if w.drop == nil {
+		w.drop = time.AfterFunc(w.keep, w.dropUnusedScratch)
+	}
+}
+
+// dropUnusedScratch lets the buffer and the writer go once they have been
+// unused for w.keep, or waits for the rest of that time.
+func (w *bodyWriter) dropUnusedScratch() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if unused := time.Since(w.used); unused < w.keep {
+		w.drop.Reset(w.keep - unused)
+		return
+	}
+	w.raw, w.gzip, w.drop = nil, nil, nil
 }
 
 // prepare writes the body of one request; release gives its buffer back
@@ -54,6 +91,7 @@ func (w *bodyWriter) prepare(namespace string, datums []datum) (*bodyBuffers, er
 	b.sent.Reset()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.keepScratch()
 	w.raw = appendPutMetricData(w.raw[:0], namespace, datums)
 	if len(w.raw) < minCompressBytes {
 		b.sent.Write(w.raw) // a copy: raw is the next body's

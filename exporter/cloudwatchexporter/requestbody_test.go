@@ -110,7 +110,7 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(bodies))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 
-	w := newBodyWriter()
+	w := newBodyWriter(scratchKeep)
 	first, err := w.prepare(ns, datums(0))
 	require.NoError(t, err)
 	require.True(t, first.body.gzipped)
@@ -153,4 +153,46 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 	for _, b := range prepared {
 		w.release(b)
 	}
+}
+
+// The uncompressed buffer and the gzip writer are reused while bodies keep
+// coming, and let go once none came for the keep time: a sidecar quiet
+// between bursts does not hold them.
+func TestBodyScratchDroppedOnceUnused(t *testing.T) {
+	var tr translation
+	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
+	const keep = 500 * time.Millisecond
+	w := newBodyWriter(keep)
+	scratch := func() (*gzip.Writer, []byte) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.gzip, w.raw
+	}
+	prepare := func() {
+		b, err := w.prepare("GPUBuild/Test", tr.datums[:100])
+		require.NoError(t, err)
+		require.True(t, b.body.gzipped)
+		w.release(b)
+	}
+
+	prepare()
+	first, raw := scratch()
+	require.NotNil(t, first)
+	require.NotNil(t, raw)
+	// Bodies far closer together than keep (the pace is the test's input).
+	for range 5 {
+		time.Sleep(keep / 25)
+		prepare()
+		gz, _ := scratch()
+		require.Same(t, first, gz, "the writer is reused while bodies keep coming")
+	}
+
+	require.Eventually(t, func() bool {
+		gz, raw := scratch()
+		return gz == nil && raw == nil
+	}, 10*time.Second, 10*time.Millisecond, "the scratch is kept although no body came")
+	prepare() // and made again for the next body
+	gz, _ := scratch()
+	require.NotNil(t, gz)
+	require.NotSame(t, first, gz)
 }

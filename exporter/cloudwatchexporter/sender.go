@@ -205,7 +205,7 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 }
 
 func newPutter(client *cloudwatch.Client) *cloudWatchPutter {
-	return &cloudWatchPutter{client: client, bodies: newBodyWriter()}
+	return &cloudWatchPutter{client: client, bodies: newBodyWriter(scratchKeep)}
 }
 
 // sendPreparedBody makes a call send the body in its context.
