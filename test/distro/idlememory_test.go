@@ -67,24 +67,33 @@ func burstThenQuiet(t *testing.T, env ...string) (*sidecar, int) {
 	return s, len(s.Output.String())
 }
 
+// awaitGivenBack waits, after a quiet moment (`after`: "the burst", "the
+// start") that began at output offset from, for a forced collection in the
+// runtime's trace and for the anonymous memory to fall by at least
+// fallKiB, then stops the sidecar.
+func awaitGivenBack(t *testing.T, s *sidecar, from int, after string, fallKiB int64) {
+	t.Helper()
+	before, err := binarytest.AnonKiB(s.Pid())
+	require.NoError(t, err)
+	require.True(t, binarytest.Eventually(15*time.Second, func() bool {
+		return strings.Contains(s.Output.String()[from:], forcedGC)
+	}), "no forced collection after %s", after)
+	var anon int64
+	assert.True(t, binarytest.Eventually(5*time.Second, func() bool {
+		anon, err = binarytest.AnonKiB(s.Pid())
+		return err == nil && anon < before-fallKiB
+	}), "anonymous memory %d KiB after the release, %d KiB after %s", anon, before, after)
+	t.Logf("anonymous memory: %d KiB after %s, %d KiB once given back", before, after, anon)
+	require.NoError(t, s.terminate(t, 20*time.Second))
+}
+
 // After a burst of work, once allocation has been quiet for two seconds,
 // the sidecar collects its heap and gives it back to the operating system
 // (distro/idlememory.go): the runtime's trace shows a forced collection,
 // and the anonymous memory falls.
 func TestHeapGivenBackAfterABurst(t *testing.T) {
 	s, exported := burstThenQuiet(t)
-	anonAfterBurst, err := binarytest.AnonKiB(s.Pid())
-	require.NoError(t, err)
-	require.True(t, binarytest.Eventually(15*time.Second, func() bool {
-		return strings.Contains(s.Output.String()[exported:], forcedGC)
-	}), "no forced collection after the burst")
-	var anon int64
-	assert.True(t, binarytest.Eventually(5*time.Second, func() bool {
-		anon, err = binarytest.AnonKiB(s.Pid())
-		return err == nil && anon < anonAfterBurst-4096
-	}), "anonymous memory %d KiB after the release, %d KiB after the burst", anon, anonAfterBurst)
-	t.Logf("anonymous memory: %d KiB after the burst, %d KiB once given back", anonAfterBurst, anon)
-	require.NoError(t, s.terminate(t, 20*time.Second))
+	awaitGivenBack(t, s, exported, "the burst", 4096)
 }
 
 // Starting is a burst too: parsing the configuration and starting the
@@ -94,18 +103,7 @@ func TestHeapGivenBackAfterABurst(t *testing.T) {
 func TestHeapGivenBackAfterStart(t *testing.T) {
 	s := startSidecar(t, "GODEBUG=gctrace=1")
 	s.waitOutput(t, "dry run", 10*time.Second)
-	anonStarted, err := binarytest.AnonKiB(s.Pid())
-	require.NoError(t, err)
-	require.True(t, binarytest.Eventually(15*time.Second, func() bool {
-		return strings.Contains(s.Output.String(), forcedGC)
-	}), "no forced collection after the start")
-	var anon int64
-	assert.True(t, binarytest.Eventually(5*time.Second, func() bool {
-		anon, err = binarytest.AnonKiB(s.Pid())
-		return err == nil && anon < anonStarted-1024
-	}), "anonymous memory %d KiB after the release, %d KiB once started", anon, anonStarted)
-	t.Logf("anonymous memory: %d KiB once started, %d KiB once given back", anonStarted, anon)
-	require.NoError(t, s.terminate(t, 20*time.Second))
+	awaitGivenBack(t, s, 0, "the start", 1024)
 }
 
 // GPUBUILD_RELEASE_IDLE_MEMORY=false keeps the runtime's own behaviour: no
