@@ -6,13 +6,13 @@
 // only memory beyond about 110 % of that goal. A process that works in
 // bursts and is quiet in between (a sidecar receiving a service's metric
 // exports every 10 s, or whose service is idle between builds) therefore
-// keeps the garbage of its last burst (starting is one), and memory as large as its heap
-// goal, resident until the next burst. Once allocation has stayed quiet
-// for a while, one forced collection and scavenge (debug.FreeOSMemory)
-// brings the resident heap down to what is live; the next burst grows it
-// again. The peak is not raised: only the time between bursts is cheaper,
-// for one forced collection per quiet period (BENCHMARKS.md, "The heap
-// given back between bursts").
+// keeps the garbage of its last burst (starting is one), and memory as
+// large as its heap goal, resident until the next burst. Once allocation
+// has stayed quiet for a while, one forced collection and scavenge
+// (debug.FreeOSMemory) brings the resident heap down to what is live; the
+// next burst grows it again. The peak is not raised: only the time
+// between bursts is cheaper, for one forced collection per quiet period
+// (BENCHMARKS.md, "The heap given back between bursts").
 package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/idlememory"
 
 import (
