@@ -3,7 +3,6 @@
 package hostile
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -38,16 +37,11 @@ func cleanEnv(t *testing.T) []string {
 
 // startSidecar starts the sidecar with its queue and state in queueDir and
 // waits until it is healthy.
-// stopSoonAfterReady stops a sidecar that only just turned healthy. A
-// SIGTERM that soon can come before otelcol installs its signal handler
-// (after every component started), which ends the sidecar as kill -9 would:
-// for the tests that stop only to go on, that is as good as a clean exit;
-// any other failure to stop is not.
+// stopSoonAfterReady stops a sidecar that only just turned healthy
+// (binarytest.Process.StopSoonAfterReady).
 func stopSoonAfterReady(t *testing.T, s *sidecar) {
 	t.Helper()
-	if _, err := s.Stop(30 * time.Second); !errors.Is(err, binarytest.ErrSIGTERMBeforeHandler) {
-		require.NoError(t, err)
-	}
+	require.NoError(t, s.StopSoonAfterReady(30*time.Second))
 }
 
 func startSidecar(t *testing.T, queueDir string, extraEnv ...string) *sidecar {

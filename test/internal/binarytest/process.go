@@ -105,6 +105,18 @@ func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
 	}
 }
 
+// StopSoonAfterReady stops a process that only just turned ready. A
+// SIGTERM that soon can come before otelcol installs its signal handler
+// (after every component started), which ends the process as kill -9
+// would: for a test that stops it only to go on, that is as good as a
+// clean exit; any other failure to stop is returned.
+func (p *Process) StopSoonAfterReady(timeout time.Duration) error {
+	if _, err := p.Stop(timeout); err != nil && !errors.Is(err, ErrSIGTERMBeforeHandler) {
+		return err
+	}
+	return nil
+}
+
 // ErrSIGTERMBeforeHandler is in Stop's error when the process died of the
 // SIGTERM, which a collector does only before otelcol installs its signal
 // handler (after every component started): it ended as kill -9 would.
