@@ -13,10 +13,11 @@ import (
 // Bool reads the switch name through lookupEnv (os.LookupEnv, or a test's).
 func Bool(lookupEnv func(string) (string, bool), name string, def bool) (bool, error) {
 	v, ok := lookupEnv(name)
-	if !ok || strings.TrimSpace(v) == "" {
+	trimmed := strings.TrimSpace(v)
+	if !ok || trimmed == "" {
 		return def, nil
 	}
-	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	b, err := strconv.ParseBool(trimmed)
 	if err != nil {
 		return false, fmt.Errorf("%s: %q is not a boolean (use true or false)", name, v)
 	}

@@ -35,8 +35,6 @@ func cleanEnv(t *testing.T) []string {
 	)
 }
 
-// startSidecar starts the sidecar with its queue and state in queueDir and
-// waits until it is healthy.
 // stopSoonAfterReady stops a sidecar that only just turned healthy
 // (binarytest.Process.StopSoonAfterReady).
 func stopSoonAfterReady(t *testing.T, s *sidecar) {
@@ -44,6 +42,8 @@ func stopSoonAfterReady(t *testing.T, s *sidecar) {
 	require.NoError(t, s.StopSoonAfterReady(30*time.Second))
 }
 
+// startSidecar starts the sidecar with its queue and state in queueDir and
+// waits until it is healthy.
 func startSidecar(t *testing.T, queueDir string, extraEnv ...string) *sidecar {
 	t.Helper()
 	healthPort := binarytest.FreePort(t)
