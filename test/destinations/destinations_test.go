@@ -176,9 +176,12 @@ func startStores(t testing.TB) *stores {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
 	s := &stores{cw: cw, otlp: startOTLPSink(t, false), cwOTLP: startOTLPSink(t, true)}
-	s.promTarget = fmt.Sprintf("127.0.0.1:%d", binarytest.FreePort(t))
-	s.scrape = startPrometheus(t, s.promTarget)
-	s.remote = startPrometheus(t, "")
+	// Distinct ports: the sidecar's scrape target and the two servers'
+	// (asked one at a time, a port can come back before its owner binds it).
+	ports := binarytest.FreePorts(t, 3)
+	s.promTarget = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	s.scrape = startPrometheus(t, ports[1], s.promTarget)
+	s.remote = startPrometheus(t, ports[2], "")
 	s.remoteIn = startCountingProxy(t, s.remote.URL)
 	return s
 }

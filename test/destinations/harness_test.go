@@ -44,14 +44,14 @@ var testCreds = aws.Credentials{
 
 const testRegion = "us-east-1"
 
-// prometheusServer is Debian's prometheus binary on a loopback port with its
-// own temporary TSDB: it scrapes target (when set) every second and accepts
-// remote write at /api/v1/write.
+// prometheusServer is Debian's prometheus binary on a free loopback port
+// the caller picked, with its own temporary TSDB: it scrapes target (when
+// set) every second and accepts remote write at /api/v1/write.
 type prometheusServer struct {
 	URL string
 }
 
-func startPrometheus(t testing.TB, scrapeTarget string) *prometheusServer {
+func startPrometheus(t testing.TB, port int, scrapeTarget string) *prometheusServer {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
@@ -63,7 +63,6 @@ func startPrometheus(t testing.TB, scrapeTarget string) *prometheusServer {
 		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: sidecar\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", scrapeTarget)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
-	port := binarytest.FreePort(t)
 	proc, err := binarytest.Start([]string{bin,
 		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path=" + filepath.Join(dir, "data"),

@@ -46,12 +46,13 @@ func stopSoonAfterReady(t *testing.T, s *sidecar) {
 // waits until it is healthy.
 func startSidecar(t *testing.T, queueDir string, extraEnv ...string) *sidecar {
 	t.Helper()
-	healthPort := binarytest.FreePort(t)
+	ports := binarytest.FreePorts(t, 4) // distinct: one at a time can repeat
+	healthPort := ports[0]
 	s := &sidecar{
 		health:        fmt.Sprintf("http://127.0.0.1:%d/", healthPort),
-		httpPort:      binarytest.FreePort(t),
-		grpcPort:      binarytest.FreePort(t),
-		telemetryPort: binarytest.FreePort(t),
+		httpPort:      ports[1],
+		grpcPort:      ports[2],
+		telemetryPort: ports[3],
 	}
 	env := append(cleanEnv(t),
 		"GPUBUILD_OTLP_GRPC_PORT="+strconv.Itoa(s.grpcPort),
