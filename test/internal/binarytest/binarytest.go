@@ -140,18 +140,25 @@ func SampleMem(pid int, every time.Duration) func() MemPeak {
 // AnonKiB returns a process's anonymous resident memory (RssAnon), in KiB:
 // the part of VmRSS that is not file pages (the binary, mapped files), which
 // a memory cgroup cannot reclaim.
-func AnonKiB(pid int) (int64, error) {
+func AnonKiB(pid int) (int64, error) { return statusKiB(pid, "RssAnon:") }
+
+// FileKiB returns a process's resident file pages (RssFile), in KiB: the
+// binary's, shared libraries' and mapped files'.
+func FileKiB(pid int) (int64, error) { return statusKiB(pid, "RssFile:") }
+
+func statusKiB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
-	return ParseStatusAnon(string(b)), nil
+	return ParseStatusKiB(string(b), field), nil
 }
 
-// ParseStatusAnon reads RssAnon from the text of /proc/<pid>/status.
-func ParseStatusAnon(status string) int64 {
+// ParseStatusKiB reads a field such as "RssAnon:" from the text of
+// /proc/<pid>/status (0 when it is missing).
+func ParseStatusKiB(status, field string) int64 {
 	for _, line := range strings.Split(status, "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			v, _ := strconv.ParseInt(f[1], 10, 64)
 			return v
 		}
