@@ -10,12 +10,7 @@ RUN make build \
 # Runtime: glibc-based (go-nvml dlopens libnvidia-ml.so.1, which the NVIDIA
 # container toolkit injects), no shell, non-root (uid 65532).
 FROM gcr.io/distroless/base-debian12:nonroot
-# The collector's binary belongs to the user it runs as, read and execute
-# only: the kernel gives a process back the cached pages of a file it maps
-# only if it owns the file (internal/exepages: the start's code, about 25
-# MiB). The shipped manifests mount the root filesystem read-only.
-COPY --from=build --chown=65532:65532 --chmod=0555 /src/bin/otelcol-gpubuild /usr/local/bin/
-COPY --from=build /src/bin/healthprobe /usr/local/bin/
+COPY --from=build /src/bin/otelcol-gpubuild /src/bin/healthprobe /usr/local/bin/
 COPY --from=build /src/otelcol-config.yaml /etc/otelcol-gpubuild/config.yaml
 # Fleet: the gateway's config and the sidecar's config that exports to it (docs/fleet.md).
 COPY --from=build /src/otelcol-gateway.yaml /etc/otelcol-gpubuild/gateway.yaml

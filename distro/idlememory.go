@@ -35,8 +35,8 @@ func init() {
 	}
 	if on {
 		go idlememory.Run(context.Background(), idlememory.DefaultConfig())
-		// Best effort: without Linux 5.4, or without owning the binary,
-		// less or nothing is given back, and nothing else changes.
+		// Best effort: where the kernel refuses the advice, nothing is
+		// given back and nothing else changes.
 		time.AfterFunc(startOver, func() { _ = exepages.Release() })
 	}
 }

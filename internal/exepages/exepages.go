@@ -10,15 +10,17 @@
 // the process's RSS and its memory cgroup's charge, while the steady state
 // runs a fraction of it. Release, called once the start is over, tells the
 // kernel to read the executable one page at a time from then on
-// (MADV_RANDOM), reclaims the pages mapped now (MADV_PAGEOUT; clean file
-// pages are dropped, never written) and drops the file's other cached
-// pages (POSIX_FADV_DONTNEED). The pages the process goes on running fault
-// back in one at a time (BENCHMARKS.md, "The start's code given back").
+// (MADV_RANDOM), unmaps its pages from the process (MADV_DONTNEED) and
+// drops the file's cached pages that no process maps any more
+// (POSIX_FADV_DONTNEED). The pages the process goes on running fault back
+// in one at a time (BENCHMARKS.md, "The start's code given back").
 //
-// The kernel reclaims a file's mapped pages only for a process that owns
-// the file or may write it (a page of a file it could not write could be
-// someone else's); otherwise only the unmapped cached pages are dropped.
-// Pages another process maps are left alone.
+// MADV_DONTNEED on a private file mapping would also discard the
+// process's own copies of pages it wrote there (the dynamic loader's
+// relocations, a debugger's breakpoints): only read-only mappings that
+// hold no such copy are advised. Pages another process still maps (a
+// second collector started from the same image on the node) stay cached
+// for it.
 package exepages // import "github.com/gpubuild/otelcol-gpubuild/internal/exepages"
 
 import (
@@ -26,23 +28,35 @@ import (
 	"strings"
 )
 
-// mapping is one line of /proc/<pid>/maps.
+// mapping is one mapping of /proc/<pid>/smaps (or maps).
 type mapping struct {
 	start, end uintptr
 	perms      string
 	// file says which file the mapping maps: device, inode and path as
 	// the kernel prints them (equal for all mappings of one file).
 	file string
-	// anonymous: no file (inode 0).
-	anonymous bool
+	// noFile: an anonymous mapping (inode 0).
+	noFile bool
+	// privateKiB is smaps' "Anonymous": pages of the mapping that are the
+	// process's own copies, not the file's.
+	privateKiB int64
 }
 
-// parseMaps reads the lines of /proc/<pid>/maps; lines it cannot read are
-// skipped.
-func parseMaps(text string) []mapping {
+// parseSmaps reads the mappings of /proc/<pid>/smaps, or of maps (which
+// has no per-mapping fields: privateKiB stays 0); lines it cannot read
+// are skipped.
+func parseSmaps(text string) []mapping {
 	var out []mapping
 	for line := range strings.Lines(text) {
 		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "Anonymous:" && len(out) > 0 {
+			kib, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				kib = -1 // unreadable: treated as holding copies
+			}
+			out[len(out)-1].privateKiB = kib
+			continue
+		}
 		if len(f) < 5 {
 			continue
 		}
@@ -60,19 +74,19 @@ func parseMaps(text string) []mapping {
 		if len(f) > 5 {
 			file += " " + strings.Join(f[5:], " ")
 		}
-		out = append(out, mapping{start: uintptr(start), end: uintptr(end), perms: f[1], file: file, anonymous: f[4] == "0"})
+		out = append(out, mapping{start: uintptr(start), end: uintptr(end), perms: f[1], file: file, noFile: f[4] == "0"})
 	}
 	return out
 }
 
-// readOnlyMappingsOfFileAt returns the read-only mappings of the file
-// mapped at addr (none when addr is in no mapping or in an anonymous one).
-// Writable mappings are left out: they hold the process's own copies of
-// the file's data.
-func readOnlyMappingsOfFileAt(maps []mapping, addr uintptr) []mapping {
+// cleanReadOnlyMappingsOfFileAt returns the mappings of the file mapped at
+// addr that are read-only and hold none of the process's own copies of
+// pages: those whose pages can be unmapped and read again from the file
+// without losing anything. None when addr is in no file mapping.
+func cleanReadOnlyMappingsOfFileAt(maps []mapping, addr uintptr) []mapping {
 	var file string
 	for _, m := range maps {
-		if addr >= m.start && addr < m.end && !m.anonymous {
+		if addr >= m.start && addr < m.end && !m.noFile {
 			file = m.file
 			break
 		}
@@ -82,7 +96,7 @@ func readOnlyMappingsOfFileAt(maps []mapping, addr uintptr) []mapping {
 	}
 	var out []mapping
 	for _, m := range maps {
-		if m.file == file && !strings.Contains(m.perms, "w") {
+		if m.file == file && !strings.Contains(m.perms, "w") && m.privateKiB == 0 {
 			out = append(out, m)
 		}
 	}

@@ -19,16 +19,16 @@ func Release() error {
 	return release(reflect.ValueOf(Release).Pointer(), exe)
 }
 
-// release advises the read-only mappings of the file mapped at addr and
-// drops the cached pages of f, that file, that no process maps.
+// release unmaps the clean read-only mappings of the file mapped at addr
+// and drops the cached pages of f, that file, that no process maps.
 func release(addr uintptr, f *os.File) error {
-	text, err := os.ReadFile("/proc/self/maps")
+	text, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return err
 	}
-	maps := readOnlyMappingsOfFileAt(parseMaps(string(text)), addr)
+	maps := cleanReadOnlyMappingsOfFileAt(parseSmaps(string(text)), addr)
 	if len(maps) == 0 {
-		return fmt.Errorf("no read-only mapping of a file at %#x", addr)
+		return fmt.Errorf("no clean read-only mapping of a file at %#x", addr)
 	}
 	for _, m := range maps {
 		// The addresses come from the kernel's own list of this process's
@@ -36,7 +36,7 @@ func release(addr uintptr, f *os.File) error {
 		if err := madvise(m, unix.MADV_RANDOM); err != nil {
 			return err
 		}
-		if err := madvise(m, unix.MADV_PAGEOUT); err != nil { // Linux 5.4 and later
+		if err := madvise(m, unix.MADV_DONTNEED); err != nil {
 			return err
 		}
 	}
@@ -54,8 +54,8 @@ func adviceName(advice int) string {
 	switch advice {
 	case unix.MADV_RANDOM:
 		return "MADV_RANDOM"
-	case unix.MADV_PAGEOUT:
-		return "MADV_PAGEOUT"
+	case unix.MADV_DONTNEED:
+		return "MADV_DONTNEED"
 	}
 	return fmt.Sprint(advice)
 }

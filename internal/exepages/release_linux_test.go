@@ -67,19 +67,28 @@ func TestReleaseDropsTheFilesPagesAndKeepsItsContent(t *testing.T) {
 	assert.Equal(t, pages, residentPages(t, mapped), "read back, every page is in memory again")
 }
 
-// A writable private mapping of the file holds the process's own copy of
-// what it wrote: release leaves it alone.
-func TestReleaseKeepsWritableMappings(t *testing.T) {
+// A private mapping holds the process's own copies of the pages it wrote:
+// release leaves a writable one alone, and a read-only one that holds such
+// a copy (as the page the dynamic loader relocates, then protects).
+func TestReleaseKeepsPrivateCopies(t *testing.T) {
 	f, mapped, _ := mapFile(t, "exe", 8)
-	rw, err := unix.Mmap(int(f.Fd()), 0, 8*os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = unix.Munmap(rw) })
-	rw[0] = 0xAB
+	privateMapping := func() []byte {
+		b, err := unix.Mmap(int(f.Fd()), 0, 8*os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = unix.Munmap(b) })
+		b[0] = 0xAB
+		return b
+	}
+	rw := privateMapping()
+	relocated := privateMapping()
+	require.NoError(t, unix.Mprotect(relocated, unix.PROT_READ))
 
 	require.NoError(t, release(uintptr(unsafe.Pointer(&mapped[0])), f))
 
-	assert.Equal(t, byte(0xAB), rw[0], "the private copy was lost")
+	assert.Equal(t, byte(0xAB), rw[0], "the writable mapping's copy was lost")
+	assert.Equal(t, byte(0xAB), relocated[0], "the read-only mapping's copy was lost")
 	assert.Equal(t, byte(0), mapped[0])
+	assert.Zero(t, residentPages(t, mapped[os.Getpagesize():]), "the clean mapping's pages still in memory")
 }
 
 func TestReleaseOfThisTestBinary(t *testing.T) {
@@ -89,5 +98,5 @@ func TestReleaseOfThisTestBinary(t *testing.T) {
 func TestReleaseRefusesAnAddressOutsideAFile(t *testing.T) {
 	f, _, _ := mapFile(t, "exe", 1)
 	heap := make([]byte, 1<<20)
-	assert.ErrorContains(t, release(uintptr(unsafe.Pointer(&heap[0])), f), "no read-only mapping of a file")
+	assert.ErrorContains(t, release(uintptr(unsafe.Pointer(&heap[0])), f), "no clean read-only mapping of a file")
 }

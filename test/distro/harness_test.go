@@ -39,6 +39,12 @@ func cleanEnv(t *testing.T) []string {
 
 func startSidecar(t *testing.T, extraEnv ...string) *sidecar {
 	t.Helper()
+	return startSidecarAt(t, binarytest.Binary(t), extraEnv...)
+}
+
+// startSidecarAt starts the sidecar from the binary at bin.
+func startSidecarAt(t *testing.T, bin string, extraEnv ...string) *sidecar {
+	t.Helper()
 	ports := binarytest.FreePorts(t, 4)
 	s := &sidecar{httpPort: ports[0], grpcPort: ports[1]}
 	healthPort := ports[2]
@@ -52,7 +58,7 @@ func startSidecar(t *testing.T, extraEnv ...string) *sidecar {
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
 	)
-	s.Process = binarytest.StartBinary(t, append(env, extraEnv...), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
+	s.Process = binarytest.StartBinaryAt(t, bin, append(env, extraEnv...), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
 	require.NoError(t, s.AwaitHealthy(s.health, 30*time.Second), "sidecar")
 	return s
 }

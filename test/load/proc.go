@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
@@ -49,37 +47,13 @@ func parseStatCPU(stat string) (float64, error) {
 // startProcess runs argv (optionally pinned to CPUs with taskset, which
 // execs it: the pid stays the collector's) in its own process group.
 func startProcess(argv []string, env []string, cpus string) (*binarytest.Process, error) {
-	if err := evictFromPageCache(argv[0]); err != nil {
+	if err := binarytest.EvictFromPageCache(argv[0]); err != nil {
 		return nil, err
 	}
 	if cpus != "" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
 	return binarytest.Start(argv, env, 16<<10)
-}
-
-// evictFromPageCache drops a binary's pages from the page cache, so that
-// every build starts in the same state: read from disk as its pages are
-// touched. A binary the linker has just written sits in the cache in large
-// folios, which the kernel maps 2 MiB at a time, and then idles with nearly
-// all of its file resident (measured with otelcol-gpubuild: 53.8 MiB VmRSS
-// freshly built, 37.5 MiB read from disk), while a build from an earlier
-// session is read page by page: without this, idle RSS compares the page
-// cache's history, not the builds.
-func evictFromPageCache(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	// Dirty pages are not dropped: write them first.
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return fmt.Errorf("evicting %s from the page cache: %w", path, err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		return fmt.Errorf("evicting %s from the page cache: %w", path, err)
-	}
-	return nil
 }
 
 // freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
