@@ -18,7 +18,7 @@
 // MADV_DONTNEED on a private file mapping would also discard the
 // process's own copies of pages it wrote there (the dynamic loader's
 // relocations, a debugger's breakpoints): only read-only mappings that
-// hold no such copy are advised. Pages another process still maps (a
+// hold no such copy, in memory or swapped out, are advised. Pages another process still maps (a
 // second collector started from the same image on the node) stay cached
 // for it.
 package exepages // import "github.com/gpubuild/otelcol-gpubuild/internal/exepages"
@@ -37,8 +37,9 @@ type mapping struct {
 	file string
 	// noFile: an anonymous mapping (inode 0).
 	noFile bool
-	// privateKiB is smaps' "Anonymous": pages of the mapping that are the
-	// process's own copies, not the file's.
+	// privateKiB is smaps' "Anonymous" plus "Swap": pages of the mapping
+	// that are the process's own copies, not the file's, in memory or
+	// swapped out.
 	privateKiB int64
 }
 
@@ -49,12 +50,12 @@ func parseSmaps(text string) []mapping {
 	var out []mapping
 	for line := range strings.Lines(text) {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "Anonymous:" && len(out) > 0 {
-			kib, err := strconv.ParseInt(f[1], 10, 64)
+		if len(f) == 3 && (f[0] == "Anonymous:" || f[0] == "Swap:") && len(out) > 0 {
+			kib, err := strconv.ParseUint(f[1], 10, 64)
 			if err != nil {
-				kib = -1 // unreadable: treated as holding copies
+				kib = 1 // unreadable: counted as holding copies
 			}
-			out[len(out)-1].privateKiB = kib
+			out[len(out)-1].privateKiB += int64(kib)
 			continue
 		}
 		if len(f) < 5 {
