@@ -18,9 +18,9 @@
 // MADV_DONTNEED on a private file mapping would also discard the
 // process's own copies of pages it wrote there (the dynamic loader's
 // relocations, a debugger's breakpoints): only read-only mappings that
-// hold no such copy, in memory or swapped out, are advised. Pages another process still maps (a
-// second collector started from the same image on the node) stay cached
-// for it.
+// smaps shows to hold no such copy, in memory or swapped out, are
+// advised. Pages another process still maps (a second collector started
+// from the same image on the node) stay cached for it.
 package exepages // import "github.com/gpubuild/otelcol-gpubuild/internal/exepages"
 
 import (
@@ -39,13 +39,13 @@ type mapping struct {
 	noFile bool
 	// privateKiB is smaps' "Anonymous" plus "Swap": pages of the mapping
 	// that are the process's own copies, not the file's, in memory or
-	// swapped out.
-	privateKiB int64
+	// swapped out. privateKnown: smaps listed "Anonymous" for it.
+	privateKiB   int64
+	privateKnown bool
 }
 
-// parseSmaps reads the mappings of /proc/<pid>/smaps, or of maps (which
-// has no per-mapping fields: privateKiB stays 0); lines it cannot read
-// are skipped.
+// parseSmaps reads the mappings of /proc/<pid>/smaps; lines it cannot
+// read are skipped.
 func parseSmaps(text string) []mapping {
 	var out []mapping
 	for line := range strings.Lines(text) {
@@ -55,7 +55,9 @@ func parseSmaps(text string) []mapping {
 			if err != nil {
 				kib = 1 // unreadable: counted as holding copies
 			}
-			out[len(out)-1].privateKiB += int64(kib)
+			m := &out[len(out)-1]
+			m.privateKiB += int64(kib)
+			m.privateKnown = m.privateKnown || f[0] == "Anonymous:"
 			continue
 		}
 		if len(f) < 5 {
@@ -81,9 +83,9 @@ func parseSmaps(text string) []mapping {
 }
 
 // cleanReadOnlyMappingsOfFileAt returns the mappings of the file mapped at
-// addr that are read-only and hold none of the process's own copies of
-// pages: those whose pages can be unmapped and read again from the file
-// without losing anything. None when addr is in no file mapping.
+// addr that are read-only and known to hold none of the process's own
+// copies of pages: those whose pages can be unmapped and read again from
+// the file without losing anything. None when addr is in no file mapping.
 func cleanReadOnlyMappingsOfFileAt(maps []mapping, addr uintptr) []mapping {
 	var file string
 	for _, m := range maps {
@@ -97,7 +99,7 @@ func cleanReadOnlyMappingsOfFileAt(maps []mapping, addr uintptr) []mapping {
 	}
 	var out []mapping
 	for _, m := range maps {
-		if m.file == file && !strings.Contains(m.perms, "w") && m.privateKiB == 0 {
+		if m.file == file && !strings.Contains(m.perms, "w") && m.privateKnown && m.privateKiB == 0 {
 			out = append(out, m)
 		}
 	}

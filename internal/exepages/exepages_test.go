@@ -44,7 +44,7 @@ not a mapping line
 func TestParseSmaps(t *testing.T) {
 	maps := parseSmaps(goProcessSmaps)
 	assert.Len(t, maps, 13, "every mapping, the unreadable line skipped")
-	assert.Equal(t, mapping{start: 0x410000, end: 0x187f000, perms: "r-xp", file: "fe:00 11174924 /usr/local/bin/otelcol-gpubuild"}, maps[1])
+	assert.Equal(t, mapping{start: 0x410000, end: 0x187f000, perms: "r-xp", file: "fe:00 11174924 /usr/local/bin/otelcol-gpubuild", privateKnown: true}, maps[1])
 	assert.Equal(t, int64(4), maps[3].privateKiB, "the relocated page")
 	assert.Equal(t, int64(4), maps[9].privateKiB, "a swapped-out copy")
 	assert.Equal(t, "fe:00 3000001 /var/lib/otelcol gpubuild/queue/exporter_cloudwatch", maps[11].file, "a path with a space")
@@ -68,7 +68,9 @@ func TestCleanReadOnlyMappingsOfTheFileAtAnAddress(t *testing.T) {
 	assert.Empty(t, cleanReadOnlyMappingsOfFileAt(maps, 0x1000), "no mapping there")
 }
 
-func TestUnreadablePrivateSizeCountsAsCopies(t *testing.T) {
-	maps := parseSmaps("00400000-00410000 r--p 00000000 fe:00 7 /bin/x\nAnonymous: ? kB\n")
-	assert.Empty(t, cleanReadOnlyMappingsOfFileAt(maps, 0x400000))
+func TestUnknownPrivateSizeCountsAsCopies(t *testing.T) {
+	unreadable := parseSmaps("00400000-00410000 r--p 00000000 fe:00 7 /bin/x\nAnonymous: ? kB\n")
+	assert.Empty(t, cleanReadOnlyMappingsOfFileAt(unreadable, 0x400000), "Anonymous unreadable")
+	missing := parseSmaps("00400000-00410000 r--p 00000000 fe:00 7 /bin/x\nSwap: 0 kB\n")
+	assert.Empty(t, cleanReadOnlyMappingsOfFileAt(missing, 0x400000), "no Anonymous field (maps, not smaps)")
 }
