@@ -1,6 +1,8 @@
 package binarytest
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -65,4 +67,21 @@ func TestSampleMemOfThisProcess(t *testing.T) {
 	peak := SampleMem(os.Getpid(), time.Millisecond)()
 	assert.Positive(t, peak.RSS)
 	assert.GreaterOrEqual(t, peak.HWM, peak.RSS)
+}
+
+// Ports are distinct, free, and below the range the kernel takes the local
+// ports of outgoing connections from.
+func TestFreePortsAreDistinctAndBelowTheEphemeralRange(t *testing.T) {
+	lo, hi := portsBelowEphemeral()
+	require.Less(t, lo, hi, "this machine's ephemeral range leaves no ports below it")
+	seen := map[int]bool{}
+	for _, p := range FreePorts(t, 50) {
+		assert.False(t, seen[p], "port %d twice", p)
+		seen[p] = true
+		assert.GreaterOrEqual(t, p, lo)
+		assert.LessOrEqual(t, p, hi)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		require.NoError(t, err, "port %d is not free", p)
+		_ = l.Close()
+	}
 }
