@@ -259,13 +259,9 @@ func (r *result) exact() bool {
 // sidecarTarget runs the built binary on the default config through its
 // environment variables, sending to the CloudWatch test endpoint.
 func sidecarTarget(root string, cw *cloudwatchtest.Server, queueDir string, extraEnv ...string) (target, error) {
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return target{}, err
-		}
-		ports[i] = p
+	ports, err := binarytest.PickFreePorts(4)
+	if err != nil {
+		return target{}, err
 	}
 	env := baseEnv()
 	env = append(env,
@@ -308,7 +304,7 @@ service:
 // the first section after receivers down to service's pipelines), then the
 // sidecar's default telemetry (normal level, Prometheus pull).
 func peerTarget(name, bin, path, components string, env []string) (target, error) {
-	ports, err := freePorts(3)
+	ports, err := binarytest.PickFreePorts(3)
 	if err != nil {
 		return target{}, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -54,28 +53,6 @@ func startProcess(argv []string, env []string, cpus string) (*binarytest.Process
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
 	return binarytest.Start(argv, env, 16<<10)
-}
-
-// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
-	}
-	return ports, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // fileRSS splits a process's file-backed RSS, in KiB, into its

@@ -74,18 +74,28 @@ func FreePort(t testing.TB) int {
 }
 
 // FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
+// moment ago (PickFreePorts), failing the test when there are none.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports, err := PickFreePorts(n)
+	require.NoError(t, err)
+	return ports
+}
+
+// PickFreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
 // moment ago: all are held open until the last is found, so that one
 // process never gets the same port twice (asking one at a time can). They
 // are taken below the kernel's ephemeral range (where it picks the local
-// port of every outgoing connection), so that no test's client connection
-// can take one between now and the moment a collector binds it.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
+// port of every outgoing connection), so that no client connection can
+// take one between now and the moment a collector binds it.
+func PickFreePorts(n int) ([]int, error) {
 	lo, hi := portsBelowEphemeral()
 	ports := make([]int, n)
 	for i := range ports {
 		for attempt := 0; ports[i] == 0; attempt++ {
-			require.Less(t, attempt, 1000, "no free port in %d-%d", lo, hi)
+			if attempt == 1000 {
+				return nil, fmt.Errorf("no free port in %d-%d", lo, hi)
+			}
 			addr := "127.0.0.1:0"
 			if hi > lo {
 				addr = fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo+1))
@@ -98,7 +108,7 @@ func FreePorts(t testing.TB, n int) []int {
 			ports[i] = l.Addr().(*net.TCPAddr).Port
 		}
 	}
-	return ports
+	return ports, nil
 }
 
 // portsBelowEphemeral is the range FreePorts takes ports from: from 20000
