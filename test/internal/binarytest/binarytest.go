@@ -237,20 +237,7 @@ func ParseStatusKiB(status, field string) int64 {
 
 // ParseStatusMem reads VmRSS and VmHWM from the text of /proc/<pid>/status.
 func ParseStatusMem(status string) (rss, peak int64) {
-	for _, line := range strings.Split(status, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = v
-		case "VmHWM:":
-			peak = v
-		}
-	}
-	return rss, peak
+	return ParseStatusKiB(status, "VmRSS:"), ParseStatusKiB(status, "VmHWM:")
 }
 
 // EnvWithout is this process's environment less the variables whose
