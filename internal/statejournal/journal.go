@@ -1,0 +1,497 @@
+// Package statejournal puts an append-only journal in front of a storage
+// client (file_storage's bbolt file): a batch of sets and deletes is one
+// record appended to a file with one write, and the storage receives the
+// net effect of the journal every checkpoint interval, in one transaction
+// per 256 KiB of records.
+//
+// A state that must be written before each OTLP request is acknowledged
+// pays one small write per request instead of one B+tree transaction
+// (which rewrites every page it touches, the branch pages above them and
+// the meta page, with a write call per page). The durability is the
+// storage's: the record is in the page cache when Batch returns (a killed
+// process loses nothing), and on disk with Fsync.
+//
+// Replaying is idempotent: every operation carries a whole value, so
+// applying a record the storage already holds changes nothing. A checkpoint
+// therefore commits the storage first and empties the journal after; a
+// crash between the two replays the same records at the next Open.
+package statejournal // import "github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+)
+
+// Config is the journal's part of a component's state settings.
+type Config struct {
+	// Directory holds the journal files; unset: no journal, each batch is
+	// one storage transaction.
+	Directory string `mapstructure:"directory"`
+	// Fsync flushes each record to disk before Batch returns (power loss);
+	// without it a record survives a killed process, as file_storage's
+	// transactions without its fsync do.
+	Fsync bool `mapstructure:"fsync"`
+	// CheckpointInterval is how often the journal's records are written
+	// into the storage, in one transaction, and the journal emptied.
+	CheckpointInterval time.Duration `mapstructure:"checkpoint_interval"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// DefaultCheckpointInterval bounds the journal to a few seconds of batches.
+const DefaultCheckpointInterval = 10 * time.Second
+
+// maxJournalBytes checkpoints early when the records pile up faster than
+// the interval expects, so that a checkpoint never reads more than this.
+const maxJournalBytes = 8 << 20
+
+// File layout: a header (magic and format version), then records. A record
+// is the length of its body (uint32), the CRC-32C of the body (uint32) and
+// the body: operations, each a type byte, the key's length (uvarint), the
+// key, and for a set the value's length (uvarint) and the value.
+const (
+	magic      = "gpbj"
+	version    = 1
+	headerSize = 8 // magic and version
+	recordHead = 8
+	opSet      = 1
+	opDelete   = 2
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrUnknownFormat is the error of a journal written by a later version.
+var ErrUnknownFormat = errors.New("journal written in an unknown format")
+
+// Replay says what Open found in a journal left by the previous process.
+type Replay struct {
+	Records int // records applied to the storage
+	// DiscardedBytes were past the last whole record: a record torn by a
+	// crash or a full disk (never acknowledged), or the whole file when
+	// Err is set.
+	DiscardedBytes int64
+	// Err is why the journal could not be read at all (ErrUnknownFormat,
+	// or a damaged header); its records were not applied.
+	Err error
+}
+
+// Client is a storage client whose batches go to the journal. It lists its
+// entries (storage.Walker) when the storage under it does. It is safe for
+// concurrent use.
+type Client struct {
+	base     storage.Client
+	path     string
+	fsync    bool
+	interval time.Duration
+	now      func() time.Time
+
+	mu             sync.Mutex
+	f              *os.File
+	size           int64 // bytes of whole records and the header
+	lastCheckpoint time.Time
+	buf            []byte
+	// checkpointErr is the last failed checkpoint's error, until one
+	// succeeds (CheckpointError).
+	checkpointErr error
+}
+
+// Open opens (creating it when missing) the journal at path in front of
+// base, applies the records a previous process left to base and empties
+// the journal. A journal it cannot read is set aside, not applied: Replay
+// says so; the error is for failures to open, write or apply.
+func Open(ctx context.Context, base storage.Client, path string, cfg Config) (*Client, Replay, error) {
+	interval := cfg.CheckpointInterval
+	if interval <= 0 {
+		interval = DefaultCheckpointInterval
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, Replay{}, err
+	}
+	c := &Client{base: base, path: path, fsync: cfg.Fsync, interval: interval, now: time.Now, f: f}
+	replay, err := c.replay(ctx)
+	if err != nil {
+		_ = f.Close()
+		return nil, replay, err
+	}
+	c.lastCheckpoint = c.now()
+	return c, replay, nil
+}
+
+// replay applies what the file holds and leaves it with a header only.
+func (c *Client) replay(ctx context.Context) (Replay, error) {
+	st, err := c.f.Stat()
+	if err != nil {
+		return Replay{}, err
+	}
+	var r Replay
+	if st.Size() > 0 {
+		records, valid, formatErr, err := c.apply(ctx, st.Size())
+		r.Records, r.DiscardedBytes, r.Err = records, st.Size()-valid, formatErr
+		if err != nil {
+			return r, err
+		}
+		if errors.Is(formatErr, ErrUnknownFormat) {
+			// Keep the file for the version that wrote it.
+			if err := os.Rename(c.path, c.path+".unknown-format"); err != nil {
+				return r, err
+			}
+			f, err := os.OpenFile(c.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+			if err != nil {
+				return r, err
+			}
+			_ = c.f.Close()
+			c.f = f
+		}
+	}
+	if err := c.reset(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// reset empties the file down to its header.
+func (c *Client) reset() error {
+	if err := c.f.Truncate(0); err != nil {
+		return err
+	}
+	var h [headerSize]byte
+	copy(h[:], magic)
+	binary.LittleEndian.PutUint32(h[len(magic):], version)
+	if _, err := c.f.WriteAt(h[:], 0); err != nil {
+		return err
+	}
+	c.size = headerSize
+	return nil
+}
+
+// chunkBytes bounds the keys and values one storage transaction of a
+// checkpoint carries, and so the memory a checkpoint takes: a large journal
+// is written in several transactions, which replay makes safe (the journal
+// is emptied only after the last).
+const chunkBytes = 256 << 10
+
+// apply reads the journal's first size bytes and writes the net effect of
+// its whole records (the last operation per key within each chunk) into
+// the storage. It returns how many records it found and the bytes they and
+// the header take; formatErr when the header is damaged or of a later
+// version (nothing is applied), err when the storage refused a chunk.
+func (c *Client) apply(ctx context.Context, size int64) (records int, valid int64, formatErr, err error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(c.f, 0, size), int(min(size, 32<<10)))
+	var head [headerSize]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil || string(head[:len(magic)]) != magic {
+		return 0, 0, errors.New("journal header damaged"), nil
+	}
+	if binary.LittleEndian.Uint32(head[len(magic):]) != version {
+		return 0, 0, ErrUnknownFormat, nil
+	}
+	valid = headerSize
+	ch := newChunk(int(min(size, chunkBytes)))
+	var body []byte
+	for {
+		var rh [recordHead]byte
+		if _, err := io.ReadFull(r, rh[:]); err != nil {
+			break
+		}
+		n := int64(binary.LittleEndian.Uint32(rh[:]))
+		if n > size-valid-recordHead {
+			break
+		}
+		if int64(cap(body)) < n {
+			body = make([]byte, n)
+		}
+		body = body[:n]
+		if _, err := io.ReadFull(r, body); err != nil {
+			break
+		}
+		if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(rh[4:]) || !wellFormed(body) {
+			break
+		}
+		if ch.full(len(body)) {
+			if err := ch.flush(ctx, c.base); err != nil {
+				return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+			}
+		}
+		ch.add(body)
+		records++
+		valid += recordHead + n
+	}
+	if err := ch.flush(ctx, c.base); err != nil {
+		return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+	}
+	return records, valid, nil, nil
+}
+
+// chunk collects the net operations of consecutive records, their keys and
+// values copied into one arena that never grows (the operations point into
+// it), for one storage transaction.
+type chunk struct {
+	arena []byte
+	ops   []*storage.Operation
+	index map[string]int // key -> position in ops
+}
+
+func newChunk(capacity int) *chunk {
+	return &chunk{arena: make([]byte, 0, capacity), index: map[string]int{}}
+}
+
+// full says whether a record body of n bytes must wait for the next chunk.
+func (ch *chunk) full(n int) bool {
+	return len(ch.ops) > 0 && len(ch.arena)+n > cap(ch.arena)
+}
+
+// add takes a well-formed record body.
+func (ch *chunk) add(body []byte) {
+	for len(body) > 0 {
+		typ := body[0]
+		key, value, rest := readOp(body)
+		body = rest
+		opType := storage.Set
+		if typ == opDelete {
+			opType, value = storage.Delete, nil
+		} else {
+			value = ch.keep(value)
+		}
+		if i, seen := ch.index[string(key)]; seen {
+			ch.ops[i].Type, ch.ops[i].Value = opType, value
+			continue
+		}
+		op := &storage.Operation{Key: string(key), Type: opType, Value: value}
+		ch.index[op.Key] = len(ch.ops)
+		ch.ops = append(ch.ops, op)
+	}
+}
+
+// keep copies v into the arena, or on its own when the arena is full (a
+// record larger than a chunk).
+func (ch *chunk) keep(v []byte) []byte {
+	if len(ch.arena)+len(v) > cap(ch.arena) {
+		return bytes.Clone(v)
+	}
+	start := len(ch.arena)
+	ch.arena = append(ch.arena, v...)
+	return ch.arena[start:len(ch.arena):len(ch.arena)]
+}
+
+// flush writes the chunk's operations in one transaction and empties it.
+func (ch *chunk) flush(ctx context.Context, base storage.Client) error {
+	if len(ch.ops) == 0 {
+		return nil
+	}
+	if err := base.Batch(ctx, ch.ops...); err != nil {
+		return err
+	}
+	ch.arena, ch.ops = ch.arena[:0], ch.ops[:0]
+	clear(ch.index)
+	return nil
+}
+
+// wellFormed checks that body is a sequence of whole operations, so that a
+// record is applied whole or not at all.
+func wellFormed(body []byte) bool {
+	for len(body) > 0 {
+		typ := body[0]
+		if typ != opSet && typ != opDelete {
+			return false
+		}
+		_, rest, ok := readBytes(body[1:])
+		if ok && typ == opSet {
+			_, rest, ok = readBytes(rest)
+		}
+		if !ok {
+			return false
+		}
+		body = rest
+	}
+	return true
+}
+
+// readOp reads one operation of a well-formed body.
+func readOp(body []byte) (key, value, rest []byte) {
+	key, rest, _ = readBytes(body[1:])
+	if body[0] == opSet {
+		value, rest, _ = readBytes(rest)
+	}
+	return key, value, rest
+}
+
+func readBytes(b []byte) (v, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, false
+	}
+	return b[k : k+int(n)], b[k+int(n):], true
+}
+
+// Batch appends the sets and deletes as one record; a batch that reads
+// (a Get) is run on the storage after a checkpoint. When the interval has
+// passed, the journal is then written into the storage: a failure of that
+// does not fail the batch, whose record is in the journal
+// (CheckpointError reports it).
+func (c *Client) Batch(ctx context.Context, ops ...*storage.Operation) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, op := range ops {
+		if op.Type == storage.Get {
+			if err := c.checkpointLocked(ctx); err != nil {
+				return err
+			}
+			return c.base.Batch(ctx, ops...)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if err := c.append(ops); err != nil {
+		return err
+	}
+	// After a failed checkpoint the next waits for the interval, however
+	// large the journal: the storage is failing.
+	if (c.size >= maxJournalBytes && c.checkpointErr == nil) || c.now().Sub(c.lastCheckpoint) >= c.interval {
+		_ = c.checkpointLocked(ctx)
+	}
+	return nil
+}
+
+// append writes one record at the end of the whole records.
+func (c *Client) append(ops []*storage.Operation) error {
+	b := append(c.buf[:0], make([]byte, recordHead)...)
+	for _, op := range ops {
+		switch op.Type {
+		case storage.Set:
+			b = append(b, opSet)
+			b = binary.AppendUvarint(b, uint64(len(op.Key)))
+			b = append(b, op.Key...)
+			b = binary.AppendUvarint(b, uint64(len(op.Value)))
+			b = append(b, op.Value...)
+		case storage.Delete:
+			b = append(b, opDelete)
+			b = binary.AppendUvarint(b, uint64(len(op.Key)))
+			b = append(b, op.Key...)
+		}
+	}
+	body := b[recordHead:]
+	binary.LittleEndian.PutUint32(b, uint32(len(body)))
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(body, castagnoli))
+	c.buf = b
+	if _, err := c.f.WriteAt(b, c.size); err != nil {
+		// A torn record would hide the ones after it: cut it off.
+		_ = c.f.Truncate(c.size)
+		return fmt.Errorf("writing the journal %s: %w", c.path, err)
+	}
+	if c.fsync {
+		if err := c.f.Sync(); err != nil {
+			_ = c.f.Truncate(c.size)
+			return fmt.Errorf("syncing the journal %s: %w", c.path, err)
+		}
+	}
+	c.size += int64(len(b))
+	if cap(c.buf) > 1<<20 {
+		c.buf = nil // a rare large batch does not pin its buffer
+	}
+	return nil
+}
+
+// Checkpoint writes the journal's records into the storage (one
+// transaction per chunkBytes of records) and empties the journal.
+func (c *Client) Checkpoint(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checkpointLocked(ctx)
+}
+
+func (c *Client) checkpointLocked(ctx context.Context) error {
+	c.lastCheckpoint = c.now()
+	if c.size <= headerSize {
+		return nil
+	}
+	err := c.applyJournal(ctx)
+	c.checkpointErr = err
+	return err
+}
+
+func (c *Client) applyJournal(ctx context.Context) error {
+	_, _, formatErr, err := c.apply(ctx, c.size)
+	if err == nil {
+		err = formatErr
+	}
+	if err != nil {
+		return err
+	}
+	// Written: the records may go. Should this fail they stay, and are
+	// applied again, to the same effect.
+	if err := c.reset(); err != nil {
+		return fmt.Errorf("emptying the journal %s: %w", c.path, err)
+	}
+	return nil
+}
+
+// CheckpointError is the error of the last checkpoint if it failed.
+func (c *Client) CheckpointError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.checkpointErr
+}
+
+// Get reads from the storage after a checkpoint.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	op := storage.GetOperation(key)
+	if err := c.Batch(ctx, op); err != nil {
+		return nil, err
+	}
+	return op.Value, nil
+}
+
+// Set appends one set.
+func (c *Client) Set(ctx context.Context, key string, value []byte) error {
+	return c.Batch(ctx, storage.SetOperation(key, value))
+}
+
+// Delete appends one delete.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	return c.Batch(ctx, storage.DeleteOperation(key))
+}
+
+// Walk lists the storage's entries after a checkpoint; the operations fn
+// returns are applied by the storage.
+func (c *Client) Walk(ctx context.Context, fn storage.WalkFunc) error {
+	walker, ok := c.base.(storage.Walker)
+	if !ok {
+		return errors.New("the storage cannot list its entries")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkpointLocked(ctx); err != nil {
+		return err
+	}
+	return walker.Walk(ctx, fn)
+}
+
+// Storage is the client the journal is written into.
+func (c *Client) Storage() storage.Client { return c.base }
+
+// Close checkpoints, closes the journal and the storage client. When the
+// checkpoint fails the journal keeps its records for the next Open.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.checkpointLocked(ctx)
+	return errors.Join(err, c.f.Close(), c.base.Close(ctx))
+}
+
+var (
+	_ storage.Client = (*Client)(nil)
+	_ storage.Walker = (*Client)(nil)
+)
