@@ -32,6 +32,11 @@ func TestLoadConnectorConfig(t *testing.T) {
 	custom.JobDurationBuckets = []float64{10, 60, 600, 3600}
 	custom.StageDurationBuckets = []float64{1, 10, 100}
 	custom.APIDurationBuckets = []float64{0.1, 1}
+	stateStorage := component.MustNewIDWithName("file_storage", "state")
+	custom.State.Storage = &stateStorage
+	custom.State.Journal.Directory = "/var/lib/otelcol-gpubuild/queue"
+	custom.State.Journal.Fsync = true
+	custom.State.Journal.CheckpointInterval = 30 * time.Second
 
 	tests := []struct {
 		id      component.ID
@@ -46,6 +51,8 @@ func TestLoadConnectorConfig(t *testing.T) {
 		{id: component.NewIDWithName(metadata.Type, "bad_buckets"), wantErr: "job_duration_buckets[1]: bounds must be strictly increasing"},
 		{id: component.NewIDWithName(metadata.Type, "bad_timeout"), wantErr: "job_timeout: must be positive"},
 		{id: component.NewIDWithName(metadata.Type, "bad_stage_rule"), wantErr: "stage_span_names[0].stage: must not be empty"},
+		{id: component.NewIDWithName(metadata.Type, "journal_without_storage"), wantErr: "state.journal.directory: needs state.storage"},
+		{id: component.NewIDWithName(metadata.Type, "bad_checkpoint_interval"), wantErr: "state.journal.checkpoint_interval: must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {

@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -15,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
+	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
 )
 
 // StateConfig says where the derivation keeps its state (the run memory and
@@ -30,15 +34,23 @@ type StateConfig struct {
 	// ExpiryMargin: a run not updated for job_timeout plus this margin is
 	// not restored at start (the collector was down longer than that).
 	ExpiryMargin time.Duration `mapstructure:"expiry_margin"`
+	// Journal, when its directory is set, appends each request's batch
+	// to a journal file and writes the storage once per checkpoint
+	// interval (internal/statejournal).
+	Journal statejournal.Config `mapstructure:"journal"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
 
 // DefaultStateConfig is in memory until a storage is named, with 32 MiB of run
-// memory (about 150,000 runs); 10 minutes of margin.
+// memory (about 150,000 runs); 10 minutes of margin; no journal until its
+// directory is named.
 func DefaultStateConfig() StateConfig {
-	return StateConfig{MaxBytes: 32 << 20, ExpiryMargin: 10 * time.Minute}
+	return StateConfig{
+		MaxBytes: 32 << 20, ExpiryMargin: 10 * time.Minute,
+		Journal: statejournal.Config{CheckpointInterval: statejournal.DefaultCheckpointInterval},
+	}
 }
 
 // Problems checks the state settings, each error naming its field.
@@ -49,6 +61,12 @@ func (cfg *StateConfig) Problems() []error {
 	}
 	if cfg.ExpiryMargin < 0 {
 		errs = append(errs, errors.New("state.expiry_margin: must not be negative"))
+	}
+	if cfg.Journal.Directory != "" && cfg.Storage == nil {
+		errs = append(errs, errors.New("state.journal.directory: needs state.storage, which the journal is written into"))
+	}
+	if cfg.Journal.CheckpointInterval <= 0 {
+		errs = append(errs, errors.New("state.journal.checkpoint_interval: must be positive"))
 	}
 	return errs
 }
@@ -82,6 +100,11 @@ type stateStore struct {
 	client   storage.Client
 	cfg      StateConfig
 	location string // for log messages: extension and file
+	logger   *zap.Logger
+	// journal is client when state.journal is set; its checkpoint errors
+	// are reported once each.
+	journal           *statejournal.Client
+	lastCheckpointErr error
 
 	// resources already written, by key.
 	resources map[string]bool
@@ -117,9 +140,16 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 		client:     client,
 		cfg:        cfg,
 		location:   fmt.Sprintf("%s (file %s_%s_%s_%s)", cfg.Storage, strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName),
+		logger:     logger,
 		resources:  map[string]bool{},
 		nextID:     1,
 		nextJobSeq: 1,
+	}
+	if cfg.Journal.Directory != "" {
+		if err := st.openJournal(ctx, kind, owner); err != nil {
+			_ = client.Close(ctx)
+			return nil, err
+		}
 	}
 	// Tracking is on while loading: what the load merges or trims is
 	// written with the first batch.
@@ -136,6 +166,52 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 		return nil, err
 	}
 	return st, nil
+}
+
+// openJournal puts the journal in front of the storage client, after
+// writing into the storage what a previous process left in it.
+func (st *stateStore) openJournal(ctx context.Context, kind component.Kind, owner component.ID) error {
+	dir := st.cfg.Journal.Directory
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("state.journal.directory: %w", err)
+	}
+	path := filepath.Join(dir, journalFileName(kind, owner))
+	jc, replay, err := statejournal.Open(ctx, st.client, path, st.cfg.Journal)
+	if err != nil {
+		return fmt.Errorf("state.journal: %w", err)
+	}
+	switch {
+	case replay.Err != nil:
+		st.logger.Warn("Set aside a derivation state journal that could not be read; its batches are lost",
+			zap.String("journal", path), zap.Int64("bytes", replay.DiscardedBytes), zap.Error(replay.Err))
+	case replay.DiscardedBytes > 0:
+		st.logger.Warn("Discarded the incomplete last record of the derivation state journal (a write cut short by a crash or a full disk)",
+			zap.String("journal", path), zap.Int("records", replay.Records), zap.Int64("bytes", replay.DiscardedBytes))
+	case replay.Records > 0:
+		st.logger.Info("Wrote the derivation state journal left by the previous process into the storage",
+			zap.String("journal", path), zap.Int("records", replay.Records))
+	}
+	st.client, st.journal = jc, jc
+	st.location += " with journal " + path
+	return nil
+}
+
+// journalFileName names a component's journal after its storage file,
+// unsafe characters written as ~ and their code point as file_storage
+// writes them. The journal_ prefix keeps storage_check, which opens every
+// file named <kind>_... as a bbolt file, away from it.
+func journalFileName(kind component.Kind, owner component.ID) string {
+	raw := fmt.Sprintf("%s_%s_%s_%s", strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName)
+	var b strings.Builder
+	b.WriteString("journal_")
+	for _, r := range raw {
+		if r < 0x80 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			b.WriteRune(r)
+		} else {
+			fmt.Fprintf(&b, "~%04X", r)
+		}
+	}
+	return b.String()
 }
 
 // load reads every entry. An entry that cannot be read is skipped, counted
@@ -464,7 +540,25 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 	st.joined = st.joined[:0]
 	st.deletes = st.deletes[:0]
 	d.clearDirty()
+	st.reportCheckpoint(d)
 	return nil
+}
+
+// reportCheckpoint counts and logs a failed journal checkpoint once: the
+// batches stay in the journal and the next checkpoint writes them.
+func (st *stateStore) reportCheckpoint(d *deriver) {
+	if st.journal == nil {
+		return
+	}
+	err := st.journal.CheckpointError()
+	if err == nil || errors.Is(err, st.lastCheckpointErr) {
+		st.lastCheckpointErr = err
+		return
+	}
+	st.lastCheckpointErr = err
+	d.stats.stateWriteFailures++
+	st.logger.Warn("Failed to write the derivation state journal into the storage; the journal keeps the batches and the next checkpoint writes them",
+		zap.String("storage", st.location), zap.Error(err))
 }
 
 // evictOverBudget forgets the oldest counted runs while the persisted run

@@ -46,9 +46,13 @@ func (c countingClient) Walk(ctx context.Context, fn storage.WalkFunc) error {
 	return c.Client.(storage.Walker).Walk(ctx, fn)
 }
 
-// benchConnector starts a connector on benchConfig, its state in a real
-// file_storage when persisted.
-func benchConnector(b *testing.B, maxActiveJobs int, persisted, fsync bool, written *atomic.Int64) (*Connector, func()) {
+// benchState is where a benchmark's connector keeps its state: in memory,
+// or in a real file_storage (fsync: the extension's option), with the
+// journal in front of it (journal).
+type benchState struct{ persisted, fsync, journal bool }
+
+// benchConnector starts a connector on benchConfig, its state as st says.
+func benchConnector(b *testing.B, maxActiveJobs int, st benchState, written *atomic.Int64) (*Connector, func()) {
 	ctx := context.Background()
 	cfg := benchConfig()
 	if maxActiveJobs > 0 {
@@ -56,10 +60,15 @@ func benchConnector(b *testing.B, maxActiveJobs int, persisted, fsync bool, writ
 	}
 	host := component.Host(componenttest.NewNopHost())
 	var ext extension.Extension
-	if persisted {
-		ext = startFileStorageSync(&testing.T{}, b.TempDir(), fsync)
+	if st.persisted {
+		dir := b.TempDir()
+		ext = startFileStorageSync(&testing.T{}, dir, st.fsync)
 		cfg.State.Storage = &stateStorageID
 		host = storageHost{Host: host, ext: countingStorage{Extension: ext, written: written}}
+		if st.journal {
+			cfg.State.Journal.Directory = dir
+			cfg.State.Journal.Fsync = st.fsync
+		}
 	}
 	set := connectortest.NewNopSettings(testType)
 	tc, err := testConnectorFactory().CreateTracesToMetrics(ctx, set, cfg, consumertest.NewNop())
@@ -79,8 +88,8 @@ func benchConnector(b *testing.B, maxActiveJobs int, persisted, fsync bool, writ
 
 // runConnectorBench feeds batches through ConsumeTraces, flushing every
 // len(batches) batches as the flush interval would.
-func runConnectorBench(b *testing.B, persisted, fsync bool, batches []ptrace.Traces, jobsPerBatch int) {
-	runConnectorBenchWith(b, 0, persisted, fsync, batches, jobsPerBatch)
+func runConnectorBench(b *testing.B, st benchState, batches []ptrace.Traces, jobsPerBatch int) {
+	runConnectorBenchWith(b, 0, st, batches, jobsPerBatch)
 }
 
 // defaultMaxActiveJobs is the default of max_active_jobs: as many counted
@@ -89,9 +98,10 @@ var defaultMaxActiveJobs = DefaultJobConfig().MaxActiveJobs
 
 // runConnectorBenchWith is runConnectorBench remembering maxActiveJobs
 // runs (0: benchConfig's 1,000).
-func runConnectorBenchWith(b *testing.B, maxActiveJobs int, persisted, fsync bool, batches []ptrace.Traces, jobsPerBatch int) {
+func runConnectorBenchWith(b *testing.B, maxActiveJobs int, st benchState, batches []ptrace.Traces, jobsPerBatch int) {
+	persisted := st.persisted
 	var written atomic.Int64
-	c, stop := benchConnector(b, maxActiveJobs, persisted, fsync, &written)
+	c, stop := benchConnector(b, maxActiveJobs, st, &written)
 	defer stop()
 	ctx := context.Background()
 	tc := c.Traces()
@@ -144,13 +154,21 @@ func processWrittenBytes() int64 {
 // BenchmarkConnectorBuildSpans: whole builds through ConsumeTraces, state
 // in memory (the baseline of the persisted variant below).
 func BenchmarkConnectorBuildSpans(b *testing.B) {
-	runConnectorBench(b, false, false, buildMixBatches(64), 0)
+	runConnectorBench(b, benchState{}, buildMixBatches(64), 0)
 }
 
 // BenchmarkConnectorBuildSpansPersisted: the same, each batch's changes
 // written to a real file_storage before ConsumeTraces returns.
 func BenchmarkConnectorBuildSpansPersisted(b *testing.B) {
-	runConnectorBench(b, true, false, buildMixBatches(64), benchBatch/9)
+	runConnectorBench(b, benchState{persisted: true}, buildMixBatches(64), benchBatch/9)
+}
+
+// BenchmarkConnectorBuildSpansJournaled: the same with the journal in
+// front of the file_storage: each batch one record appended, the storage
+// written once per checkpoint (here mostly by the journal's size: at this
+// rate 8 MiB of records come before the 10 s interval).
+func BenchmarkConnectorBuildSpansJournaled(b *testing.B) {
+	runConnectorBench(b, benchState{persisted: true, journal: true}, buildMixBatches(64), benchBatch/9)
 }
 
 // BenchmarkConnectorBuildSpansPersistedHashedIDs: the same with job ids
@@ -159,19 +177,31 @@ func BenchmarkConnectorBuildSpansPersisted(b *testing.B) {
 // long run. B-syscall-written/batch is what the process wrote per batch
 // (/proc/self/io wchar): bbolt's pages, not only the values.
 func BenchmarkConnectorBuildSpansPersistedHashedIDs(b *testing.B) {
-	runConnectorBenchWith(b, defaultMaxActiveJobs, true, false, buildMixBatchesWithIDs(512, hashedJobID), benchBatch/9)
+	runConnectorBenchWith(b, defaultMaxActiveJobs, benchState{persisted: true}, buildMixBatchesWithIDs(512, hashedJobID), benchBatch/9)
+}
+
+// BenchmarkConnectorBuildSpansJournaledHashedIDs: the same through the
+// journal.
+func BenchmarkConnectorBuildSpansJournaledHashedIDs(b *testing.B) {
+	runConnectorBenchWith(b, defaultMaxActiveJobs, benchState{persisted: true, journal: true}, buildMixBatchesWithIDs(512, hashedJobID), benchBatch/9)
 }
 
 // BenchmarkConnectorBuildSpansPersistedFsync: the same with fsync on the
 // extension (the power-loss option): one fsync per ConsumeTraces call.
 func BenchmarkConnectorBuildSpansPersistedFsync(b *testing.B) {
-	runConnectorBench(b, true, true, buildMixBatches(64), benchBatch/9)
+	runConnectorBench(b, benchState{persisted: true, fsync: true}, buildMixBatches(64), benchBatch/9)
+}
+
+// BenchmarkConnectorBuildSpansJournaledFsync: the journal with fsync: one
+// fsync of the journal per ConsumeTraces call.
+func BenchmarkConnectorBuildSpansJournaledFsync(b *testing.B) {
+	runConnectorBench(b, benchState{persisted: true, fsync: true, journal: true}, buildMixBatches(64), benchBatch/9)
 }
 
 // BenchmarkConnectorAPISpansPersisted: HTTP server spans only, persisted
 // (one or two series change per batch).
 func BenchmarkConnectorAPISpansPersisted(b *testing.B) {
-	runConnectorBench(b, true, false, []ptrace.Traces{apiSpanBatch()}, 0)
+	runConnectorBench(b, benchState{persisted: true}, []ptrace.Traces{apiSpanBatch()}, 0)
 }
 
 // BenchmarkProcessorHistogramsPersisted: the processor's ProcessMetrics with

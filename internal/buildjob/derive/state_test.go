@@ -129,13 +129,51 @@ func (s *sidecar) sigterm() error {
 }
 
 // kill9 stops the connector without a flush, as a killed process does:
-// what was written to the storage stays, nothing else happens.
+// what was written to the storage or the journal stays, nothing else
+// happens.
 func (s *sidecar) kill9() {
 	e := s.conn.emitter
 	e.stopLoop()
 	<-e.loopDone
-	require.NoError(s.t, s.conn.state.close(context.Background()))
+	closeAsKilled(s.t, s.conn.state)
 	require.NoError(s.t, s.ext.Shutdown(context.Background()))
+}
+
+// closeAsKilled closes the state's storage client as a killed process
+// leaves it: a journal is not written into the storage.
+func closeAsKilled(t *testing.T, st *stateStore) {
+	t.Helper()
+	if st.journal != nil {
+		require.NoError(t, st.journal.Storage().Close(context.Background()))
+		return
+	}
+	require.NoError(t, st.close(context.Background()))
+}
+
+// stateModes runs a lifecycle test with each request's batch written to
+// the storage, and with the journal in front of it (config returns a fresh
+// configuration of the mode; journal says which).
+func stateModes(t *testing.T, test func(t *testing.T, config func() *jobSettings, journal bool)) {
+	t.Run("storage", func(t *testing.T) { test(t, testConfig, false) })
+	t.Run("journal", func(t *testing.T) {
+		dir := t.TempDir()
+		test(t, func() *jobSettings {
+			cfg := testConfig()
+			cfg.State.Journal.Directory = dir
+			return cfg
+		}, true)
+	})
+}
+
+// seriesEntries counts the derived series entries the storage in dir holds.
+func seriesEntries(t *testing.T, dir string) int {
+	n := 0
+	for k := range readEntries(t, dir) {
+		if strings.HasPrefix(k, stateKeySeriesPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *sidecar) consumeTraces(svc *testService) {
@@ -162,21 +200,30 @@ var success = attrs("build.result", "success")
 // kill -9 after runs were counted and before the flush: the next process
 // emits them, once.
 func TestStateKill9KeepsCountsNotYetFlushed(t *testing.T) {
+	stateModes(t, testStateKill9KeepsCountsNotYetFlushed)
+}
+
+func testStateKill9KeepsCountsNotYetFlushed(t *testing.T, config func() *jobSettings, journal bool) {
 	dir := t.TempDir()
 	svc := newTestService(t, newOTLPSink(t))
 	now := time.Now()
 
 	first := new(consumertest.MetricsSink)
-	a := startSidecar(t, dir, nil, first, nil)
+	a := startSidecar(t, dir, config(), first, nil)
 	ranJob(svc, "job-1", now)
 	a.consumeLogs(svc)
 	svc.request("POST", "/_build", 202, now.Add(-time.Second), now)
 	a.consumeTraces(svc)
 	a.kill9()
 	assert.Empty(t, first.AllMetrics())
+	if journal {
+		assert.Zero(t, seriesEntries(t, dir), "the counts are in the journal only: no checkpoint ran")
+	} else {
+		assert.Positive(t, seriesEntries(t, dir))
+	}
 
 	second := new(consumertest.MetricsSink)
-	b := startSidecar(t, dir, nil, second, nil)
+	b := startSidecar(t, dir, config(), second, nil)
 	// The run's span arrives after the restart (it was in the SDK's batch).
 	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
 	b.consumeTraces(svc)
@@ -194,12 +241,16 @@ func TestStateKill9KeepsCountsNotYetFlushed(t *testing.T) {
 // an end whose start had not arrived waits for it instead of being counted
 // without a duration.
 func TestStateSIGTERMRemembersRunsAcrossRestart(t *testing.T) {
+	stateModes(t, testStateSIGTERMRemembersRunsAcrossRestart)
+}
+
+func testStateSIGTERMRemembersRunsAcrossRestart(t *testing.T, config func() *jobSettings, _ bool) {
 	dir := t.TempDir()
 	svc := newTestService(t, newOTLPSink(t))
 	now := time.Now()
 
 	first := new(consumertest.MetricsSink)
-	a := startSidecar(t, dir, nil, first, nil)
+	a := startSidecar(t, dir, config(), first, nil)
 	ranJob(svc, "job-1", now)
 	svc.status("job-2", completed, now) // its start is still in the SDK's batch
 	a.consumeLogs(svc)
@@ -207,7 +258,7 @@ func TestStateSIGTERMRemembersRunsAcrossRestart(t *testing.T) {
 	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first))
 
 	second := new(consumertest.MetricsSink)
-	b := startSidecar(t, dir, nil, second, nil)
+	b := startSidecar(t, dir, config(), second, nil)
 	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
 	b.consumeTraces(svc)
 	svc.status("job-2", running, now.Add(-30*time.Second))
@@ -221,27 +272,61 @@ func TestStateSIGTERMRemembersRunsAcrossRestart(t *testing.T) {
 
 	// A third start has nothing left to emit.
 	third := new(consumertest.MetricsSink)
-	c := startSidecar(t, dir, nil, third, nil)
+	c := startSidecar(t, dir, config(), third, nil)
 	require.NoError(t, c.sigterm())
 	assert.Empty(t, third.AllMetrics())
+}
+
+// SIGTERM writes the journal into the storage: a next start without the
+// journal (turned off, or a release before it) restores everything from
+// the storage alone.
+func TestStateJournalTurnedOffAfterSIGTERMLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	svc := newTestService(t, newOTLPSink(t))
+	now := time.Now()
+	withJournal := testConfig()
+	withJournal.State.Journal.Directory = dir
+
+	first := new(consumertest.MetricsSink)
+	a := startSidecar(t, dir, withJournal, first, nil)
+	ranJob(svc, "job-1", now)
+	svc.status("job-2", completed, now) // its start is still in the SDK's batch
+	a.consumeLogs(svc)
+	require.NoError(t, a.sigterm())
+	journal, err := os.ReadFile(filepath.Join(dir, journalFileName(component.KindConnector, component.NewID(testType))))
+	require.NoError(t, err)
+	assert.Equal(t, 8, len(journal), "the journal holds its header only")
+
+	second := new(consumertest.MetricsSink)
+	b := startSidecar(t, dir, nil, second, nil)
+	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
+	b.consumeTraces(svc)
+	svc.status("job-2", running, now.Add(-30*time.Second))
+	b.consumeLogs(svc)
+	require.NoError(t, b.sigterm())
+	assert.Equal(t, int64(2), landed(metricBuildJobs, success, first, second), "job-1 once, job-2 once")
 }
 
 // A flush the next consumer accepted is deleted from the state: a kill
 // right after it does not emit it again.
 func TestStateAcceptedFlushIsNotRepeated(t *testing.T) {
+	stateModes(t, testStateAcceptedFlushIsNotRepeated)
+}
+
+func testStateAcceptedFlushIsNotRepeated(t *testing.T, config func() *jobSettings, _ bool) {
 	dir := t.TempDir()
 	svc := newTestService(t, newOTLPSink(t))
 	now := time.Now()
 
 	first := new(consumertest.MetricsSink)
-	a := startSidecar(t, dir, nil, first, nil)
+	a := startSidecar(t, dir, config(), first, nil)
 	ranJob(svc, "job-1", now)
 	a.consumeLogs(svc)
 	require.NoError(t, a.conn.emitter.flush(context.Background()))
 	a.kill9()
 
 	second := new(consumertest.MetricsSink)
-	b := startSidecar(t, dir, nil, second, nil)
+	b := startSidecar(t, dir, config(), second, nil)
 	require.NoError(t, b.sigterm())
 	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first, second))
 }
@@ -250,10 +335,14 @@ func TestStateAcceptedFlushIsNotRepeated(t *testing.T) {
 // is still refused leaves the counts for the next start instead of losing
 // them.
 func TestStateRefusedFinalFlushStaysForNextStart(t *testing.T) {
+	stateModes(t, testStateRefusedFinalFlushStaysForNextStart)
+}
+
+func testStateRefusedFinalFlushStaysForNextStart(t *testing.T, config func() *jobSettings, _ bool) {
 	dir := t.TempDir()
 	svc := newTestService(t, newOTLPSink(t))
 	now := time.Now()
-	cfg := testConfig()
+	cfg := config()
 	cfg.MetricsFlushInterval = 200 * time.Millisecond
 
 	a := startSidecar(t, dir, cfg, &refuseAlways{}, nil)
@@ -265,7 +354,7 @@ func TestStateRefusedFinalFlushStaysForNextStart(t *testing.T) {
 	require.Error(t, a.sigterm())
 
 	second := new(consumertest.MetricsSink)
-	b := startSidecar(t, dir, nil, second, nil)
+	b := startSidecar(t, dir, config(), second, nil)
 	require.NoError(t, b.sigterm())
 	assert.Equal(t, int64(2), landed(metricBuildJobs, success, second))
 }
@@ -503,12 +592,13 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 }
 
 // startProcessor starts an HTTP processor with its state in dir.
-func startProcessor(t *testing.T, dir string, next consumer.Metrics) (*HTTPProcessor, extension.Extension) {
+func startProcessor(t *testing.T, dir, journalDir string, next consumer.Metrics) (*HTTPProcessor, extension.Extension) {
 	t.Helper()
 	ext := startFileStorage(t, dir)
 	set := componenttest.NewNopTelemetrySettings()
 	cfg := DefaultStateConfig()
 	cfg.Storage = &stateStorageID
+	cfg.Journal.Directory = journalDir
 	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), State: cfg, ConnectorType: testType, Telemetry: testTelemetry(set)}, next)
 	require.NoError(t, p.Start(context.Background(), storageHost{Host: componenttest.NewNopHost(), ext: ext}))
 	return p, ext
@@ -518,27 +608,34 @@ func startProcessor(t *testing.T, dir string, next consumer.Metrics) (*HTTPProce
 // kill -9: the service's next cumulative point after the restart gives
 // only what is new, and nothing counted before is lost.
 func TestProcessorRestartNeitherRepeatsNorZeroes(t *testing.T) {
-	for _, kill := range []bool{false, true} {
-		t.Run(map[bool]string{false: "sigterm", true: "kill9"}[kill], func(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		kill, journal bool
+	}{{"sigterm", false, false}, {"kill9", true, false}, {"sigterm journal", false, true}, {"kill9 journal", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
+			journalDir := ""
+			if tc.journal {
+				journalDir = dir
+			}
 			now := time.Now()
 			start := now.Add(-10 * time.Minute) // the service ran before the collector
 			first := new(consumertest.MetricsSink)
-			p, ext := startProcessor(t, dir, first)
+			p, ext := startProcessor(t, dir, journalDir, first)
 			_, err := p.ProcessMetrics(ctx, httpHistogram(start, now, 10))
 			require.NoError(t, err)
-			if kill {
+			if tc.kill {
 				p.emitter.stopLoop()
 				<-p.emitter.loopDone
-				require.NoError(t, p.state.close(ctx))
+				closeAsKilled(t, p.state)
 			} else {
 				require.NoError(t, p.Shutdown(ctx))
 			}
 			require.NoError(t, ext.Shutdown(ctx))
 
 			second := new(consumertest.MetricsSink)
-			p, ext = startProcessor(t, dir, second)
+			p, ext = startProcessor(t, dir, journalDir, second)
 			_, err = p.ProcessMetrics(ctx, httpHistogram(start, now.Add(time.Minute), 15))
 			require.NoError(t, err)
 			require.NoError(t, p.Shutdown(ctx))
@@ -614,13 +711,7 @@ func TestStateMergedSeriesSurviveASecondCrash(t *testing.T) {
 	ranJob(svc, "job-2", now)
 	a.consumeLogs(svc)
 	a.kill9()
-	counts := 0
-	for k := range readEntries(t, dir) {
-		if strings.HasPrefix(k, stateKeySeriesPrefix) {
-			counts++
-		}
-	}
-	require.Equal(t, 2, counts, "two entries of the build.jobs success series")
+	require.Equal(t, 2, seriesEntries(t, dir), "two entries of the build.jobs success series")
 
 	b := startSidecar(t, dir, nil, new(consumertest.MetricsSink), nil)
 	svc.request("GET", "/_status/{job_id}", 200, now.Add(-time.Second), now)
