@@ -139,7 +139,7 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 	st := &stateStore{
 		client:     client,
 		cfg:        cfg,
-		location:   fmt.Sprintf("%s (file %s_%s_%s_%s)", cfg.Storage, strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName),
+		location:   fmt.Sprintf("%s (file %s)", cfg.Storage, storageClientName(kind, owner)),
 		logger:     logger,
 		resources:  map[string]bool{},
 		nextID:     1,
@@ -196,15 +196,20 @@ func (st *stateStore) openJournal(ctx context.Context, kind component.Kind, owne
 	return nil
 }
 
+// storageClientName is the name file_storage gives the state's client
+// (and its file, less file_storage's escaping).
+func storageClientName(kind component.Kind, owner component.ID) string {
+	return fmt.Sprintf("%s_%s_%s_%s", strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName)
+}
+
 // journalFileName names a component's journal after its storage file,
 // unsafe characters written as ~ and their code point as file_storage
 // writes them. The journal_ prefix keeps storage_check, which opens every
 // file named <kind>_... as a bbolt file, away from it.
 func journalFileName(kind component.Kind, owner component.ID) string {
-	raw := fmt.Sprintf("%s_%s_%s_%s", strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName)
 	var b strings.Builder
 	b.WriteString("journal_")
-	for _, r := range raw {
+	for _, r := range storageClientName(kind, owner) {
 		if r < 0x80 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
 			b.WriteRune(r)
 		} else {
