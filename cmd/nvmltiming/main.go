@@ -1,13 +1,19 @@
 //go:build cgo
 
 // Command nvmltiming times each NVML entry point the nvml receiver calls, on
-// the first GPU: where a scrape's time goes on real hardware. It needs an
-// NVIDIA driver; `make gpu-smoke` runs the receiver itself.
+// the first GPU: where a scrape's time and CPU go on real hardware, and what
+// loading NVML adds to the process' memory. It needs an NVIDIA driver;
+// `make gpu-smoke` runs the receiver itself.
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -16,6 +22,7 @@ import (
 func timeit(name string, n int, f func() nvml.Return) {
 	var total, worst time.Duration
 	var ret nvml.Return
+	cpu0 := threadCPU()
 	for range n {
 		t := time.Now()
 		ret = f()
@@ -23,14 +30,53 @@ func timeit(name string, n int, f func() nvml.Return) {
 		total += d
 		worst = max(worst, d)
 	}
-	fmt.Printf("%-42s mean %10v  max %10v  ret %v\n", name, total/time.Duration(n), worst, nvml.ErrorString(ret))
+	cpu := (threadCPU() - cpu0) / time.Duration(n)
+	fmt.Printf("%-42s mean %10v  max %10v  cpu %10v  ret %v\n", name, total/time.Duration(n), worst, cpu, nvml.ErrorString(ret))
+}
+
+// threadCPU is the CPU time of the calling thread (getrusage RUSAGE_THREAD,
+// Linux). main locks its goroutine to the thread, so the C calls run there:
+// the figure holds NVML's CPU (its ioctls included) and not its waits.
+func threadCPU() time.Duration {
+	const rusageThread = 1
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// residentKiB reads RssAnon and RssFile of this process.
+func residentKiB() (anon, file int64) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return -1, -1
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "RssAnon":
+			anon = n
+		case "RssFile":
+			file = n
+		}
+	}
+	return anon, file
 }
 
 func main() {
+	runtime.LockOSThread()
+	anon0, file0 := residentKiB()
 	if r := nvml.Init(); r != nvml.SUCCESS {
 		fmt.Fprintln(os.Stderr, "nvml:", nvml.ErrorString(r))
 		os.Exit(1)
 	}
+	anon1, file1 := residentKiB()
+	fmt.Printf("resident memory before nvml.Init: anonymous %d KiB, file %d KiB; after: %d KiB, %d KiB (+%d, +%d)\n",
+		anon0, file0, anon1, file1, anon1-anon0, file1-file0)
 	defer func() { _ = nvml.Shutdown() }()
 	d, r := nvml.DeviceGetHandleByIndex(0)
 	if r != nvml.SUCCESS {
@@ -56,4 +102,6 @@ func main() {
 	timeit("GetComputeRunningProcesses", n, func() nvml.Return { _, r := d.GetComputeRunningProcesses(); return r })
 	timeit("GetProcessUtilization", n, func() nvml.Return { _, r := d.GetProcessUtilization(0); return r })
 	timeit("GetMigMode", n, func() nvml.Return { _, _, r := d.GetMigMode(); return r })
+	anon2, file2 := residentKiB()
+	fmt.Printf("resident memory after the calls: anonymous %d KiB, file %d KiB\n", anon2, file2)
 }

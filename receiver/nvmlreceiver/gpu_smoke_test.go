@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +26,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -74,6 +78,7 @@ func TestGPUSmoke(t *testing.T) {
 	require.NotEmpty(t, s.gpus)
 	const n = 20
 	var total, worst time.Duration
+	cpu0 := cpuTime(t, rusageSelf)
 	for range n {
 		start := time.Now()
 		_, err := s.scrape(context.Background())
@@ -83,13 +88,57 @@ func TestGPUSmoke(t *testing.T) {
 		worst = max(worst, d)
 		time.Sleep(50 * time.Millisecond)
 	}
-	fmt.Printf("=== %d direct scrapes of %d GPU(s): mean %v, max %v, mean per GPU %v\n",
-		n, len(s.gpus), total/n, worst, total/n/time.Duration(len(s.gpus)))
+	cpu := cpuTime(t, rusageSelf) - cpu0
+	fmt.Printf("=== %d direct scrapes of %d GPU(s): mean %v, max %v, mean per GPU %v; process CPU per scrape %v\n",
+		n, len(s.gpus), total/n, worst, total/n/time.Duration(len(s.gpus)), cpu/n)
+	timeSteps(t, s)
 	if v, ret := s.lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
 		fmt.Printf("=== NVIDIA driver %s\n", v)
 	}
 
 	compareWithNvidiaSMI(t, s, 10*time.Second)
+}
+
+// timeSteps prints what each group of NVML queries costs on the first GPU:
+// wall time and the CPU time of the calling thread, which is also the thread
+// of the C call. The two differ where NVML waits (PCIe throughput is a
+// sampled window).
+func timeSteps(t *testing.T, s *gpuScraper) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := s.gpus[0]
+	ts := pcommon.NewTimestampFromTime(time.Now())
+	const n = 10
+	fmt.Printf("=== NVML cost per scrape step on GPU %d, mean of %d calls\n", g.index, n)
+	fmt.Printf("%-20s %14s %14s\n", "step", "wall", "thread CPU")
+	for _, step := range gpuSteps {
+		name := runtime.FuncForPC(reflect.ValueOf(step).Pointer()).Name()
+		name = name[strings.LastIndex(name, ".")+1:]
+		var errs scrapererror.ScrapeErrors
+		cpu0 := cpuTime(t, rusageThread)
+		start := time.Now()
+		for range n {
+			step(s, g, ts, &errs)
+		}
+		wall := time.Since(start) / n
+		cpu := (cpuTime(t, rusageThread) - cpu0) / n
+		require.NoError(t, errs.Combine(), name)
+		s.mb.Emit() // the recorded points are not wanted
+		fmt.Printf("%-20s %14v %14v\n", name, wall.Round(time.Microsecond), cpu.Round(time.Microsecond))
+	}
+	os.Stdout.Sync()
+}
+
+// getrusage(2) targets (Linux).
+const (
+	rusageSelf   = 0
+	rusageThread = 1
+)
+
+func cpuTime(t *testing.T, who int) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(who, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // compareWithNvidiaSMI reports gpu.utilization averaged by the receiver over
@@ -141,7 +190,7 @@ func compareWithNvidiaSMI(t *testing.T, s *gpuScraper, interval time.Duration) {
 			continue
 		}
 		idxVal, _ := attrs.Get("gpu.index")
-		uuid, _ := attrs.Get("gpu.uuid")
+		uuid, _ := attrs.Get("hw.id")
 		idx := int(idxVal.Int())
 		recv := "n/a"
 		var recvPct float64
