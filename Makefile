@@ -96,9 +96,10 @@ bench-peers: build tools
 demo: build
 	@if [ -f scripts/demo.sh ]; then bash scripts/demo.sh; else echo "demo not available yet"; fi
 
-## gpu-smoke: scrape a real GPU through NVML and print the metrics (needs an NVIDIA driver)
-gpu-smoke:
-	$(GO) test -tags gpu -run TestGPUSmoke -v -count=1 ./receiver/nvmlreceiver/
+## gpu-smoke: on a machine with NVIDIA GPUs and driver: the receiver on the real NVML (every metric, NVML's cost per step,
+## utilization beside nvidia-smi's) and the built distribution's GPU datums checked against nvidia-smi
+gpu-smoke: build
+	$(GO) test -tags gpu -run 'TestGPUSmoke|TestDistributionOnRealGPU' -v -count=1 ./receiver/nvmlreceiver/ ./test/nvml/
 
 clean:
 	rm -rf bin .run

@@ -1,6 +1,7 @@
 // Package nvml runs the built distribution with a fake libnvidia-ml.so.1 on
 // its library path and checks that its GPU metrics reach a local CloudWatch
-// endpoint with the values the fake driver reports.
+// endpoint with the values the fake driver reports; with -tags gpu (make
+// gpu-smoke) it runs it on the machine's real GPUs against nvidia-smi.
 package nvml
 
 import (
