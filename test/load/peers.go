@@ -33,7 +33,8 @@ type peerLoad struct {
 // peerLoads: the base load (500 spans/s + 10k points/s), 4x base, the team's
 // shape (10,000 series exported every 10 s by the SDK, a job a second), and
 // one signal at a time (a job a second beside the points, the job series
-// beside the spans) for the per-point and per-span CPU costs.
+// beside the spans) for the per-point and per-span CPU costs, spans at two
+// densities.
 func peerLoads(duration time.Duration) []peerLoad {
 	return []peerLoad{
 		{"base: 500 spans/s + 10k points/s", load{points: 10000, jobs: 50, interval: time.Second, duration: duration}},
@@ -41,6 +42,10 @@ func peerLoads(duration time.Duration) []peerLoad {
 		{"team's shape: 10k series every 10 s", load{points: 1000, jobs: 1, interval: 10 * time.Second, duration: duration}},
 		{"points only: 20k points/s", load{points: 20000, jobs: 1, interval: time.Second, duration: duration}},
 		{"spans only: 2000 spans/s", load{points: 0, jobs: 200, interval: time.Second, duration: duration}},
+		// Ten times denser, as dense as the points-only load: the per-span
+		// work outweighs each request's fixed cost (about 20 requests a
+		// second in both).
+		{"spans only: 20k spans/s", load{points: 0, jobs: 2000, interval: time.Second, duration: duration}},
 	}
 }
 
@@ -209,7 +214,7 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 	}
 	// Per-signal costs from the single-signal loads: CPU seconds per million
 	// items sent, and items per second one core would carry at that cost.
-	pointsLoad, spansLoad := loads[3].name, loads[4].name
+	pointsLoad, spansLoad, denseSpansLoad := loads[3].name, loads[4].name, loads[5].name
 	perMillion := func(rs []peerRun, items func(peerRun) float64) float64 {
 		return medianOf(rs, func(r peerRun) float64 {
 			if items(r) == 0 {
@@ -224,7 +229,10 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 	row("CPU-seconds per 1M spans", func(p peer) float64 {
 		return perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
 	}, "%.1f")
-	row("spans/s per core (at that cost)", func(p peer) float64 {
+	row("CPU-seconds per 1M spans at 20k spans/s", func(p peer) float64 {
+		return perMillion(runs[p.name][denseSpansLoad], func(r peerRun) float64 { return r.spans })
+	}, "%.1f")
+	row("spans/s per core (at the 2000 spans/s cost)", func(p peer) float64 {
 		c := perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
 		if c == 0 {
 			return 0
