@@ -67,25 +67,8 @@ func TestDistributionOnRealGPU(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
 
-	ports := binarytest.FreePorts(t, 4)
-	port := func() string { p := ports[0]; ports = ports[1:]; return strconv.Itoa(p) }
-	env := append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_"),
-		"AWS_REGION=us-east-1",
-		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_ACCESS_KEY_ID=AKIDNVMLGPU000000001",
-		"AWS_SECRET_ACCESS_KEY=nvmlGPUSecretNotUsedAnywhere",
-		"AWS_CONFIG_FILE=/dev/null",
-		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
-		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
-		"GPUBUILD_CLOUDWATCH_NAMESPACE="+namespace,
-		"GPUBUILD_QUEUE_DIR="+filepath.Join(dir, "queue"),
-		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
-		"GPUBUILD_HEALTH_PORT="+port(),
-		"GPUBUILD_OTLP_GRPC_PORT="+port(),
-		"GPUBUILD_OTLP_HTTP_PORT="+port(),
-		"GPUBUILD_TELEMETRY_PORT="+port(),
-	)
+	// The library is found as the host finds it (LD_LIBRARY_PATH kept).
+	env := sidecarEnv(t, cw, dir)
 	col := binarytest.StartBinary(t, env, "--config", filepath.Join(root, "otelcol-config.yaml"))
 
 	type check struct {

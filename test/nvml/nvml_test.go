@@ -62,27 +62,10 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
 
-	ports := binarytest.FreePorts(t, 4)
-	port := func() string { p := ports[0]; ports = ports[1:]; return strconv.Itoa(p) }
-	env := append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "LD_LIBRARY_PATH=", "FAKE_NVML_"),
+	env := sidecarEnv(t, cw, dir,
 		"LD_LIBRARY_PATH="+libDir,
 		fakenvml.EnvScenario+"="+scenarioPath,
 		fakenvml.EnvState+"="+statePath,
-		"AWS_REGION=us-east-1",
-		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_ACCESS_KEY_ID=AKIDNVMLE2E000000001",
-		"AWS_SECRET_ACCESS_KEY=nvmlE2ESecretNotUsedAnywhere",
-		"AWS_CONFIG_FILE=/dev/null",
-		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
-		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
-		"GPUBUILD_CLOUDWATCH_NAMESPACE="+namespace,
-		"GPUBUILD_QUEUE_DIR="+filepath.Join(dir, "queue"),
-		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
-		"GPUBUILD_HEALTH_PORT="+port(),
-		"GPUBUILD_OTLP_GRPC_PORT="+port(),
-		"GPUBUILD_OTLP_HTTP_PORT="+port(),
-		"GPUBUILD_TELEMETRY_PORT="+port(),
 	)
 	col := binarytest.StartBinary(t, env, "--config", filepath.Join(root, "otelcol-config.yaml"))
 
@@ -126,4 +109,31 @@ func TestDistributionWithFakeNVML(t *testing.T) {
 		}
 	}
 	require.Contains(t, col.Output.String(), "NVML loaded")
+}
+
+// sidecarEnv is the environment of the distribution under test: static
+// test credentials, PutMetricData to cw in the test namespace, GPU scrapes
+// every second, free ports, the queue in dir, then extra (a later entry
+// overrides an earlier one of the same name).
+func sidecarEnv(t *testing.T, cw *cloudwatchtest.Server, dir string, extra ...string) []string {
+	ports := binarytest.FreePorts(t, 4)
+	port := func() string { p := ports[0]; ports = ports[1:]; return strconv.Itoa(p) }
+	env := append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "FAKE_NVML_"),
+		"AWS_REGION=us-east-1",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ACCESS_KEY_ID=AKIDNVMLE2E000000001",
+		"AWS_SECRET_ACCESS_KEY=nvmlE2ESecretNotUsedAnywhere",
+		"AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
+		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
+		"GPUBUILD_CLOUDWATCH_NAMESPACE="+namespace,
+		"GPUBUILD_QUEUE_DIR="+filepath.Join(dir, "queue"),
+		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
+		"GPUBUILD_HEALTH_PORT="+port(),
+		"GPUBUILD_OTLP_GRPC_PORT="+port(),
+		"GPUBUILD_OTLP_HTTP_PORT="+port(),
+		"GPUBUILD_TELEMETRY_PORT="+port(),
+	)
+	return append(env, extra...)
 }
