@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 )
 
@@ -69,4 +70,24 @@ Rss:                  40 kB
 	bin, other := parseSmapsFileRSS(smaps, "/opt/otelcol-gpubuild")
 	assert.Equal(t, int64(35000), bin)
 	assert.Equal(t, int64(4700), other, "state file and library; anonymous mappings left out")
+}
+
+func TestDeliveryLineNamesEveryInexactRun(t *testing.T) {
+	sim := &buildsim.Summary{Generated: buildsim.Totals{Jobs: []buildsim.Series{{Count: 30}, {Count: 12}}}}
+	sim.SDKMetrics.Counter.Total = 500
+	run := func(jobs, counter float64) peerRun {
+		return peerRun{delivery: &result{cw: true, sim: sim, jobsLanded: jobs, counterLanded: counter}}
+	}
+	loads := []peerLoad{{name: "base"}, {name: "spans only"}}
+
+	all := map[string][]peerRun{"base": {run(42, 500), run(42, 500)}, "spans only": {run(42, 500)}}
+	require.Equal(t, "\nDelivery exact for ours (every derived build.jobs and the SDK counter's total landed at the CloudWatch test endpoint): 3 of 3 runs.\n",
+		deliveryLine("ours", loads, all))
+
+	some := map[string][]peerRun{"base": {run(42, 500), run(41, 500)}, "spans only": {run(42, 499)}}
+	require.Equal(t, "\nDelivery exact for ours (every derived build.jobs and the SDK counter's total landed at the CloudWatch test endpoint): 1 of 3 runs; "+
+		"not exact: base, round 2: build.jobs 41 of 42, counter 500 of 500; spans only, round 1: build.jobs 42 of 42, counter 499 of 500.\n",
+		deliveryLine("ours", loads, some))
+
+	require.Empty(t, deliveryLine("contrib", loads, map[string][]peerRun{"base": {{cores: 0.1}}}), "a peer without the test endpoint has no line")
 }

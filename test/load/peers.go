@@ -60,6 +60,9 @@ type peer struct {
 // peerRun is what one round measured of one peer at one load.
 type peerRun struct {
 	cores, rssMiB, anonMiB, binaryMiB, otherFileMiB, points, spans, seconds float64
+	// For a peer behind the CloudWatch test endpoint (ours): whether every
+	// derived build.jobs and the SDK counter's total landed, and what did.
+	delivery *result
 }
 
 func benchPeers(ctx context.Context, o options) (string, error) {
@@ -130,6 +133,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 				var cwp *cloudwatchtest.Server
 				if p.cw != nil {
 					cwp = p.cw
+					cwp.Reset() // each run's delivery is judged on its own datums
 				}
 				r, err := run(ctx, t, pl.load, o.warmup, cwp, "")
 				if err != nil {
@@ -139,6 +143,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 				runs[p.name][pl.name] = append(runs[p.name][pl.name], peerRun{
 					cores: r.cpuCores, rssMiB: r.rssMiB, anonMiB: r.anonMiB, binaryMiB: r.binaryMiB, otherFileMiB: r.otherFileMiB,
 					points: float64(e.MetricPoints.Items), spans: float64(e.Spans.Items), seconds: r.sim.Elapsed,
+					delivery: deliveryOf(r),
 				})
 			}
 		}
@@ -240,6 +245,11 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 		return 1e6 / c
 	}, "%.0f")
 	fmt.Fprintf(&b, "\nThe load generator and the endpoints run in the harness process on the same machine; the spans-only load also carries the job status log records and the SDK's few job series.\n")
+	for _, p := range peers {
+		if line := deliveryLine(p.name, loads, runs[p.name]); line != "" {
+			b.WriteString(line)
+		}
+	}
 	return b.String()
 }
 
@@ -338,3 +348,41 @@ func startLogsSink() (*logsSink, error) {
 
 func (s *logsSink) endpoint() string { return "http://" + s.addr }
 func (s *logsSink) close()           { _ = s.srv.Close() }
+
+// deliveryOf keeps a run's result where its delivery was checked.
+func deliveryOf(r *result) *result {
+	if !r.cw {
+		return nil
+	}
+	return r
+}
+
+// deliveryLine says in how many of a peer's runs the delivery was exact,
+// naming each run that was not: the footprint is compared only where
+// nothing was given up for it.
+func deliveryLine(name string, loads []peerLoad, runs map[string][]peerRun) string {
+	var checked, exact int
+	var misses []string
+	for _, pl := range loads {
+		for i, r := range runs[pl.name] {
+			if r.delivery == nil {
+				continue
+			}
+			checked++
+			if r.delivery.exact() {
+				exact++
+				continue
+			}
+			misses = append(misses, fmt.Sprintf("%s, round %d: build.jobs %.0f of %.0f, counter %.0f of %d",
+				pl.name, i+1, r.delivery.jobsLanded, r.delivery.jobsTruth(), r.delivery.counterLanded, r.delivery.sim.SDKMetrics.Counter.Total))
+		}
+	}
+	if checked == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("\nDelivery exact for %s (every derived build.jobs and the SDK counter's total landed at the CloudWatch test endpoint): %d of %d runs", name, exact, checked)
+	if len(misses) > 0 {
+		line += "; not exact: " + strings.Join(misses, "; ")
+	}
+	return line + ".\n"
+}
