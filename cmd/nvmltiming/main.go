@@ -7,16 +7,14 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
 )
 
 func timeit(name string, n int, f func() nvml.Return) {
@@ -34,37 +32,21 @@ func timeit(name string, n int, f func() nvml.Return) {
 	fmt.Printf("%-42s mean %10v  max %10v  cpu %10v  ret %v\n", name, total/time.Duration(n), worst, cpu, nvml.ErrorString(ret))
 }
 
-// threadCPU is the CPU time of the calling thread (getrusage RUSAGE_THREAD,
-// Linux). main locks its goroutine to the thread, so the C calls run there:
-// the figure holds NVML's CPU (its ioctls included) and not its waits.
+// threadCPU is the calling thread's CPU time. main locks its goroutine to
+// the thread, so the C calls run there: the figure holds NVML's CPU (its
+// ioctls included) and not its waits.
 func threadCPU() time.Duration {
-	const rusageThread = 1
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := resusage.ThreadCPU()
+	return d
 }
 
 // residentKiB reads RssAnon and RssFile of this process.
 func residentKiB() (anon, file int64) {
-	f, err := os.Open("/proc/self/status")
+	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return -1, -1
 	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), ":")
-		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "RssAnon":
-			anon = n
-		case "RssFile":
-			file = n
-		}
-	}
-	return anon, file
+	return resusage.StatusKiB(string(b), "RssAnon:"), resusage.StatusKiB(string(b), "RssFile:")
 }
 
 func main() {

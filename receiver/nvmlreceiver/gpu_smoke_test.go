@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
 
@@ -78,7 +78,7 @@ func TestGPUSmoke(t *testing.T) {
 	require.NotEmpty(t, s.gpus)
 	const n = 20
 	var total, worst time.Duration
-	cpu0 := cpuTime(t, rusageSelf)
+	cpu0 := processCPU(t)
 	for range n {
 		start := time.Now()
 		_, err := s.scrape(context.Background())
@@ -88,7 +88,7 @@ func TestGPUSmoke(t *testing.T) {
 		worst = max(worst, d)
 		time.Sleep(50 * time.Millisecond)
 	}
-	cpu := cpuTime(t, rusageSelf) - cpu0
+	cpu := processCPU(t) - cpu0
 	fmt.Printf("=== %d direct scrapes of %d GPU(s): mean %v, max %v, mean per GPU %v; process CPU per scrape %v\n",
 		n, len(s.gpus), total/n, worst, total/n/time.Duration(len(s.gpus)), cpu/n)
 	timeSteps(t, s)
@@ -115,30 +115,18 @@ func timeSteps(t *testing.T, s *gpuScraper) {
 		name := runtime.FuncForPC(reflect.ValueOf(step).Pointer()).Name()
 		name = name[strings.LastIndex(name, ".")+1:]
 		var errs scrapererror.ScrapeErrors
-		cpu0 := cpuTime(t, rusageThread)
+		cpu0 := threadCPU(t)
 		start := time.Now()
 		for range n {
 			step(s, g, ts, &errs)
 		}
 		wall := time.Since(start) / n
-		cpu := (cpuTime(t, rusageThread) - cpu0) / n
+		cpu := (threadCPU(t) - cpu0) / n
 		require.NoError(t, errs.Combine(), name)
 		s.mb.Emit() // the recorded points are not wanted
 		fmt.Printf("%-20s %14v %14v\n", name, wall.Round(time.Microsecond), cpu.Round(time.Microsecond))
 	}
 	os.Stdout.Sync()
-}
-
-// getrusage(2) targets (Linux).
-const (
-	rusageSelf   = 0
-	rusageThread = 1
-)
-
-func cpuTime(t *testing.T, who int) time.Duration {
-	var ru syscall.Rusage
-	require.NoError(t, syscall.Getrusage(who, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // compareWithNvidiaSMI reports gpu.utilization averaged by the receiver over
@@ -212,6 +200,18 @@ func compareWithNvidiaSMI(t *testing.T, s *gpuScraper, interval time.Duration) {
 	}
 	fmt.Println("(receiver: mean of NVML's GPU_UTILIZATION_SAMPLES taken during the interval; nvidia-smi: mean of its readings; run a GPU load during the test for a meaningful comparison)")
 	os.Stdout.Sync()
+}
+
+func processCPU(t *testing.T) time.Duration {
+	d, err := resusage.ProcessCPU()
+	require.NoError(t, err)
+	return d
+}
+
+func threadCPU(t *testing.T) time.Duration {
+	d, err := resusage.ThreadCPU()
+	require.NoError(t, err)
+	return d
 }
 
 func printMetrics(md pmetric.Metrics) {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
 )
 
 // RepoRoot is the checkout's root folder.
@@ -220,24 +222,12 @@ func statusKiB(pid int, field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return ParseStatusKiB(string(b), field), nil
-}
-
-// ParseStatusKiB reads a field such as "RssAnon:" from the text of
-// /proc/<pid>/status (0 when it is missing).
-func ParseStatusKiB(status, field string) int64 {
-	for _, line := range strings.Split(status, "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			return v
-		}
-	}
-	return 0
+	return resusage.StatusKiB(string(b), field), nil
 }
 
 // ParseStatusMem reads VmRSS and VmHWM from the text of /proc/<pid>/status.
 func ParseStatusMem(status string) (rss, peak int64) {
-	return ParseStatusKiB(status, "VmRSS:"), ParseStatusKiB(status, "VmHWM:")
+	return resusage.StatusKiB(status, "VmRSS:"), resusage.StatusKiB(status, "VmHWM:")
 }
 
 // EnvWithout is this process's environment less the variables whose

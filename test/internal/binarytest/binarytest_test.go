@@ -37,13 +37,6 @@ func TestEnvWithout(t *testing.T) {
 	assert.NotContains(t, env, "GPUBUILD_X=1")
 }
 
-func TestParseStatusKiB(t *testing.T) {
-	status := "VmRSS:\t   56572 kB\nRssAnon:\t    9744 kB\nRssFile:\t   45424 kB\n"
-	assert.Equal(t, int64(9744), ParseStatusKiB(status, "RssAnon:"))
-	assert.Equal(t, int64(45424), ParseStatusKiB(status, "RssFile:"))
-	assert.Zero(t, ParseStatusKiB("VmRSS:\t   56572 kB\n", "RssAnon:"))
-}
-
 // A process that handles SIGTERM stops without error; one that dies of it
 // (as the collector does before its handler is installed) is named so.
 func TestStopTellsAHandledSIGTERMFromDeathBySIGTERM(t *testing.T) {
