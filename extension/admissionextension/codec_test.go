@@ -159,8 +159,14 @@ func TestDecodedRequestsLeaveNoBufferBehind(t *testing.T) {
 	request, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(gaugeOfSize(1200 << 10))
 	require.NoError(t, err)
 
+	// The control: pdata's own codec keeps a pooled buffer of the message's
+	// size, which is why requestCodec exists.
 	control := heapKeptAfterOneCollection(t, serve(t, &receivedMetrics{}, largeMessages), request)
-	require.Greater(t, control, int64(3<<20), "pdata's codec no longer keeps a pooled buffer: requestCodec may be unnecessary")
+	if raceEnabled {
+		t.Logf("control not checked under the race detector, which drops pooled buffers at random (kept %d bytes)", control)
+	} else {
+		require.Greater(t, control, int64(3<<20), "pdata's codec no longer keeps a pooled buffer: requestCodec may be unnecessary")
+	}
 
 	kept := heapKeptAfterOneCollection(t, serve(t, &receivedMetrics{}, append(grpcServerOptions(t, createDefaultConfig().(*Config)), largeMessages)...), request)
 	// gRPC's own frame buffers (the message in 16 KiB pieces) may stay in

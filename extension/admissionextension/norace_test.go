@@ -1,0 +1,6 @@
+//go:build !race
+
+package admissionextension
+
+// raceEnabled: see race_test.go.
+const raceEnabled = false
