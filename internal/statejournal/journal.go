@@ -1,8 +1,8 @@
 // Package statejournal puts an append-only journal in front of a storage
 // client (file_storage's bbolt file): a batch of sets and deletes is one
 // record appended to a file with one write, and the storage receives the
-// net effect of the journal every checkpoint interval, in one transaction
-// per 256 KiB of records.
+// net effect of the journal (each key's last operation) every checkpoint
+// interval, in one transaction per 256 KiB of those keys and values.
 //
 // A state that must be written before each OTLP request is acknowledged
 // pays one small write per request instead of one B+tree transaction
@@ -96,6 +96,8 @@ type Client struct {
 	fsync    bool
 	interval time.Duration
 	now      func() time.Time
+	// maxIndexKeys: see the constant.
+	maxIndexKeys int
 
 	mu             sync.Mutex
 	f              *os.File
@@ -120,7 +122,7 @@ func Open(ctx context.Context, base storage.Client, path string, cfg Config) (*C
 	if err != nil {
 		return nil, Replay{}, err
 	}
-	c := &Client{base: base, path: path, fsync: cfg.Fsync, interval: interval, now: time.Now, f: f}
+	c := &Client{base: base, path: path, fsync: cfg.Fsync, interval: interval, now: time.Now, maxIndexKeys: maxIndexKeys, f: f}
 	replay, err := c.replay(ctx)
 	if err != nil {
 		_ = f.Close()
@@ -183,15 +185,22 @@ func (c *Client) reset() error {
 // is emptied only after the last).
 const chunkBytes = 256 << 10
 
+// maxIndexKeys bounds the distinct keys a checkpoint indexes at once (some
+// 60 bytes each): a journal with more is written as consecutive segments,
+// each the net effect of its own records.
+const maxIndexKeys = 1 << 16
+
 // apply reads the journal's first size bytes and writes the net effect of
-// its whole records (the last operation per key within each chunk) into
-// the storage. It returns how many records it found and the bytes they and
-// the header take; formatErr when the header is damaged or of a later
-// version (nothing is applied), err when the storage refused a chunk.
+// its whole records into the storage: each key's last operation only, in
+// transactions of at most chunkBytes. A state rewritten by every batch
+// (the same keys in every record) thus reaches the storage once per
+// checkpoint, not once per record. It returns how many records it found and
+// the bytes they and the header take; formatErr when the header is damaged
+// or of a later version (nothing is applied), err when the storage refused
+// a chunk.
 func (c *Client) apply(ctx context.Context, size int64) (records int, valid int64, formatErr, err error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(c.f, 0, size), int(min(size, 32<<10)))
 	var head [headerSize]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil || string(head[:len(magic)]) != magic {
+	if _, err := c.f.ReadAt(head[:], 0); err != nil || string(head[:len(magic)]) != magic {
 		return 0, 0, errors.New("journal header damaged"), nil
 	}
 	if binary.LittleEndian.Uint32(head[len(magic):]) != version {
@@ -201,81 +210,142 @@ func (c *Client) apply(ctx context.Context, size int64) (records int, valid int6
 	ch := newChunk(int(min(size, chunkBytes)))
 	var body []byte
 	for {
-		var rh [recordHead]byte
-		if _, err := io.ReadFull(r, rh[:]); err != nil {
+		seg := c.scan(valid, size, &body)
+		if seg.records == 0 {
 			break
 		}
-		n := int64(binary.LittleEndian.Uint32(rh[:]))
-		if n > size-valid-recordHead {
+		if err := c.write(ctx, ch, valid, seg, &body); err != nil {
+			return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+		}
+		records += seg.records
+		valid = seg.end
+		if !seg.more {
 			break
 		}
-		if int64(cap(body)) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			break
-		}
-		if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(rh[4:]) || !wellFormed(body) {
-			break
-		}
-		if ch.full(len(body)) {
-			if err := ch.flush(ctx, c.base); err != nil {
-				return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
-			}
-		}
-		ch.add(body)
-		records++
-		valid += recordHead + n
-	}
-	if err := ch.flush(ctx, c.base); err != nil {
-		return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
 	}
 	return records, valid, nil, nil
 }
 
-// chunk collects the net operations of consecutive records, their keys and
-// values copied into one arena that never grows (the operations point into
-// it), for one storage transaction.
-type chunk struct {
-	arena []byte
-	ops   []*storage.Operation
-	index map[string]int // key -> position in ops
+// segment is a run of whole records and, for each key, the number of its
+// last operation among the segment's operations.
+type segment struct {
+	last    map[string]int
+	records int
+	end     int64 // where the segment's records end
+	more    bool  // whole records follow (the index was full)
 }
 
-func newChunk(capacity int) *chunk {
-	return &chunk{arena: make([]byte, 0, capacity), index: map[string]int{}}
-}
-
-// full says whether a record body of n bytes must wait for the next chunk.
-func (ch *chunk) full(n int) bool {
-	return len(ch.ops) > 0 && len(ch.arena)+n > cap(ch.arena)
-}
-
-// add takes a well-formed record body.
-func (ch *chunk) add(body []byte) {
-	for len(body) > 0 {
-		typ := body[0]
-		key, value, rest := readOp(body)
-		body = rest
-		opType := storage.Set
-		if typ == opDelete {
-			opType, value = storage.Delete, nil
-		} else {
-			value = ch.keep(value)
+// records calls fn with each whole record body from offset from on, up to
+// size, until fn returns false; it returns where the last whole record
+// read ends. A record that is incomplete or fails its checksum ends the
+// reading: it and anything after it are not the journal's.
+func (c *Client) records(from, size int64, body *[]byte, fn func(body []byte) bool) int64 {
+	r := bufio.NewReaderSize(io.NewSectionReader(c.f, from, size-from), int(min(size-from, 32<<10)))
+	end := from
+	for {
+		var rh [recordHead]byte
+		if _, err := io.ReadFull(r, rh[:]); err != nil {
+			return end
 		}
-		if i, seen := ch.index[string(key)]; seen {
-			ch.ops[i].Type, ch.ops[i].Value = opType, value
-			continue
+		n := int64(binary.LittleEndian.Uint32(rh[:]))
+		if n > size-end-recordHead {
+			return end
 		}
-		op := &storage.Operation{Key: string(key), Type: opType, Value: value}
-		ch.index[op.Key] = len(ch.ops)
-		ch.ops = append(ch.ops, op)
+		if int64(cap(*body)) < n {
+			*body = make([]byte, n)
+		}
+		b := (*body)[:n]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return end
+		}
+		if crc32.Checksum(b, castagnoli) != binary.LittleEndian.Uint32(rh[4:]) || !wellFormed(b) {
+			return end
+		}
+		if !fn(b) {
+			return end
+		}
+		end += recordHead + n
 	}
 }
 
+// scan indexes the whole records from offset from on, until the index
+// holds maxIndexKeys keys (it may pass that by one record's keys).
+func (c *Client) scan(from, size int64, body *[]byte) segment {
+	seg := segment{last: map[string]int{}}
+	op := 0
+	seg.end = c.records(from, size, body, func(b []byte) bool {
+		if seg.records > 0 && len(seg.last) >= c.maxIndexKeys {
+			seg.more = true
+			return false
+		}
+		for len(b) > 0 {
+			key, _, rest := readOp(b)
+			seg.last[string(key)] = op
+			op++
+			b = rest
+		}
+		seg.records++
+		return true
+	})
+	return seg
+}
+
+// write writes the last operation of each key of seg, whose records start
+// at offset from, chunk by chunk.
+func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg segment, body *[]byte) error {
+	op := 0
+	var err error
+	c.records(from, seg.end, body, func(b []byte) bool {
+		for len(b) > 0 && err == nil {
+			typ := b[0]
+			key, value, rest := readOp(b)
+			b = rest
+			if seg.last[string(key)] == op {
+				err = ch.add(ctx, c.base, typ, key, value)
+			}
+			op++
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	return ch.flush(ctx, c.base)
+}
+
+// chunk collects operations for one storage transaction, their values
+// copied into one arena that never grows (the operations point into it).
+type chunk struct {
+	arena []byte
+	bytes int // keys and values
+	ops   []*storage.Operation
+}
+
+func newChunk(capacity int) *chunk {
+	return &chunk{arena: make([]byte, 0, capacity)}
+}
+
+// add adds one operation, first writing the chunk when the operation's key
+// and value would take it past its capacity.
+func (ch *chunk) add(ctx context.Context, base storage.Client, typ byte, key, value []byte) error {
+	if len(ch.ops) > 0 && ch.bytes+len(key)+len(value) > cap(ch.arena) {
+		if err := ch.flush(ctx, base); err != nil {
+			return err
+		}
+	}
+	op := &storage.Operation{Key: string(key), Type: storage.Set}
+	if typ == opDelete {
+		op.Type = storage.Delete
+	} else {
+		op.Value = ch.keep(value)
+	}
+	ch.bytes += len(key) + len(value)
+	ch.ops = append(ch.ops, op)
+	return nil
+}
+
 // keep copies v into the arena, or on its own when the arena is full (a
-// record larger than a chunk).
+// value larger than a chunk).
 func (ch *chunk) keep(v []byte) []byte {
 	if len(ch.arena)+len(v) > cap(ch.arena) {
 		return bytes.Clone(v)
@@ -293,8 +363,8 @@ func (ch *chunk) flush(ctx context.Context, base storage.Client) error {
 	if err := base.Batch(ctx, ch.ops...); err != nil {
 		return err
 	}
-	ch.arena, ch.ops = ch.arena[:0], ch.ops[:0]
-	clear(ch.index)
+	clear(ch.ops)
+	ch.arena, ch.ops, ch.bytes = ch.arena[:0], ch.ops[:0], 0
 	return nil
 }
 
@@ -367,7 +437,18 @@ func (c *Client) Batch(ctx context.Context, ops ...*storage.Operation) error {
 
 // append writes one record at the end of the whole records.
 func (c *Client) append(ops []*storage.Operation) error {
-	b := append(c.buf[:0], make([]byte, recordHead)...)
+	n := recordHead
+	for _, op := range ops {
+		n += 1 + uvarintLen(len(op.Key)) + len(op.Key)
+		if op.Type == storage.Set {
+			n += uvarintLen(len(op.Value)) + len(op.Value)
+		}
+	}
+	b := c.buf[:0]
+	if cap(b) < n {
+		b = make([]byte, 0, n) // once, not grown by doubling: a record can be large
+	}
+	b = append(b, make([]byte, recordHead)...)
 	for _, op := range ops {
 		switch op.Type {
 		case storage.Set:
@@ -398,11 +479,22 @@ func (c *Client) append(ops []*storage.Operation) error {
 		}
 	}
 	c.size += int64(len(b))
-	if cap(c.buf) > 1<<20 {
-		c.buf = nil // a rare large batch does not pin its buffer
+	if cap(c.buf) > keptBufferBytes {
+		c.buf = nil // a large batch does not pin its buffer between batches
 	}
 	return nil
 }
+
+func uvarintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
+}
+
+// keptBufferBytes: a record buffer up to this size is kept for the next
+// batch. The derivation's batches are a few KiB; the cumulative state's,
+// every series of an export, some 70 bytes each, are not kept between
+// exports.
+const keptBufferBytes = 64 << 10
 
 // Checkpoint writes the journal's records into the storage (one
 // transaction per chunkBytes of records) and empties the journal.

@@ -348,6 +348,53 @@ func TestLargeJournalIsWrittenInChunks(t *testing.T) {
 	c2, r := open(t, base, path)
 	defer func() { require.NoError(t, c2.Close(ctx)) }()
 	assert.Equal(t, 3501, r.Records)
-	assert.Greater(t, base.batches, 1+12, "more than 3 MiB of records: more than 12 transactions of at most 256 KiB")
+	assert.Equal(t, 1+2, base.batches, "3.5 MB of records over 500 keys: their last values, 0.5 MB, in two transactions of at most 256 KiB")
+	assert.Equal(t, want, base.Data())
+}
+
+// A state rewritten by every batch (the cumulative state: every series
+// moves with every export) reaches the storage once per checkpoint: the
+// last value of each key across the whole journal, not of each record.
+func TestStateRewrittenByEveryBatchIsWrittenOncePerCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	base, path, c := fresh(t)
+	c.now = func() time.Time { return c.lastCheckpoint } // no checkpoint by time
+	want := map[string][]byte{}
+	for round := range 40 {
+		ops := make([]*storage.Operation, 0, 1000)
+		for i := range 1000 {
+			v := make([]byte, 100)
+			binary.LittleEndian.PutUint32(v, uint32(round))
+			key := fmt.Sprintf("series/%016x", i)
+			ops = append(ops, storage.SetOperation(key, v))
+			want[key] = v
+		}
+		require.NoError(t, c.Batch(ctx, ops...))
+	}
+	require.Greater(t, fileSize(t, path), int64(4_000_000))
+
+	require.NoError(t, c.Checkpoint(ctx))
+	assert.Equal(t, 1, base.batches, "40 records of the same 1,000 keys (117 KB of keys and values) in one transaction")
+	assert.Equal(t, want, base.Data())
+}
+
+// A journal with more distinct keys than a checkpoint indexes at once is
+// written segment by segment, later segments over earlier ones.
+func TestJournalWithManyKeysIsWrittenInSegments(t *testing.T) {
+	ctx := context.Background()
+	base, _, c := fresh(t)
+	c.now = func() time.Time { return c.lastCheckpoint }
+	c.maxIndexKeys = 100
+	want := map[string][]byte{}
+	for i := range 1000 {
+		key := fmt.Sprintf("job/%03d", i%250)
+		require.NoError(t, c.Set(ctx, key, []byte(fmt.Sprint(i))))
+		want[key] = []byte(fmt.Sprint(i))
+	}
+	require.NoError(t, c.Delete(ctx, "job/001"))
+	delete(want, "job/001")
+
+	require.NoError(t, c.Checkpoint(ctx))
+	assert.Equal(t, 11, base.batches, "ten segments of 100 records (100 keys each), then the delete")
 	assert.Equal(t, want, base.Data())
 }

@@ -5,12 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -139,7 +136,7 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 	st := &stateStore{
 		client:     client,
 		cfg:        cfg,
-		location:   fmt.Sprintf("%s (file %s)", cfg.Storage, storageClientName(kind, owner)),
+		location:   fmt.Sprintf("%s (file %s)", cfg.Storage, statejournal.StorageClientName(kind, owner, stateClientName)),
 		logger:     logger,
 		resources:  map[string]bool{},
 		nextID:     1,
@@ -171,52 +168,13 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 // openJournal puts the journal in front of the storage client, after
 // writing into the storage what a previous process left in it.
 func (st *stateStore) openJournal(ctx context.Context, kind component.Kind, owner component.ID) error {
-	dir := st.cfg.Journal.Directory
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("state.journal.directory: %w", err)
-	}
-	path := filepath.Join(dir, journalFileName(kind, owner))
-	jc, replay, err := statejournal.Open(ctx, st.client, path, st.cfg.Journal)
+	jc, path, err := statejournal.OpenFor(ctx, st.client, st.cfg.Journal, kind, owner, stateClientName, "state.journal", "derivation state", st.logger)
 	if err != nil {
-		return fmt.Errorf("state.journal: %w", err)
-	}
-	switch {
-	case replay.Err != nil:
-		st.logger.Warn("Set aside a derivation state journal that could not be read; its batches are lost",
-			zap.String("journal", path), zap.Int64("bytes", replay.DiscardedBytes), zap.Error(replay.Err))
-	case replay.DiscardedBytes > 0:
-		st.logger.Warn("Discarded the incomplete last record of the derivation state journal (a write cut short by a crash or a full disk)",
-			zap.String("journal", path), zap.Int("records", replay.Records), zap.Int64("bytes", replay.DiscardedBytes))
-	case replay.Records > 0:
-		st.logger.Info("Wrote the derivation state journal left by the previous process into the storage",
-			zap.String("journal", path), zap.Int("records", replay.Records))
+		return err
 	}
 	st.client, st.journal = jc, jc
 	st.location += " with journal " + path
 	return nil
-}
-
-// storageClientName is the name file_storage gives the state's client
-// (and its file, less file_storage's escaping).
-func storageClientName(kind component.Kind, owner component.ID) string {
-	return fmt.Sprintf("%s_%s_%s_%s", strings.ToLower(kind.String()), owner.Type(), owner.Name(), stateClientName)
-}
-
-// journalFileName names a component's journal after its storage file,
-// unsafe characters written as ~ and their code point as file_storage
-// writes them. The journal_ prefix keeps storage_check, which opens every
-// file named <kind>_... as a bbolt file, away from it.
-func journalFileName(kind component.Kind, owner component.ID) string {
-	var b strings.Builder
-	b.WriteString("journal_")
-	for _, r := range storageClientName(kind, owner) {
-		if r < 0x80 && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			b.WriteRune(r)
-		} else {
-			fmt.Fprintf(&b, "~%04X", r)
-		}
-	}
-	return b.String()
 }
 
 // load reads every entry. An entry that cannot be read is skipped, counted
