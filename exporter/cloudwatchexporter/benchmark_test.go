@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
 )
 
 // mixedBatch is what one export of the GPU build service and its GPU
@@ -189,20 +192,28 @@ func BenchmarkConvert(b *testing.B) {
 
 // BenchmarkConvertSaved is BenchmarkConvert with cumulative_state.storage:
 // each batch's 1,280 cumulative series are also written, in one Batch, to
-// an in-memory storage (the cost of encoding) or to a real file_storage
-// (bbolt, no fsync: its default).
+// an in-memory storage (the cost of encoding), to a real file_storage
+// (bbolt, no fsync: its default), or through the journal into it (as
+// shipped: its checkpoints, every 8 MiB of saves here, included).
 func BenchmarkConvertSaved(b *testing.B) {
 	const gpus = 64
-	for _, name := range []string{"memory", "file_storage"} {
+	for _, name := range []string{"memory", "file_storage", "file_storage+journal"} {
 		b.Run("storage="+name, func(b *testing.B) {
 			ctx := context.Background()
+			dir := b.TempDir()
 			var ext storage.Extension = &diskStorage{disk: newDisk(), walk: true}
-			if name == "file_storage" {
-				ext = newFileStorage(b, b.TempDir()).(storage.Extension)
+			if name != "memory" {
+				ext = newFileStorage(b, dir).(storage.Extension)
 			}
 			client, err := ext.GetClient(ctx, component.KindExporter, component.MustNewID("cloudwatch"), cumulativeStateStorageName)
 			if err != nil {
 				b.Fatal(err)
+			}
+			if name == "file_storage+journal" {
+				client, _, err = statejournal.Open(ctx, client, filepath.Join(dir, "journal"), statejournal.Config{CheckpointInterval: time.Hour})
+				if err != nil {
+					b.Fatal(err)
+				}
 			}
 			defer client.Close(ctx)
 			now := time.Now()

@@ -2,6 +2,7 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 
 import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
 
 	"errors"
 	"fmt"
@@ -136,6 +137,12 @@ type CumulativeStateConfig struct {
 	// the state is saved, so that after a collector restart each series
 	// continues from its last point instead of sending its total again.
 	StorageID *component.ID `mapstructure:"storage"`
+	// Journal, when its directory is set, appends each save to a journal
+	// file and writes the storage once per checkpoint interval, the last
+	// state of each series only (internal/statejournal): every series moves
+	// with every export, so a save per export rewrote the whole state's
+	// pages in the storage.
+	Journal statejournal.Config `mapstructure:"journal"`
 }
 
 var _ component.Config = (*Config)(nil)
@@ -203,6 +210,12 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.CumulativeState.FutureTolerance < 0 {
 		errs = append(errs, errors.New("cumulative_state.future_tolerance: must not be negative (0 turns the check off)"))
+	}
+	if cfg.CumulativeState.Journal.Directory != "" && cfg.CumulativeState.StorageID == nil {
+		errs = append(errs, errors.New("cumulative_state.journal.directory: needs cumulative_state.storage, which the journal is written into"))
+	}
+	if cfg.CumulativeState.Journal.CheckpointInterval <= 0 {
+		errs = append(errs, errors.New("cumulative_state.journal.checkpoint_interval: must be positive"))
 	}
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
 )
 
 func loadConfig(t *testing.T, name string) *Config {
@@ -37,7 +38,11 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Zero(t, cfg.MaxRequestsPerSecond)
 	assert.Equal(t, 15*time.Second, cfg.Timeout)
 	assert.Equal(t, 20*time.Second, cfg.ShutdownDrainTimeout, "Shutdown sends what is queued for up to 20 s")
-	assert.Equal(t, CumulativeStateConfig{TTL: 30 * time.Minute, MaxSeries: 50_000, MaxAge: 24 * time.Hour, FutureTolerance: 5 * time.Minute}, cfg.CumulativeState)
+	assert.Equal(t, CumulativeStateConfig{
+		TTL: 30 * time.Minute, MaxSeries: 50_000, MaxAge: 24 * time.Hour, FutureTolerance: 5 * time.Minute,
+		Journal: statejournal.Config{CheckpointInterval: 10 * time.Second},
+	}, cfg.CumulativeState)
+	assert.Empty(t, cfg.CumulativeState.Journal.Directory, "no journal unless its directory is named")
 	assert.Nil(t, cfg.CumulativeState.StorageID, "the state is in memory unless a storage is named")
 	assert.Contains(t, cfg.ResourceToDimensions, "service.name")
 	assert.Contains(t, cfg.ResourceToDimensions, "hw.id")
@@ -60,7 +65,10 @@ func TestLoadConfigFull(t *testing.T) {
 	assert.Equal(t, 20*time.Second, cfg.Timeout)
 	assert.Equal(t, 25*time.Second, cfg.ShutdownDrainTimeout)
 	stateStorage := component.MustNewIDWithName("file_storage", "state")
-	assert.Equal(t, CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1000, MaxAge: 2 * time.Hour, FutureTolerance: time.Minute, StorageID: &stateStorage}, cfg.CumulativeState)
+	assert.Equal(t, CumulativeStateConfig{
+		TTL: time.Hour, MaxSeries: 1000, MaxAge: 2 * time.Hour, FutureTolerance: time.Minute, StorageID: &stateStorage,
+		Journal: statejournal.Config{Directory: "/var/lib/otelcol/state", Fsync: true, CheckpointInterval: 5 * time.Second},
+	}, cfg.CumulativeState)
 	assert.Equal(t, time.Second, cfg.BackOffConfig.InitialInterval)
 	assert.Equal(t, 10*time.Minute, cfg.BackOffConfig.MaxElapsedTime)
 
@@ -112,6 +120,8 @@ func TestValidateNamesTheField(t *testing.T) {
 			"cumulative_state.max_series: must be at least 1",
 			"cumulative_state.max_age: must not be negative",
 			"cumulative_state.future_tolerance: must not be negative",
+			"cumulative_state.journal.directory: needs cumulative_state.storage",
+			"cumulative_state.journal.checkpoint_interval: must be positive",
 			"request_timeout: must be positive",
 			"shutdown_drain_timeout: must not be negative",
 		}},

@@ -3,6 +3,8 @@ package cloudwatchexporter
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
 )
 
 var stateStorageID = component.MustNewID("file_storage")
@@ -30,7 +33,14 @@ var stateStorageID = component.MustNewID("file_storage")
 // ext, sending to server. It is never shut down: dropping it is a kill -9.
 func startStoredExporter(t *testing.T, server *cloudwatchtest.Server, ext component.Component) *testExporter {
 	t.Helper()
+	return startStoredExporterWith(t, server, ext, func(*Config) {})
+}
+
+// startStoredExporterWith is startStoredExporter with cfg changed by change.
+func startStoredExporterWith(t *testing.T, server *cloudwatchtest.Server, ext component.Component, change func(*Config)) *testExporter {
+	t.Helper()
 	cfg := testConfig()
+	change(cfg)
 	cfg.Region = "eu-west-1"
 	cfg.Endpoint = server.Endpoint()
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
@@ -137,6 +147,47 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 	assert.Equal(t, 6.0, st.sampleCount)
 	assert.InDelta(t, 30.0, st.sum, 1e-9)
 	assert.Empty(t, second.counter(t, "points_dropped", "reason"))
+}
+
+// With the journal (the shipped configuration) each save is a record
+// appended to the journal, written into file_storage at the checkpoint: a
+// process killed before any checkpoint left its state in the journal only,
+// and the next start writes it into the storage before restoring it.
+func TestStateSurvivesAKillInItsJournal(t *testing.T) {
+	server := startServer(t)
+	dir := t.TempDir()
+	journal := func(cfg *Config) { cfg.CumulativeState.Journal.Directory = dir }
+	point := minuteCounter()
+	path := filepath.Join(dir, "journal_exporter_cloudwatch__cumulative_state")
+
+	first := startStoredExporterWith(t, server, newFileStorage(t, dir), journal)
+	for i, v := range []int64{10, 25} {
+		require.NoError(t, first.ConsumeMetrics(context.Background(), point(i+1, v)))
+	}
+	jc, ok := first.exp.deltas.store.(*statejournal.Client)
+	require.True(t, ok, "the state is saved through the journal")
+	require.NoError(t, jc.Storage().Close(context.Background())) // killed: the journal is not checkpointed
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Greater(t, st.Size(), int64(8), "the saves are in the journal")
+
+	second := startStoredExporterWith(t, server, newFileStorage(t, dir), journal)
+	require.NoError(t, second.ConsumeMetrics(context.Background(), point(3, 37)))
+	require.NoError(t, second.Shutdown(context.Background()))
+	st, err = os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), st.Size(), "Shutdown writes the journal into the storage and empties it")
+
+	// 10 since start, 25-10; after the kill 37-25 (not 37).
+	assert.Equal(t, []float64{10, 15, 12}, sentValues(server, "requests"))
+	assert.Empty(t, second.counter(t, "points_dropped", "reason"))
+	assert.Empty(t, second.counter(t, "cumulative_storage_errors", "operation"))
+
+	// And the third start reads it from the storage alone.
+	third := startStoredExporterWith(t, server, newFileStorage(t, dir), journal)
+	require.NoError(t, third.ConsumeMetrics(context.Background(), point(4, 50)))
+	require.NoError(t, third.Shutdown(context.Background()))
+	assert.Equal(t, []float64{10, 15, 12, 13}, sentValues(server, "requests"))
 }
 
 // minuteCounter is the "requests" counter of these tests: started ten

@@ -26,6 +26,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
+	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
 )
 
 const (
@@ -217,6 +218,15 @@ func (e *cloudWatchExporter) attachStorage(ctx context.Context, host component.H
 	client, err := se.GetClient(ctx, component.KindExporter, e.id, cumulativeStateStorageName)
 	if err != nil {
 		return fmt.Errorf("cumulative_state.storage: %w", err)
+	}
+	if journal := e.cfg.CumulativeState.Journal; journal.Directory != "" {
+		jc, _, err := statejournal.OpenFor(ctx, client, journal, component.KindExporter, e.id, cumulativeStateStorageName,
+			"cumulative_state.journal", "cumulative state", e.logger)
+		if err != nil {
+			_ = client.Close(ctx)
+			return err
+		}
+		client = jc
 	}
 	load := e.deltas.attachStorage(ctx, client, e.now())
 	e.recordStorageErrors(ctx, storageRead, load.readErrors)

@@ -2,6 +2,7 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 
 import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
 
 	"context"
 	"errors"
@@ -78,6 +79,7 @@ func createDefaultConfig() component.Config {
 			MaxSeries:       defaultCumulativeMaxSeries,
 			MaxAge:          cumulative.DefaultMaxAge,
 			FutureTolerance: cumulative.DefaultFutureTolerance,
+			Journal:         statejournal.Config{CheckpointInterval: statejournal.DefaultCheckpointInterval},
 		},
 	}
 }
