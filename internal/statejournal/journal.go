@@ -214,7 +214,7 @@ func (c *Client) apply(ctx context.Context, size int64) (records int, valid int6
 		if seg.records == 0 {
 			break
 		}
-		if err := c.write(ctx, ch, valid, seg, &body); err != nil {
+		if err := c.write(ctx, ch, valid, &seg, &body); err != nil {
 			return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
 		}
 		records += seg.records
@@ -227,12 +227,19 @@ func (c *Client) apply(ctx context.Context, size int64) (records int, valid int6
 }
 
 // segment is a run of whole records and, for each key, the number of its
-// last operation among the segment's operations.
+// last operation among the segment's operations (last[index[key]]: a key
+// met again is only looked up, which does not copy it).
 type segment struct {
-	last    map[string]int
+	index   map[string]int
+	last    []int
 	records int
 	end     int64 // where the segment's records end
 	more    bool  // whole records follow (the index was full)
+}
+
+// isLast says whether operation op is key's last in the segment.
+func (seg *segment) isLast(key []byte, op int) bool {
+	return seg.last[seg.index[string(key)]] == op
 }
 
 // records calls fn with each whole record body from offset from on, up to
@@ -271,7 +278,7 @@ func (c *Client) records(from, size int64, body *[]byte, fn func(body []byte) bo
 // scan indexes the whole records from offset from on, until the index
 // holds maxIndexKeys keys (it may pass that by one record's keys).
 func (c *Client) scan(from, size int64, body *[]byte) segment {
-	seg := segment{last: map[string]int{}}
+	seg := segment{index: map[string]int{}}
 	op := 0
 	seg.end = c.records(from, size, body, func(b []byte) bool {
 		if seg.records > 0 && len(seg.last) >= c.maxIndexKeys {
@@ -280,7 +287,12 @@ func (c *Client) scan(from, size int64, body *[]byte) segment {
 		}
 		for len(b) > 0 {
 			key, _, rest := readOp(b)
-			seg.last[string(key)] = op
+			if i, ok := seg.index[string(key)]; ok {
+				seg.last[i] = op
+			} else {
+				seg.index[string(key)] = len(seg.last)
+				seg.last = append(seg.last, op)
+			}
 			op++
 			b = rest
 		}
@@ -292,7 +304,7 @@ func (c *Client) scan(from, size int64, body *[]byte) segment {
 
 // write writes the last operation of each key of seg, whose records start
 // at offset from, chunk by chunk.
-func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg segment, body *[]byte) error {
+func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg *segment, body *[]byte) error {
 	op := 0
 	var err error
 	c.records(from, seg.end, body, func(b []byte) bool {
@@ -300,7 +312,7 @@ func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg segment, 
 			typ := b[0]
 			key, value, rest := readOp(b)
 			b = rest
-			if seg.last[string(key)] == op {
+			if seg.isLast(key, op) {
 				err = ch.add(ctx, c.base, typ, key, value)
 			}
 			op++
