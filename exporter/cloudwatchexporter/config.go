@@ -211,12 +211,7 @@ func (cfg *Config) Validate() error {
 	if cfg.CumulativeState.FutureTolerance < 0 {
 		errs = append(errs, errors.New("cumulative_state.future_tolerance: must not be negative (0 turns the check off)"))
 	}
-	if cfg.CumulativeState.Journal.Directory != "" && cfg.CumulativeState.StorageID == nil {
-		errs = append(errs, errors.New("cumulative_state.journal.directory: needs cumulative_state.storage, which the journal is written into"))
-	}
-	if cfg.CumulativeState.Journal.CheckpointInterval <= 0 {
-		errs = append(errs, errors.New("cumulative_state.journal.checkpoint_interval: must be positive"))
-	}
+	errs = append(errs, cfg.CumulativeState.Journal.Problems("cumulative_state.journal", "cumulative_state.storage", cfg.CumulativeState.StorageID != nil)...)
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
 	}

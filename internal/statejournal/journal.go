@@ -50,6 +50,20 @@ type Config struct {
 	_ struct{}
 }
 
+// Problems checks the settings of a journal configured at field (such as
+// "state.journal") and written into the storage named by storageField,
+// which hasStorage says is set; each error names its field.
+func (cfg Config) Problems(field, storageField string, hasStorage bool) []error {
+	var errs []error
+	if cfg.Directory != "" && !hasStorage {
+		errs = append(errs, fmt.Errorf("%s.directory: needs %s, which the journal is written into", field, storageField))
+	}
+	if cfg.CheckpointInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%s.checkpoint_interval: must be positive", field))
+	}
+	return errs
+}
+
 // DefaultCheckpointInterval bounds the journal to a few seconds of batches.
 const DefaultCheckpointInterval = 10 * time.Second
 

@@ -59,12 +59,7 @@ func (cfg *StateConfig) Problems() []error {
 	if cfg.ExpiryMargin < 0 {
 		errs = append(errs, errors.New("state.expiry_margin: must not be negative"))
 	}
-	if cfg.Journal.Directory != "" && cfg.Storage == nil {
-		errs = append(errs, errors.New("state.journal.directory: needs state.storage, which the journal is written into"))
-	}
-	if cfg.Journal.CheckpointInterval <= 0 {
-		errs = append(errs, errors.New("state.journal.checkpoint_interval: must be positive"))
-	}
+	errs = append(errs, cfg.Journal.Problems("state.journal", "state.storage", cfg.Storage != nil)...)
 	return errs
 }
 
