@@ -129,7 +129,7 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 			case errors.Is(err, errNoLayout):
 				deferred = append(deferred, savedEntry{hash, slices.Clone(value)})
 				return nil, nil
-			case err != nil:
+			case err != nil || c.unusable(s, now):
 				s = unreadable(hash)
 			}
 			entries = append(entries, s)
@@ -138,7 +138,7 @@ func (c *Tracker) Attach(ctx context.Context, client storage.Client, now time.Ti
 		if err == nil {
 			for _, d := range deferred {
 				s := &series{key: d.key, saved: true}
-				if decodeSeriesState(d.value, s, lookup) != nil {
+				if decodeSeriesState(d.value, s, lookup) != nil || c.unusable(s, now) {
 					s = unreadable(d.key)
 				}
 				entries = append(entries, s)
@@ -195,7 +195,7 @@ func (c *Tracker) restore(ctx context.Context, key uint64, now time.Time, kind s
 		return b, err == nil
 	}
 	e := &series{key: key, saved: true}
-	if err != nil || decodeSeriesState(value, e, lookup) != nil || e.kind != kind {
+	if err != nil || decodeSeriesState(value, e, lookup) != nil || e.kind != kind || c.unusable(e, now) {
 		cv.ReadErrors++
 		*e = series{key: key, saved: true, kind: kind, unknown: true}
 	}
@@ -207,6 +207,33 @@ func (c *Tracker) restore(ctx context.Context, key uint64, now time.Time, kind s
 		cv.Evictions++ // forgotten for its age, as in memory
 	}
 	return s
+}
+
+// unusable reports whether a series read from the storage, though it
+// decoded, cannot be gone on from: its last point, or when it was last
+// seen, is further ahead of now than a point may be (FutureTolerance; a
+// damaged entry, or a clock set back since it was saved: every point until
+// then would be older than its last and dropped), or it is a sum (always
+// monotonic here) below zero or not a number, from which a delta would
+// exceed the series' total.
+func (c *Tracker) unusable(s *series, now time.Time) bool {
+	if c.cfg.FutureTolerance > 0 {
+		limit := now.Add(c.cfg.FutureTolerance)
+		if s.cur.ts.AsTime().After(limit) || time.Unix(0, s.seen).After(limit) {
+			return true
+		}
+	}
+	if s.kind != sumSeries {
+		return false
+	}
+	return negativeSum(&s.cur) || s.hasPrev && negativeSum(&s.prev)
+}
+
+func negativeSum(p *snapshot) bool {
+	if p.isInt {
+		return p.intValue < 0
+	}
+	return !(p.value >= 0) // NaN too
 }
 
 // restoreEntry puts a series read from the storage in memory, as seen at

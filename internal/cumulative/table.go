@@ -144,6 +144,13 @@ func (c *Tracker) step(ctx context.Context, key uint64, p *snapshot, now time.Ti
 	}
 	s.seen = now.UnixNano()
 	c.touch(s)
+	if s.kind != kind && !s.unknown {
+		// The metric's type is part of the key, so only a damaged entry
+		// restored at Attach (which cannot know the kind to expect) gets
+		// here: its points cannot be subtracted from, as if unreadable.
+		s.unknown = true
+		cv.ReadErrors++
+	}
 
 	switch {
 	case s.unknown:

@@ -18,7 +18,7 @@ import (
 
 // readFixture reads a state fixture: one "storage-key hex-value" a line, the
 // keys as the file_storage client of the CloudWatch exporter wrote them.
-func readFixture(t *testing.T, path string) map[string][]byte {
+func readFixture(t testing.TB, path string) map[string][]byte {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
@@ -190,6 +190,14 @@ func TestDamagedEntriesAreBaselines(t *testing.T) {
 		"unknown version": func(b []byte) []byte { return append([]byte{99}, b[1:]...) },
 		"trailing bytes":  func(b []byte) []byte { return append(b, 1, 2, 3) },
 		"wrong kind":      func(b []byte) []byte { b[1] = 9; return b },
+		// Decodes, but a delta from a negative total would exceed the
+		// series' total (a sum here is always monotonic).
+		"negative total": func(b []byte) []byte {
+			var s series
+			require.NoError(t, decodeSeriesState(b, &s, nil))
+			s.cur.intValue = -100
+			return appendSeriesState(nil, &s, 0, false)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			data := readFixture(t, formatOneFixture)
@@ -216,6 +224,106 @@ func TestDamagedEntriesAreBaselines(t *testing.T) {
 			assert.Equal(t, int64(4), v, "a neighbour is unaffected")
 		})
 	}
+}
+
+// An entry of another kind under a series' key decodes (the kind to expect
+// is known only when a point comes: a metric's type is part of its key), but
+// cannot be subtracted from: the point is a baseline, counted as a read
+// error, and the series goes on from it. Before, a histogram's point on a
+// sum's entry crashed the collector.
+func TestEntryOfAnotherKindIsABaseline(t *testing.T) {
+	fixture := readFixture(t, formatOneFixture)
+	const sumKey, histogramKey = "series/ee372d39c4de8f15", "series/47f4c22319feaca9" // s=b; latency
+	require.Contains(t, fixture, sumKey)
+	require.Contains(t, fixture, histogramKey)
+	for name, tc := range map[string]struct {
+		key, from string
+		points    func(minute int) pmetric.Metrics
+		sent      func(t *testing.T, md pmetric.Metrics) (uint64, bool)
+	}{
+		"a sum on a histogram's entry": {
+			key: sumKey, from: histogramKey,
+			points: func(minute int) pmetric.Metrics {
+				return cumulativeSum(at(-time.Hour), at(time.Duration(minute)*time.Minute), int64(10*minute), map[string]string{"s": "b"})
+			},
+			sent: func(t *testing.T, md pmetric.Metrics) (uint64, bool) {
+				v, ok := sentSum(t, md)
+				return uint64(v), ok
+			},
+		},
+		"a histogram on a sum's entry": {
+			key: histogramKey, from: sumKey,
+			points: func(minute int) pmetric.Metrics {
+				n := uint64(minute)
+				return histogramWithMinMax(time.Duration(minute)*time.Minute, []uint64{n, 2 * n, n}, 10*float64(n), 0.5, 14)
+			},
+			sent: func(t *testing.T, md pmetric.Metrics) (uint64, bool) {
+				dps := onlyMetric(md).Histogram().DataPoints()
+				if dps.Len() == 0 {
+					return 0, false
+				}
+				return dps.At(0).Count(), true
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			data := readFixture(t, formatOneFixture)
+			data[tc.key] = data[tc.from]
+			c, _ := newObserved(testConfig)
+			now := testNow.Add(5 * time.Minute)
+			load := c.Attach(context.Background(), storagetest.NewClient(data), now)
+			assert.Equal(t, int64(0), load.ReadErrors, "it decodes")
+
+			md := tc.points(3)
+			r := convert(t, c, md, now)
+			_, sent := tc.sent(t, md)
+			assert.False(t, sent, "a baseline: its total may have been sent before")
+			assert.Equal(t, int64(1), r.ReadErrors)
+			assert.Equal(t, 1, r.Dropped[ReasonBaseline])
+
+			md = tc.points(4)
+			r = convert(t, c, md, now)
+			v, sent := tc.sent(t, md)
+			assert.True(t, sent)
+			assert.Equal(t, int64(0), r.ReadErrors)
+			want := map[bool]uint64{true: 10, false: 4}[tc.key == sumKey] // 40 - 30; 16 - 12 observations
+			assert.Equal(t, want, v, "the increase since the baseline")
+		})
+	}
+}
+
+// A state saved while the clock was ahead (a node that booted with a wrong
+// clock, corrected since), or damaged into the future, is beyond what a
+// point may be stamped (FutureTolerance past now). Gone on from, every
+// point until that time would be older than the series' last and dropped;
+// instead each such series is unknown: one baseline, then its increases.
+func TestStateSavedAheadOfTheClockIsABaseline(t *testing.T) {
+	client := storagetest.NewClient(nil)
+	ahead := 2 * time.Hour
+	c, _ := newObserved(testConfig)
+	c.Attach(context.Background(), client, testNow.Add(ahead))
+	convert(t, c, cumulativeSum(at(-time.Hour), at(ahead), 100, map[string]string{"s": "b"}), testNow.Add(ahead))
+	convert(t, c, cumulativeSum(at(-time.Hour), at(time.Minute), 7, map[string]string{"s": "near"}), testNow.Add(time.Minute))
+
+	c, _ = newObserved(testConfig)
+	now := testNow.Add(2 * time.Minute) // the clock set right
+	load := c.Attach(context.Background(), client, now)
+	assert.Equal(t, Load{Restored: 2, ReadErrors: 1, Listed: true}, load, "the series ahead is unknown")
+
+	md := cumulativeSum(at(-time.Hour), at(2*time.Minute), 110, map[string]string{"s": "b"})
+	r := convert(t, c, md, now)
+	_, sent := sentSum(t, md)
+	assert.False(t, sent)
+	assert.Equal(t, 1, r.Dropped[ReasonBaseline], "not out_of_order until the clock reaches the saved point")
+	md = cumulativeSum(at(-time.Hour), at(3*time.Minute), 125, map[string]string{"s": "b"})
+	convert(t, c, md, now.Add(time.Minute))
+	v, _ := sentSum(t, md)
+	assert.Equal(t, int64(15), v)
+
+	md = cumulativeSum(at(-time.Hour), at(2*time.Minute), 9, map[string]string{"s": "near"})
+	convert(t, c, md, now)
+	v, _ = sentSum(t, md)
+	assert.Equal(t, int64(2), v, "a series saved within the tolerance goes on")
 }
 
 const formatOneKindsFixture = "testdata/state_v1_kinds.txt"
