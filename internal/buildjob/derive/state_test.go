@@ -445,9 +445,9 @@ const (
 	fixtureByIDPath = "testdata/state_v1_job_keys_by_id.txt"
 )
 
-func loadFixture(t *testing.T) map[string][]byte { return loadFixtureFile(t, fixturePath) }
+func loadFixture(t testing.TB) map[string][]byte { return loadFixtureFile(t, fixturePath) }
 
-func loadFixtureFile(t *testing.T, path string) map[string][]byte {
+func loadFixtureFile(t testing.TB, path string) map[string][]byte {
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
