@@ -219,3 +219,58 @@ func subtract(a, b []float64) []float64 {
 func onlyMetric(md pmetric.Metrics) pmetric.Metric {
 	return md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0)
 }
+
+// The points themselves come from the service's SDK, not ours to trust:
+// two cumulative points of an exponential histogram at any scales, offsets
+// and buckets (OTLP allows offsets across the whole int32 range), then two
+// of an explicit histogram whose bounds and buckets need not agree. The
+// tracker never crashes and never sends more than the later point's total.
+func FuzzConvertedPoints(f *testing.F) {
+	f.Add(int32(2), int32(3), []byte{1, 2}, int32(2), int32(3), []byte{1, 3, 1}, []byte{1, 10}, []byte{1, 2, 0}, []byte{1, 3, 2})
+	f.Add(int32(20), int32(1<<31-1), []byte{1, 1}, int32(-10), int32(-1<<31), []byte{2, 2, 2}, []byte{}, []byte{5}, []byte{7, 1})
+	f.Add(int32(-10), int32(0), []byte{}, int32(0), int32(-5), []byte{9}, []byte{3, 1}, []byte{1, 1, 1}, []byte{1})
+
+	f.Fuzz(func(t *testing.T, scale1, offset1 int32, buckets1 []byte, scale2, offset2 int32, buckets2 []byte,
+		bounds, counts1, counts2 []byte) {
+		c, _ := newObserved(testConfig)
+		expo := func(minute int, scale, offset int32, buckets []byte) pmetric.Metrics {
+			counts := make([]uint64, len(buckets))
+			var n uint64
+			for i, b := range buckets {
+				counts[i] = uint64(b)
+				n += uint64(b)
+			}
+			md := exponential(time.Duration(minute)*time.Minute, 0, counts, n, 0)
+			dp := onlyMetric(md).ExponentialHistogram().DataPoints().At(0)
+			dp.SetScale(scale)
+			dp.Positive().SetOffset(offset)
+			dp.Negative().SetOffset(offset)
+			dp.Negative().BucketCounts().FromRaw(counts)
+			dp.SetCount(2 * n)
+			return md
+		}
+		explicit := func(minute int, counts []byte) pmetric.Metrics {
+			b := make([]float64, len(bounds))
+			for i, v := range bounds {
+				b[i] = float64(v)
+			}
+			cs := make([]uint64, len(counts))
+			for i, v := range counts {
+				cs[i] = uint64(v)
+			}
+			return cumulativeHistogram(at(-time.Hour), at(time.Duration(minute)*time.Minute), b, cs, 1)
+		}
+		for i, md := range []pmetric.Metrics{
+			expo(1, scale1, offset1, buckets1), expo(2, scale2, offset2, buckets2),
+			explicit(1, counts1), explicit(2, counts2),
+		} {
+			in := pmetric.NewMetrics()
+			md.CopyTo(in)
+			var r Result
+			c.Convert(context.Background(), md, testNow.Add(3*time.Minute), &r)
+			if i%2 == 1 {
+				assertWithinTotal(t, md, in)
+			}
+		}
+	})
+}

@@ -183,16 +183,17 @@ func subtractBuckets(off int32, counts []uint64, scale int32, prevOff int32, pre
 }
 
 // downscale merges exponential buckets to a scale lower by by (each step
-// halves the resolution: bucket i goes to i>>1).
+// halves the resolution: bucket i goes to i>>1). Indexes are computed in
+// 64 bits: OTLP lets a point's offset plus its bucket count pass int32.
 func downscale(offset int32, counts []uint64, by int32) (int32, []uint64) {
 	if by <= 0 || len(counts) == 0 {
 		return offset, counts
 	}
-	first := offset >> by
-	last := (offset + int32(len(counts)) - 1) >> by
+	first := int64(offset) >> by
+	last := (int64(offset) + int64(len(counts)) - 1) >> by
 	out := make([]uint64, last-first+1)
 	for i, v := range counts {
-		out[((offset+int32(i))>>by)-first] += v
+		out[((int64(offset)+int64(i))>>by)-first] += v
 	}
-	return first, out
+	return int32(first), out
 }

@@ -101,6 +101,39 @@ func malformedLogs() plog.Logs {
 
 const malformedRecords = 5 // 3 spans + 2 log records above
 
+// extremeExponential is a point of a cumulative exponential histogram
+// whose last bucket's index passes int32 (OTLP allows any offset), at
+// scale; with a gauge that must land beside it.
+func extremeExponential(scale int32, start, ts time.Time, counts ...uint64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", badService)
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	e := ms.AppendEmpty()
+	e.SetName("e2e.bad.exponential")
+	e.SetUnit("s")
+	eh := e.SetEmptyExponentialHistogram()
+	eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	dp := eh.DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+	dp.SetScale(scale)
+	dp.Positive().SetOffset(math.MaxInt32)
+	dp.Positive().BucketCounts().FromRaw(counts)
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	dp.SetCount(n)
+	g := ms.AppendEmpty()
+	g.SetName("e2e.bad.after")
+	g.SetUnit("1")
+	gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+	gp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+	gp.SetIntValue(int64(scale))
+	return md
+}
+
 // badPoints: NaN, +Inf and -Inf (CloudWatch rejects them), a value beyond
 // CloudWatch's range, and one good point that must land.
 func badPoints() pmetric.Metrics {
@@ -214,6 +247,23 @@ func TestBadInput(t *testing.T) {
 		samples := e.scrape()
 		assert.Equal(t, 3.0, requireMetric(t, samples, "otelcol_exporter_cloudwatch_points_dropped", map[string]string{"reason": "nan_or_inf"}))
 		assert.Equal(t, 1.0, requireMetric(t, samples, "otelcol_exporter_cloudwatch_points_dropped", map[string]string{"reason": "out_of_range"}))
+	})
+
+	t.Run("exponential buckets past the int32 index range leave the collector up", func(t *testing.T) {
+		// The second point, at a lower scale, makes the cumulative
+		// conversion merge the first one's buckets (before: a panic).
+		now := time.Now()
+		start := now.Add(-time.Minute)
+		for i, md := range []pmetric.Metrics{extremeExponential(20, start, now.Add(-time.Second), 1, 1), extremeExponential(-10, start, now, 2, 2)} {
+			body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+			require.NoError(t, err)
+			code, resp := postOTLP(t, p.HTTP, "/v1/metrics", "application/x-protobuf", body)
+			require.Equal(t, http.StatusOK, code, "request %d: %s", i, resp)
+		}
+		dims := map[string]string{"service.name": badService}
+		require.True(t, binarytest.Eventually(15*time.Second, func() bool { return aggregate(e.cw.Datums(), "e2e.bad.after", dims).Datums == 2 }),
+			"the gauges beside the histograms did not land")
+		require.True(t, e.col.healthy())
 	})
 
 	wg.Wait()
