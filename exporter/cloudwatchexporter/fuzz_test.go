@@ -121,9 +121,13 @@ func (p fuzzPoint) build(now time.Time, step int) pmetric.Metrics {
 		dp.SetStartTimestamp(start)
 		dp.SetTimestamp(ts)
 		dp.SetScale(int32(p.scale)%21 - int32(step)) // the SDK may lower the scale
-		dp.Positive().SetOffset(int32(p.n>>8) % 2000)
+		posOffset, negOffset := int32(p.n>>8)%2000, -int32(p.n>>16)%2000
+		if p.kind&0x10 != 0 { // OTLP allows any offset: buckets far out of CloudWatch's range
+			posOffset, negOffset = int32(uint32(p.n>>8)), int32(uint32(p.n>>24))
+		}
+		dp.Positive().SetOffset(posOffset)
 		dp.Positive().BucketCounts().FromRaw(counts)
-		dp.Negative().SetOffset(-int32(p.n>>16) % 2000)
+		dp.Negative().SetOffset(negOffset)
 		dp.Negative().BucketCounts().FromRaw(counts[:len(counts)/2])
 		dp.SetZeroCount(p.n % 5)
 		dp.SetZeroThreshold(math.Abs(p.c))
@@ -165,6 +169,7 @@ func FuzzTranslate(f *testing.F) {
 	f.Add("rpc", "s", "m", "x", uint8(5), math.NaN(), math.Inf(1), -1.0, uint64(2), []byte{1}, int64(0), int8(-10))
 	f.Add("", "{x}/s", ":bad", "", uint8(1|0x80), math.MaxFloat64, -math.MaxFloat64, 1e-320, uint64(1<<63), []byte{255, 0, 255}, int64(3*time.Hour), int8(127))
 	f.Add("n\x00é", "ns", "größe", "日本", uint8(3|0x20), 1e-200, -2.0, 3.0, uint64(15), []byte{3, 1, 4, 1, 5, 9, 2, 6}, int64(-15*24*time.Hour), int8(-128))
+	f.Add("sizes", "By", "a", "b", uint8(4|0x10|0x40), 1.0, 2.0, 3.0, uint64(0x7fffffff00), []byte{1, 1, 1}, int64(0), int8(20))
 
 	server := cloudwatchtest.New()
 	client := cloudwatch.New(cloudwatch.Options{

@@ -1,7 +1,9 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -104,7 +106,41 @@ func representatives(buckets []bucket, s histogramSummary, values, counts, reps 
 	if tailMax {
 		appendMerged(s.max, 1)
 	}
-	return values, counts, reps
+	n := inOrder(values[start:], counts[start:])
+	return values[:start+n], counts[:start+n], reps
+}
+
+// inOrder makes values ascending and distinct, adding up the counts of
+// equal ones, and returns how many are left. The buckets of a consistent
+// point give ascending values already; those of an inconsistent one can
+// overlap (an exponential histogram whose zero threshold passes its first
+// buckets), and CloudWatch rejects a request in which a value repeats.
+// Putting values in order and merging equal ones leaves every statistic
+// as it was.
+func inOrder(values, counts []float64) int {
+	ordered := true
+	for i := 1; i < len(values); i++ {
+		ordered = ordered && values[i-1] < values[i]
+	}
+	if ordered {
+		return len(values)
+	}
+	type valueCount struct{ v, c float64 }
+	vc := make([]valueCount, len(values))
+	for i := range values {
+		vc[i] = valueCount{values[i], counts[i]}
+	}
+	slices.SortStableFunc(vc, func(a, b valueCount) int { return cmp.Compare(a.v, b.v) })
+	n := 0
+	for _, x := range vc {
+		if n > 0 && values[n-1] == x.v {
+			counts[n-1] += x.c
+			continue
+		}
+		values[n], counts[n] = x.v, x.c
+		n++
+	}
+	return n
 }
 
 // startingPoint is the bucket's midpoint, or its finite bound when the other
@@ -221,7 +257,12 @@ func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64)
 
 // exponentialBuckets appends the non-empty buckets of an exponential
 // histogram point in ascending order: negative buckets, the zero bucket,
-// positive buckets.
+// positive buckets. A non-empty bucket wholly beyond float64 (both bounds
+// overflow, at a low scale or a far index) holds observations beyond
+// CloudWatch's range: the point fails with reasonOutOfRange, as one whose
+// values pass 2^360 does (a bucket of two infinite bounds has no value of
+// its own, and would otherwise repeat or disorder the point's values,
+// which CloudWatch rejects with the whole request).
 func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, scale float64) ([]bucket, dropReason, bool) {
 	// Bucket index i covers (base^i, base^(i+1)] with base = 2^(2^-scale).
 	step := math.Ldexp(1, -int(dp.Scale()))
@@ -233,7 +274,11 @@ func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, 
 	for k := negCounts.Len() - 1; k >= 0; k-- {
 		if c := negCounts.At(k); c > 0 {
 			idx := int64(neg.Offset()) + int64(k)
-			dst = append(dst, bucket{lo: -boundary(idx + 1), hi: -boundary(idx), count: float64(c)})
+			b := bucket{lo: -boundary(idx + 1), hi: -boundary(idx), count: float64(c)}
+			if math.IsInf(b.hi, 0) {
+				return dst, reasonOutOfRange, false
+			}
+			dst = append(dst, b)
 			total += c
 		}
 	}
@@ -247,7 +292,11 @@ func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, 
 	for k := 0; k < posCounts.Len(); k++ {
 		if c := posCounts.At(k); c > 0 {
 			idx := int64(pos.Offset()) + int64(k)
-			dst = append(dst, bucket{lo: boundary(idx), hi: boundary(idx + 1), count: float64(c)})
+			b := bucket{lo: boundary(idx), hi: boundary(idx + 1), count: float64(c)}
+			if math.IsInf(b.lo, 0) {
+				return dst, reasonOutOfRange, false
+			}
+			dst = append(dst, b)
 			total += c
 		}
 	}

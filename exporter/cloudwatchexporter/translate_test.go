@@ -180,6 +180,74 @@ func TestTranslateExponentialHistogramIsExact(t *testing.T) {
 	assert.Equal(t, statisticSet{sampleCount: 5, sum: 5.5, min: -3, max: 4}, st)
 }
 
+// A bucket wholly beyond float64 (index 1 at scale -10 starts at 2^1024)
+// has no value to send: the point is dropped as out of CloudWatch's range,
+// as one past 2^360 is. Sent, it became the point's mean, out of order
+// with the other values and repeating one of them, and CloudWatch rejected
+// the whole request, other metrics' datums with it.
+func TestTranslateExponentialBucketBeyondFloat64IsOutOfRange(t *testing.T) {
+	for name, side := range map[string]func(dp pmetric.ExponentialHistogramDataPoint) pmetric.ExponentialHistogramDataPointBuckets{
+		"positive": pmetric.ExponentialHistogramDataPoint.Positive,
+		"negative": pmetric.ExponentialHistogramDataPoint.Negative,
+	} {
+		t.Run(name, func(t *testing.T) {
+			md := pmetric.NewMetrics()
+			h := newMetric(md, "e", "s").SetEmptyExponentialHistogram()
+			h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+			dp := h.DataPoints().AppendEmpty()
+			dp.SetTimestamp(at(0))
+			dp.SetScale(-10)
+			dp.SetCount(6)
+			dp.SetSum(12)
+			dp.SetZeroCount(3)
+			dp.SetZeroThreshold(2)
+			side(dp).SetOffset(0)
+			side(dp).BucketCounts().FromRaw([]uint64{2, 1})
+			g := newMetric(md, "beside", "1").SetEmptyGauge().DataPoints().AppendEmpty()
+			g.SetTimestamp(at(0))
+			g.SetDoubleValue(7)
+
+			tr := translateAll(testConfig(), md)
+			require.Len(t, tr.datums, 1, "only the gauge")
+			assert.Equal(t, "beside", tr.datums[0].name)
+			assert.Equal(t, 1, tr.dropped[reasonOutOfRange])
+		})
+	}
+}
+
+// An inconsistent point whose zero bucket overlaps its first buckets (zero
+// threshold 2, buckets in (1, 1.41]) gave the value 2 twice, and CloudWatch
+// rejected the whole request. Values are now ascending and distinct.
+func TestTranslateOverlappingBucketsGiveDistinctValues(t *testing.T) {
+	md := pmetric.NewMetrics()
+	h := newMetric(md, "e", "s").SetEmptyExponentialHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	dp.SetScale(2)
+	dp.SetZeroThreshold(2)
+	dp.SetZeroCount(3)
+	dp.Positive().BucketCounts().FromRaw([]uint64{1, 1})
+	dp.Negative().BucketCounts().FromRaw([]uint64{1})
+	dp.SetCount(6)
+	dp.SetSum(5)
+	dp.SetMin(-32)
+	dp.SetMax(2)
+
+	tr := translateAll(testConfig(), md)
+	require.Len(t, tr.datums, 1)
+	values := tr.datums[0].values()
+	for i := 1; i < len(values); i++ {
+		require.Less(t, values[i-1], values[i], "values %v", values)
+	}
+	// The sum cannot be met (min -32 and five more at most 2 each); the
+	// rest is the point's.
+	st := cloudWatchStatistics(tr.datums)
+	assert.Equal(t, 6.0, st.sampleCount)
+	assert.Equal(t, -32.0, st.min)
+	assert.Equal(t, 2.0, st.max)
+}
+
 func TestTranslateSplitsAt150Values(t *testing.T) {
 	// 399 bounds 1..399 make 400 buckets with one observation each.
 	bounds := make([]float64, 399)
