@@ -32,6 +32,9 @@ type Budget struct {
 
 	mu      sync.Mutex
 	metrics map[string]*metricSeries
+	// lastSweep is when every metric was last swept: names come and go
+	// (an id in a metric name), and an idle one would otherwise stay.
+	lastSweep time.Time
 }
 
 type metricSeries struct {
@@ -53,6 +56,9 @@ func New(maxSeries int, ttl, warnEvery time.Duration) *Budget {
 func (b *Budget) Admit(metric string, series uint64, now time.Time, dims func() []Dimension) (admitted bool, overflow *Overflow) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if now.Sub(b.lastSweep) >= b.ttl/4 {
+		b.sweepAll(now)
+	}
 	m := b.metrics[metric]
 	if m == nil {
 		m = &metricSeries{lastSeen: map[uint64]int64{}, values: map[string]map[uint64]struct{}{}}
@@ -65,11 +71,7 @@ func (b *Budget) Admit(metric string, series uint64, now time.Time, dims func() 
 	}
 	if len(m.lastSeen) >= b.max && now.Sub(m.lastSweep) >= b.ttl/4 {
 		m.lastSweep = now
-		for s, last := range m.lastSeen {
-			if seen-last > int64(b.ttl) {
-				delete(m.lastSeen, s)
-			}
-		}
+		m.sweep(now, b.ttl)
 	}
 	if len(m.lastSeen) < b.max {
 		m.lastSeen[series] = seen
@@ -96,6 +98,27 @@ func (b *Budget) Admit(metric string, series uint64, now time.Time, dims func() 
 		}
 	}
 	return false, o
+}
+
+// sweep forgets the series of m idle longer than ttl.
+func (m *metricSeries) sweep(now time.Time, ttl time.Duration) {
+	for s, last := range m.lastSeen {
+		if now.UnixNano()-last > int64(ttl) {
+			delete(m.lastSeen, s)
+		}
+	}
+}
+
+// sweepAll sweeps every metric and forgets those left without a series
+// (and without a warning still holding back the next).
+func (b *Budget) sweepAll(now time.Time) {
+	b.lastSweep = now
+	for name, m := range b.metrics {
+		m.sweep(now, b.ttl)
+		if len(m.lastSeen) == 0 && now.Sub(m.lastWarn) >= b.warnEvery {
+			delete(b.metrics, name)
+		}
+	}
 }
 
 // Series is the number of series of metric admitted now.

@@ -1,6 +1,7 @@
 package seriesbudget
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,6 +54,30 @@ func TestBudgetForgetsIdleSeries(t *testing.T) {
 // BenchmarkBudgetMemory reports the heap the budget keeps per admitted
 // series, for 5,000 series (the exporter's default budget) of one metric
 // with two dimensions, one of them distinct per series.
+// A metric name that is not seen again (an id in the name) is forgotten
+// with its series, so that names coming and going do not grow the budget's
+// memory without end.
+func TestBudgetForgetsIdleMetrics(t *testing.T) {
+	b := New(5, time.Hour, time.Minute)
+	now := time.Unix(1000, 0)
+	for i := range 1000 {
+		ok, _ := b.Admit(fmt.Sprintf("job.%d.duration", i), 1, now, dims(1))
+		require.True(t, ok)
+	}
+	ok, _ := b.Admit("steady", 1, now, dims(1))
+	require.True(t, ok)
+	assert.Equal(t, 1001, len(b.metrics))
+
+	// Every metric is swept at most every TTL/4 (15 minutes here).
+	ok, _ = b.Admit("steady", 1, now.Add(50*time.Minute), dims(1))
+	require.True(t, ok)
+	assert.Equal(t, 1001, len(b.metrics), "none idle past the TTL yet")
+	ok, _ = b.Admit("new", 1, now.Add(66*time.Minute), dims(1))
+	require.True(t, ok)
+	assert.Equal(t, 2, len(b.metrics), "the idle names are gone, the steady one and the new one stay")
+	assert.Equal(t, 1, b.Series("steady"))
+}
+
 func BenchmarkBudgetMemory(b *testing.B) {
 	const series = 5000
 	now := time.Unix(1000, 0)
