@@ -364,13 +364,44 @@ func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs [
 // one datum; a single datum refused for its size is rejected (dropped, counted).
 func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []datum, first, n int, out []sentRange) []sentRange {
 	err := e.putter.put(ctx, e.cfg.Namespace, packed[first:first+n])
-	if err == nil || n == 1 || !isTooLarge(err) || ctx.Err() != nil {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case isTooLarge(err) && n > 1:
+		e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "too_large_split")))
+		half := splitPoint(packed[first : first+n])
+		out = e.putSplitting(ctx, packed, first, half, out)
+		return e.putSplitting(ctx, packed, first+half, n-half, out)
+	case classify(err) == outcomeRejected && !isTooLarge(err):
+		return e.isolateRejected(ctx, packed, first, n, err, out)
+	}
+	return append(out, sentRange{first: first, n: n, err: err})
+}
+
+// isolateRejected handles packed[first:first+n], refused as invalid (err):
+// one data point CloudWatch does not take (a value the translation did not
+// foresee) must not cost the others of its request. The request is sent
+// again in two halves at a data point boundary; a half refused while the
+// other passes is halved the same way, down to one data point, which is
+// rejected alone. When both halves are refused the fault is in the whole
+// request (or in both): both are rejected, so a request refused for what
+// it shares costs two more requests, never one per point.
+func (e *cloudWatchExporter) isolateRejected(ctx context.Context, packed []datum, first, n int, err error, out []sentRange) []sentRange {
+	ds := packed[first : first+n]
+	if ds[0].point == ds[n-1].point || ctx.Err() != nil {
 		return append(out, sentRange{first: first, n: n, err: err})
 	}
-	e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "too_large_split")))
-	half := splitPoint(packed[first : first+n])
-	out = e.putSplitting(ctx, packed, first, half, out)
-	return e.putSplitting(ctx, packed, first+half, n-half, out)
+	e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "rejected_split")))
+	half := splitPoint(ds)
+	left, right := sentRange{first: first, n: half}, sentRange{first: first + half, n: n - half}
+	left.err = e.putter.put(ctx, e.cfg.Namespace, packed[left.first:left.first+left.n])
+	right.err = e.putter.put(ctx, e.cfg.Namespace, packed[right.first:right.first+right.n])
+	switch {
+	case right.err == nil && left.err != nil && classify(left.err) == outcomeRejected && !isTooLarge(left.err):
+		return append(e.isolateRejected(ctx, packed, left.first, left.n, left.err, out), right)
+	case left.err == nil && right.err != nil && classify(right.err) == outcomeRejected && !isTooLarge(right.err):
+		return e.isolateRejected(ctx, packed, right.first, right.n, right.err, append(out, left))
+	}
+	return append(out, left, right)
 }
 
 // splitPoint is where to cut ds (len >= 2) in two: the data point boundary

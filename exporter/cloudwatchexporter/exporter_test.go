@@ -545,6 +545,10 @@ func TestOutageRecovery(t *testing.T) {
 	assertExactlyOnce(t, te.server.Datums(), 1500, 3000)
 }
 
+// A request refused for what all its points share is sent again once, in
+// two halves (in case one point alone was refused, see
+// TestOnePointRefusedCostsOnlyItself); both refused, the points are
+// dropped: three requests, and the export is not retried.
 func TestRejectedRequestIsNotRetried(t *testing.T) {
 	te := newTestExporter(t, false, nil)
 	// To the server our points are 3 h in the future: it rejects the request.
@@ -552,9 +556,34 @@ func TestRejectedRequestIsNotRetried(t *testing.T) {
 	err := te.ConsumeMetrics(context.Background(), deltaBatch(10, newest(), 1))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "InvalidParameterValue")
-	assert.Equal(t, cloudwatchtest.Stats{Requests: 1, Rejected: 1}, te.server.Stats(), "no retry")
+	assert.Equal(t, cloudwatchtest.Stats{Requests: 3, Rejected: 3}, te.server.Stats(), "no retry")
 	assert.Equal(t, map[string]int64{"rejected": 10}, te.counter(t, "points_dropped", "reason"))
-	assert.Equal(t, map[string]int64{"rejected": 1}, te.counter(t, "requests", "outcome"))
+	assert.Equal(t, map[string]int64{"rejected": 2, "rejected_split": 1}, te.counter(t, "requests", "outcome"))
+}
+
+// One data point CloudWatch refuses (a value the translation did not
+// foresee) costs only itself: its request is halved, and the refused half
+// again, until the point is alone; every other point lands once.
+func TestOnePointRefusedCostsOnlyItself(t *testing.T) {
+	te := newTestExporter(t, false, nil)
+	md := gauges(600, 0, 0)
+	bad := gauges(1, 0, 0)
+	bad.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).SetName("refused")
+	bad.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	te.server.SetFaults(cloudwatchtest.Faults{RejectMetricName: "refused"})
+
+	err := te.ConsumeMetrics(context.Background(), md)
+	require.Error(t, err, "the refused point is reported (permanent)")
+	assert.Contains(t, err.Error(), "InvalidParameterValue")
+	assert.Len(t, te.server.Datums(), 600, "every other point landed")
+	for _, d := range te.server.Datums() {
+		assert.NotEqual(t, "refused", d.MetricName)
+	}
+	assert.Equal(t, map[string]int64{"rejected": 1}, te.counter(t, "points_dropped", "reason"))
+	outcomes := te.counter(t, "requests", "outcome")
+	assert.Equal(t, int64(1), outcomes["rejected"])
+	assert.LessOrEqual(t, te.server.Stats().Requests, 1+2*11, "about two requests per halving, log2(601) halvings")
+	assert.Positive(t, outcomes["rejected_split"])
 }
 
 func TestShutdownFlushesTheQueue(t *testing.T) {

@@ -63,6 +63,11 @@ type Faults struct {
 	// InvalidClientTokenId. ExpiredToken, ExpiredTokenException and
 	// RequestExpired are answered 400, every other code 403.
 	AuthErrorCode string
+	// RejectMetricName, when set, refuses a request holding a datum of this
+	// metric name with 400 InvalidParameterValue, as CloudWatch refuses a
+	// value it does not take (one a client did not foresee): nothing of the
+	// request is stored.
+	RejectMetricName string
 }
 
 // Stats counts requests by how they were answered.
@@ -370,6 +375,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			now := s.now()
 			s.mu.Unlock()
 			datums, apiErr = decodePutMetricData(body, now)
+		}
+	}
+	if apiErr == nil && faults.RejectMetricName != "" {
+		for i, d := range datums {
+			if d.MetricName == faults.RejectMetricName {
+				apiErr = &apiError{status: http.StatusBadRequest, code: "InvalidParameterValue", typ: typeInvalidParameterValue,
+					message: fmt.Sprintf("The value for parameter MetricData.member.%d is not valid.", i+1)}
+				datums = nil
+				break
+			}
 		}
 	}
 

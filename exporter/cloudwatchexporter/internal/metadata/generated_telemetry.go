@@ -219,7 +219,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchRequests, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_requests",
-		metric.WithDescription("PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected, too_large_split = a request refused with 413 and sent again in two halves). [Development]"),
+		metric.WithDescription("PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected, too_large_split = a request refused with 413 and sent again in two halves, rejected_split = a request refused as invalid and sent again in two halves to leave the refused data point alone). [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

@@ -194,7 +194,7 @@ func AssertEqualExporterCloudwatchRequestRateLimit(t *testing.T, tt *componentte
 func AssertEqualExporterCloudwatchRequests(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_requests",
-		Description: "PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected, too_large_split = a request refused with 413 and sent again in two halves). [Development]",
+		Description: "PutMetricData requests made (dry runs excluded), by `outcome` (success, throttled, server_error, network_error, auth_error, rejected, too_large_split = a request refused with 413 and sent again in two halves, rejected_split = a request refused as invalid and sent again in two halves to leave the refused data point alone). [Development]",
 		Unit:        "{request}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
