@@ -2,6 +2,7 @@ package cumulative
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -56,13 +57,7 @@ func fuzzStates(f *testing.F) []map[string][]byte {
 func FuzzRestoredState(f *testing.F) {
 	states := fuzzStates(f)
 	for i, st := range states {
-		for j, k := range slices.Sorted(func(yield func(string) bool) {
-			for k := range st {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
+		for j, k := range slices.Sorted(maps.Keys(st)) {
 			f.Add(uint8(i), uint8(j), st[k])
 		}
 	}
@@ -71,13 +66,7 @@ func FuzzRestoredState(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, state, entry uint8, value []byte) {
 		st := states[int(state)%len(states)]
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range st {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		keys := slices.Sorted(maps.Keys(st))
 		data := make(map[string][]byte, len(st))
 		for k, v := range st {
 			data[k] = slices.Clone(v)

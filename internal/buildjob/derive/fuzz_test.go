@@ -2,6 +2,7 @@ package derive
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -23,13 +24,7 @@ import (
 // active, and one more run completes after the start, so at most four.
 func FuzzRestoredDerivationState(f *testing.F) {
 	fixture := loadFixture(f)
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range fixture {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(fixture))
 	for i, k := range keys {
 		f.Add(uint8(i), fixture[k])
 	}

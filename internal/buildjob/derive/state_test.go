@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -477,13 +478,7 @@ func TestStateFormatOneIsWhatThisVersionWrites(t *testing.T) {
 	writeFixtureState(t, dir)
 	got := readEntries(t, dir)
 	if *updateFixtures {
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range got {
-				if !yield(k) {
-					return
-				}
-			}
-		})
+		keys := slices.Sorted(maps.Keys(got))
 		var b strings.Builder
 		b.WriteString("# Persisted derivation state, format 1 (see README.md): one entry per line,\n# the Go-quoted key, a space, the value in hex. Written by writeFixtureState.\n")
 		for _, k := range keys {
