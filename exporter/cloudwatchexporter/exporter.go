@@ -371,7 +371,7 @@ func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []datum, f
 		half := splitPoint(packed[first : first+n])
 		out = e.putSplitting(ctx, packed, first, half, out)
 		return e.putSplitting(ctx, packed, first+half, n-half, out)
-	case classify(err) == outcomeRejected && !isTooLarge(err):
+	case refusedAsInvalid(err):
 		return e.isolateRejected(ctx, packed, first, n, err, out)
 	}
 	return append(out, sentRange{first: first, n: n, err: err})
@@ -396,9 +396,9 @@ func (e *cloudWatchExporter) isolateRejected(ctx context.Context, packed []datum
 	left.err = e.putter.put(ctx, e.cfg.Namespace, packed[left.first:left.first+left.n])
 	right.err = e.putter.put(ctx, e.cfg.Namespace, packed[right.first:right.first+right.n])
 	switch {
-	case right.err == nil && left.err != nil && classify(left.err) == outcomeRejected && !isTooLarge(left.err):
+	case right.err == nil && refusedAsInvalid(left.err):
 		return append(e.isolateRejected(ctx, packed, left.first, left.n, left.err, out), right)
-	case left.err == nil && right.err != nil && classify(right.err) == outcomeRejected && !isTooLarge(right.err):
+	case left.err == nil && refusedAsInvalid(right.err):
 		return e.isolateRejected(ctx, packed, right.first, right.n, right.err, append(out, left))
 	}
 	return append(out, left, right)

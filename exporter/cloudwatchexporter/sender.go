@@ -91,6 +91,12 @@ func isTooLarge(err error) bool {
 	return errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusRequestEntityTooLarge
 }
 
+// refusedAsInvalid reports whether CloudWatch refused the request for
+// something in it other than its size (see isolateRejected).
+func refusedAsInvalid(err error) bool {
+	return err != nil && classify(err) == outcomeRejected && !isTooLarge(err)
+}
+
 // errorCode is the AWS error code of err, or "" when it has none.
 func errorCode(err error) string {
 	var apiErr smithy.APIError

@@ -102,8 +102,9 @@ func (b *Budget) Admit(metric string, series uint64, now time.Time, dims func() 
 
 // sweep forgets the series of m idle longer than ttl.
 func (m *metricSeries) sweep(now time.Time, ttl time.Duration) {
+	oldest := now.UnixNano() - int64(ttl)
 	for s, last := range m.lastSeen {
-		if now.UnixNano()-last > int64(ttl) {
+		if last < oldest {
 			delete(m.lastSeen, s)
 		}
 	}
