@@ -55,8 +55,9 @@ func checkIndex(t *testing.T, r *recentSpans) {
 	}
 	mask := len(r.index) - 1
 	for pos := range r.ring {
-		i := r.home(&r.ring[pos])
-		for r.index[i] != uint32(pos+1) {
+		h := r.hash(&r.ring[pos])
+		i := int(h) & mask
+		for r.index[i] != slot(h, pos) {
 			if r.index[i] == 0 {
 				t.Fatalf("ring position %d not reachable from its home slot", pos)
 			}
