@@ -15,7 +15,9 @@
 //   - An end joins the run with the latest start not after it. An end record
 //     for a run whose start is unknown is held until the next sweep after
 //     the pending grace (its start may still arrive) and then counted
-//     without a duration.
+//     without a duration. An end record stamped before a run's span began
+//     is not that run's; a start record that run took before the end is
+//     given back, and the two are a run of their own.
 //   - A job span joins the run without a span that overlaps it the most; a
 //     span that overlaps no run is a run of its own.
 //   - A run is counted once, when its first end is known; every later record
@@ -285,7 +287,7 @@ func (t *Tracker[P]) End(key Key, p P, ts pcommon.Timestamp, result string, now 
 		if t.repeatedRecord(jr, ts, false) {
 			return
 		}
-		var owner *Run[P]
+		var owner, took *Run[P]
 		activeLater := false
 		for _, r := range jr.runs {
 			if r.Start == 0 {
@@ -295,9 +297,22 @@ func (t *Tracker[P]) End(key Key, p P, ts pcommon.Timestamp, result string, now 
 				activeLater = activeLater || r.State == Active
 				continue
 			}
+			if r.HasSpan && r.SpanStart > ts {
+				// The end is written once the build has begun: this one
+				// is an earlier run's, and a start record r took before
+				// it may be that run's too.
+				if r.LogStart != 0 && r.LogStart <= ts && (took == nil || r.LogStart > took.LogStart) {
+					took = r
+				}
+				continue
+			}
 			if owner == nil || r.Start > owner.Start {
 				owner = r
 			}
+		}
+		if took != nil && (owner == nil || took.LogStart > owner.Start) {
+			t.giveBackStart(took, key, p, ts, result, now)
+			return
 		}
 		switch {
 		case owner != nil && owner.LogEnd == 0:
@@ -327,6 +342,21 @@ func (t *Tracker[P]) End(key Key, p P, ts pcommon.Timestamp, result string, now 
 	r.Result = result
 	r.job.insert(r)
 	t.addOpen(r)
+}
+
+// giveBackStart undoes the join of a start record with the run of a job
+// span that began after the end record at ts: the start record is the
+// start of the run that ts ends (a retried build whose earlier run sent
+// no span, its records arriving after the later run's span). That run is
+// counted now; the span's run keeps what its span said.
+func (t *Tracker[P]) giveBackStart(took *Run[P], key Key, p P, ts pcommon.Timestamp, result string, now time.Time) {
+	r := t.newRun(took.job, key, p, now)
+	r.Start, r.LogStart = took.LogStart, took.LogStart
+	r.End, r.LogEnd = ts, ts
+	took.LogStart, took.Start = 0, took.SpanStart
+	took.job.sort()
+	r.job.insert(r)
+	t.finish(r, result, now)
 }
 
 // Span handles a job span, which carries a whole run: start, end and result.

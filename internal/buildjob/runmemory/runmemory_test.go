@@ -47,6 +47,35 @@ func TestRunCountedOnceAcrossSources(t *testing.T) {
 	assert.Equal(t, Stats{Deduplicated: 1}, tr.TakeStats())
 }
 
+// A build retried under its job id: the first run sent no span (sampled
+// out, or it failed before its span began), the second one did, and the
+// second run's span arrives before the first run's status records (the
+// SDK's span and log exporters flush on their own timers). The first
+// run's start record first joins the span's run; its end record, written
+// before that span began, shows it belongs to a run of its own. Each run
+// is counted once with its own result.
+func TestRetriedRunsStatusRecordsAfterTheNextRunsSpan(t *testing.T) {
+	var counted []Counted[payload]
+	tr := newTracker(&counted)
+	key := Key{Service: "svc", JobID: "a"}
+	now := t0.Add(time.Minute)
+	tr.Span(key, payload{}, ts(49*time.Second), ts(98*time.Second), "success", now)
+	tr.Start(key, payload{}, ts(0), now)                                            // the first run's
+	tr.End(key, payload{}, ts(48*time.Second), "failure", now)                      // the first run's
+	tr.Start(key, payload{}, ts(49*time.Second), now)                               // the second run's
+	tr.End(key, payload{}, ts(98*time.Second), "success", now)                      // the second run's
+	tr.Span(key, payload{}, ts(49*time.Second), ts(98*time.Second), "success", now) // again
+	tr.Sweep(now.Add(time.Minute), true)
+	require.Len(t, counted, 2)
+	assert.Equal(t, Counted[payload]{Result: "success", Seconds: 49, HasDuration: true}, counted[0])
+	assert.Equal(t, Counted[payload]{Result: "failure", Seconds: 48, HasDuration: true}, counted[1])
+	assert.Equal(t, Stats{Deduplicated: 4}, tr.TakeStats(), "the first start's join, the second run's two records, the span again")
+	runs := tr.jobs[key].Runs()
+	require.Len(t, runs, 2)
+	assert.Equal(t, ts(0), runs[0].Start)
+	assert.Equal(t, ts(49*time.Second), runs[1].Start)
+}
+
 // What Restore puts back behaves as the runs did before: an active run
 // ends once, an ended run's late span is recognized, and the lists keep
 // their order (the oldest counted run is evicted first).
