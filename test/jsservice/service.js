@@ -12,7 +12,8 @@
 //
 // Environment: PORT (default 1025), OTEL_EXPORTER_OTLP_PROTOCOL (grpc or
 // http/protobuf, default grpc), OTEL_EXPORTER_OTLP_ENDPOINT,
-// OTEL_METRIC_EXPORT_INTERVAL (ms, default 60000), OTEL_SERVICE_NAME.
+// OTEL_METRIC_EXPORT_INTERVAL (ms, default 60000), OTEL_SERVICE_NAME, and
+// the SDK's own batch settings (OTEL_BSP_*, OTEL_BLRP_*).
 
 const crypto = require('node:crypto');
 const { NodeSDK } = require('@opentelemetry/sdk-node');
@@ -76,6 +77,7 @@ const { logs } = require('@opentelemetry/api-logs');
 const tracer = trace.getTracer('build_service');
 const jobLog = logs.getLogger('build_service.jobs');
 const STAGES = ['download', 'gpu_build', 'gpu_to_cpu', 'upload'];
+const BEFORE_BUILD = 'before_build';
 const DIMS = { 'build.engine': 'faiss', 'build.data_type': 'float' };
 
 const jobs = new Map(); // job id -> { status }
@@ -95,8 +97,16 @@ function setStatus(id, job, status) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // runBuild runs the stages as children of a job span (a root span of its
-// own, linked to the request). failAt names the stage that fails, if any.
+// own, linked to the request). fail_at names the stage that fails, if any,
+// or BEFORE_BUILD: the job fails before its build (and its span) begins,
+// as when its input cannot be read.
 async function runBuild(id, job, req, link) {
+  if (req.fail_at === BEFORE_BUILD) {
+    await sleep(req.stage_ms);
+    setStatus(id, job, 'FAILED_INDEX_BUILD');
+    bump(truth.jobs, 'failure');
+    return;
+  }
   const span = tracer.startSpan('index_build',
     { attributes: { 'build.job.id': id, ...DIMS }, links: [{ context: link }] }, context.active());
   const ctx = trace.setSpan(context.active(), span);
@@ -146,8 +156,8 @@ app.post('/_build', (req, res) => {
   if (typeof b.vector_path !== 'string' || typeof b.tenant_id !== 'string') {
     return res.status(400).json({ error: 'vector_path and tenant_id are required' });
   }
-  if (b.fail_at !== undefined && !STAGES.includes(b.fail_at)) {
-    return res.status(400).json({ error: `fail_at must be one of ${STAGES.join(', ')}` });
+  if (b.fail_at !== undefined && !STAGES.includes(b.fail_at) && b.fail_at !== BEFORE_BUILD) {
+    return res.status(400).json({ error: `fail_at must be one of ${STAGES.join(', ')}, ${BEFORE_BUILD}` });
   }
   const id = crypto.createHash('sha256').update(`${b.vector_path}\0${b.tenant_id}`).digest('hex').slice(0, 32);
   let job = jobs.get(id);

@@ -39,6 +39,10 @@ type serviceOptions struct {
 	// sent while the collector restarts: the SDK drops a batch it cannot
 	// send then, which is the SDK's loss, not the collector's.
 	ScheduledBatches bool
+	// SpanDelay, LogDelay: how long the SDK's span and log record batches
+	// wait before they are sent (OTEL_BSP_SCHEDULE_DELAY,
+	// OTEL_BLRP_SCHEDULE_DELAY; the JS SDK's defaults are 5 s and 1 s).
+	SpanDelay, LogDelay time.Duration
 }
 
 // startService runs the service exporting to the env's collector ports and
@@ -69,6 +73,12 @@ func (e *env) startService(name string, o serviceOptions) *service {
 	if o.ScheduledBatches {
 		s.cmd.Env = append(s.cmd.Env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=100000", "OTEL_BSP_MAX_QUEUE_SIZE=100000",
 			"OTEL_BLRP_MAX_EXPORT_BATCH_SIZE=100000", "OTEL_BLRP_MAX_QUEUE_SIZE=100000")
+	}
+	if o.SpanDelay > 0 {
+		s.cmd.Env = append(s.cmd.Env, "OTEL_BSP_SCHEDULE_DELAY="+strconv.FormatInt(o.SpanDelay.Milliseconds(), 10))
+	}
+	if o.LogDelay > 0 {
+		s.cmd.Env = append(s.cmd.Env, "OTEL_BLRP_SCHEDULE_DELAY="+strconv.FormatInt(o.LogDelay.Milliseconds(), 10))
 	}
 	if o.MetricInterval > 0 {
 		s.cmd.Env = append(s.cmd.Env, "OTEL_METRIC_EXPORT_INTERVAL="+strconv.FormatInt(o.MetricInterval.Milliseconds(), 10))
