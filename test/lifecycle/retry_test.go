@@ -16,17 +16,7 @@ import (
 // spans and status records still in the SDK's batches beside the later
 // run's. Each run is counted once, with its own result.
 func TestLifecycleRetriedBuilds(t *testing.T) {
-	const name = "lifecycle-retried"
-	e := newEnv(t)
-	e.startCollector(binary(t))
-	svc := e.startService(name, serviceOptions{})
-	tr := newTally()
-	for range 10 {
-		svc.retried(tr, "download", "gpu_build", "")
-	}
-	svc.checkServiceTruth(tr)
-	svc.stop()
-	e.awaitExact(name, tr, scenarioDeadline)
+	retriedBuilds(t, "lifecycle-retried", serviceOptions{}, "download", "gpu_build", "")
 }
 
 // The first run of a build fails before its build (and its span) begins,
@@ -36,13 +26,19 @@ func TestLifecycleRetriedBuilds(t *testing.T) {
 // the retry's run; its end record, written before that span began, takes
 // it back. (Before: both runs counted as the retry's success.)
 func TestLifecycleRetriedBuildWithoutSpanBeforeItsRetrysSpan(t *testing.T) {
-	const name = "lifecycle-retried-nospan"
+	opts := serviceOptions{SpanDelay: 200 * time.Millisecond, LogDelay: 3 * time.Second}
+	retriedBuilds(t, "lifecycle-retried-nospan", opts, "before_build", "")
+}
+
+// retriedBuilds runs ten builds, each through the runs failAt lists (see
+// retried), and awaits exactly those runs and requests.
+func retriedBuilds(t *testing.T, name string, opts serviceOptions, failAt ...string) {
 	e := newEnv(t)
 	e.startCollector(binary(t))
-	svc := e.startService(name, serviceOptions{SpanDelay: 200 * time.Millisecond, LogDelay: 3 * time.Second})
+	svc := e.startService(name, opts)
 	tr := newTally()
 	for range 10 {
-		svc.retried(tr, "before_build", "")
+		svc.retried(tr, failAt...)
 	}
 	svc.checkServiceTruth(tr)
 	svc.stop()

@@ -30,6 +30,20 @@ func (r record) deliver(tr *Tracker[payload], now time.Time) {
 	}
 }
 
+// countDeliveries hands the deliveries to a new tracker one second apart,
+// sweeps it for the last time and returns what it counted.
+func countDeliveries(deliveries []record) []Counted[payload] {
+	var counted []Counted[payload]
+	tr := newTracker(&counted)
+	now := t0.Add(time.Hour)
+	for _, r := range deliveries {
+		now = now.Add(time.Second)
+		r.deliver(tr, now)
+	}
+	tr.Sweep(now.Add(time.Minute), true)
+	return counted
+}
+
 // history reads one run of each of up to eight jobs, two bytes a run:
 // which of its three records the service sent, and the run's start and
 // duration. It returns the records and how many runs should be counted:
@@ -80,14 +94,7 @@ func FuzzRunCountedOnceInAnyOrder(f *testing.F) {
 				deliveries = append(deliveries, deliveries[int(o>>3)%len(deliveries)])
 			}
 		}
-		var counted []Counted[payload]
-		tr := newTracker(&counted)
-		now := t0.Add(time.Hour)
-		for _, r := range deliveries {
-			now = now.Add(time.Second)
-			r.deliver(tr, now)
-		}
-		tr.Sweep(now.Add(time.Minute), true)
+		counted := countDeliveries(deliveries)
 		if len(counted) != want {
 			t.Fatalf("%d runs ended, counted %d; deliveries %+v", want, len(counted), deliveries)
 		}
@@ -154,16 +161,8 @@ func FuzzRetriedRunsCountedOnce(f *testing.F) {
 				deliveries = append(deliveries, deliveries[int(o>>3&0xf)%len(deliveries)])
 			}
 		}
-		var counted []Counted[payload]
-		tr := newTracker(&counted)
-		now := t0.Add(time.Hour)
-		for _, r := range deliveries {
-			now = now.Add(time.Second)
-			r.deliver(tr, now)
-		}
-		tr.Sweep(now.Add(time.Minute), true)
 		var got []string
-		for _, c := range counted {
+		for _, c := range countDeliveries(deliveries) {
 			got = append(got, c.Result)
 		}
 		slices.Sort(got)
