@@ -150,15 +150,22 @@ func TestTranslateHistogramWithoutMinMax(t *testing.T) {
 	assert.Equal(t, []float64{1, 2, 1}, tr.datums[0].counts())
 }
 
+// deltaExponentialPoint adds the delta exponential histogram "e" (seconds)
+// to md and returns its one data point, stamped at(0).
+func deltaExponentialPoint(md pmetric.Metrics) pmetric.ExponentialHistogramDataPoint {
+	h := newMetric(md, "e", "s").SetEmptyExponentialHistogram()
+	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	dp := h.DataPoints().AppendEmpty()
+	dp.SetTimestamp(at(0))
+	return dp
+}
+
 func TestTranslateExponentialHistogramIsExact(t *testing.T) {
 	// Observations -3, 0, 1.5, 3, 4 at scale 0 (base 2): -3 in bucket -1
 	// (index 1 of the negative side: (-4,-2]), 0 in the zero bucket, 1.5 in
 	// (1,2] (index 0), 3 and 4 in (2,4] (index 1).
 	md := pmetric.NewMetrics()
-	h := newMetric(md, "e", "s").SetEmptyExponentialHistogram()
-	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-	dp := h.DataPoints().AppendEmpty()
-	dp.SetTimestamp(at(0))
+	dp := deltaExponentialPoint(md)
 	dp.SetScale(0)
 	dp.SetCount(5)
 	dp.SetSum(5.5)
@@ -192,10 +199,7 @@ func TestTranslateExponentialBucketBeyondFloat64IsOutOfRange(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			md := pmetric.NewMetrics()
-			h := newMetric(md, "e", "s").SetEmptyExponentialHistogram()
-			h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-			dp := h.DataPoints().AppendEmpty()
-			dp.SetTimestamp(at(0))
+			dp := deltaExponentialPoint(md)
 			dp.SetScale(-10)
 			dp.SetCount(6)
 			dp.SetSum(12)
@@ -220,10 +224,7 @@ func TestTranslateExponentialBucketBeyondFloat64IsOutOfRange(t *testing.T) {
 // rejected the whole request. Values are now ascending and distinct.
 func TestTranslateOverlappingBucketsGiveDistinctValues(t *testing.T) {
 	md := pmetric.NewMetrics()
-	h := newMetric(md, "e", "s").SetEmptyExponentialHistogram()
-	h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
-	dp := h.DataPoints().AppendEmpty()
-	dp.SetTimestamp(at(0))
+	dp := deltaExponentialPoint(md)
 	dp.SetScale(2)
 	dp.SetZeroThreshold(2)
 	dp.SetZeroCount(3)
