@@ -88,7 +88,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
-## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 40 minutes)
+## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 45 minutes)
 bench-peers: build tools
 	$(GO) run ./test/load -peers -rounds 3 -duration 30s -warmup 8s -splice BENCHMARKS.md
 

@@ -55,7 +55,13 @@ type peer struct {
 	bin    string
 	target func(tmp string, round int) (target, error)
 	cw     *cloudwatchtest.Server // the CloudWatch endpoint behind it, if it sends PutMetricData
+	// loadsLike, when set, limits the peer to the loads whose names contain
+	// it, and leaves out its idle run.
+	loadsLike string
 }
+
+// receiveOnlyPeer is otelcol-gpubuild's binary running stock's pipelines.
+const receiveOnlyPeer = "ours, receiving only"
 
 // peerRun is what one round measured of one peer at one load.
 type peerRun struct {
@@ -90,8 +96,9 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	ours := filepath.Join(o.root, "bin", "otelcol-gpubuild")
 	peers := []peer{
-		{name: "otelcol-gpubuild", bin: filepath.Join(o.root, "bin", "otelcol-gpubuild"), cw: cw, target: func(tmp string, round int) (target, error) {
+		{name: "otelcol-gpubuild", bin: ours, cw: cw, target: func(tmp string, round int) (target, error) {
 			return sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-%d-%d", round, time.Now().UnixNano())), o.sidecarEnv...)
 		}},
 		{name: "contrib assembly", bin: contrib, target: func(tmp string, _ int) (target, error) {
@@ -99,6 +106,11 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 		}},
 		{name: "stock", bin: stock, target: func(tmp string, _ int) (target, error) {
 			return baselineTarget(stock, tmp)
+		}},
+		// Our binary on stock's pipelines splits our per-span cost into what
+		// receiving costs this build and what deriving and persisting add.
+		{name: receiveOnlyPeer, bin: ours, loadsLike: "spans only", target: func(tmp string, _ int) (target, error) {
+			return baselineTarget(ours, tmp)
 		}},
 	}
 	loads := peerLoads(o.duration)
@@ -110,23 +122,29 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	}
 	for round := 1; round <= o.rounds; round++ {
 		for _, p := range peers {
-			t, err := p.target(tmp, round)
-			if err != nil {
-				return "", err
+			if p.loadsLike == "" {
+				t, err := p.target(tmp, round)
+				if err != nil {
+					return "", err
+				}
+				logf("round %d/%d: %s idle", round, o.rounds, p.name)
+				rss, err := idleRSS(t, 10*time.Second)
+				if err != nil {
+					return "", err
+				}
+				idle[p.name] = append(idle[p.name], rss.total)
+				idleAnon[p.name] = append(idleAnon[p.name], rss.anon)
+				idleBinary[p.name] = append(idleBinary[p.name], rss.binary)
 			}
-			logf("round %d/%d: %s idle", round, o.rounds, p.name)
-			rss, err := idleRSS(t, 10*time.Second)
-			if err != nil {
-				return "", err
-			}
-			idle[p.name] = append(idle[p.name], rss.total)
-			idleAnon[p.name] = append(idleAnon[p.name], rss.anon)
-			idleBinary[p.name] = append(idleBinary[p.name], rss.binary)
 			for _, pl := range loads {
 				if o.only != "" && !strings.Contains(p.name, o.only) && !strings.Contains(pl.name, o.only) {
 					continue
 				}
-				if t, err = p.target(tmp, round); err != nil {
+				if !strings.Contains(pl.name, p.loadsLike) {
+					continue
+				}
+				t, err := p.target(tmp, round)
+				if err != nil {
 					return "", err
 				}
 				logf("round %d/%d: %s at %s for %v", round, o.rounds, p.name, pl.name, o.duration)
@@ -165,7 +183,7 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v%s`. ", o.rounds, o.duration, o.warmup, extra.String())
 	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
 	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ")
-	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic).\n\n")
+	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic); %s runs otelcol-gpubuild's binary on stock's configuration, at the spans-only loads only: what receiving costs our build, before it derives and persists. – = not measured.\n\n", receiveOnlyPeer)
 
 	fmt.Fprintf(&b, "| figure |")
 	for _, p := range peers {
@@ -188,6 +206,10 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 		}
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, v := range vals {
+			if math.IsNaN(v) {
+				fmt.Fprintf(&b, " – |")
+				continue
+			}
 			fmt.Fprintf(&b, " "+format+" |", v)
 		}
 		fmt.Fprintf(&b, " %s |\n", ratio(vals[0], vals[1]))
