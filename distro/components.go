@@ -13,6 +13,7 @@ import (
 	otelconftelemetry "go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 	forwardconnector "go.opentelemetry.io/collector/connector/forwardconnector"
 	buildjobconnector "github.com/gpubuild/otelcol-gpubuild/connector/buildjobconnector"
+	fanoutconnector "github.com/gpubuild/otelcol-gpubuild/connector/fanoutconnector"
 	cloudwatchexporter "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 	debugexporter "go.opentelemetry.io/collector/exporter/debugexporter"
 	nopexporter "go.opentelemetry.io/collector/exporter/nopexporter"
@@ -29,10 +30,9 @@ import (
 	sigv4authextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/sigv4authextension"
 	memorylimiterprocessor "go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	batchprocessor "go.opentelemetry.io/collector/processor/batchprocessor"
-	deltatocumulativeprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/deltatocumulativeprocessor"
-	cumulativetodeltaprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/cumulativetodeltaprocessor"
 	buildjobprocessor "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"
 	intervalmergeprocessor "github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor"
+	temporalityprocessor "github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	nvmlreceiver "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
 )
@@ -116,10 +116,9 @@ func components() (otelcol.Factories, error) {
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
 		memorylimiterprocessor.NewFactory(),
 		batchprocessor.NewFactory(),
-		deltatocumulativeprocessor.NewFactory(),
-		cumulativetodeltaprocessor.NewFactory(),
 		buildjobprocessor.NewFactory(),
 		intervalmergeprocessor.NewFactory(),
+		temporalityprocessor.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -127,15 +126,15 @@ func components() (otelcol.Factories, error) {
 	factories.ProcessorModules = makeModulesMap(factories.Processors, map[component.Type]string{
 		memorylimiterprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/memorylimiterprocessor v0.161.0",
 		batchprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/batchprocessor v0.161.0",
-		deltatocumulativeprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/deltatocumulativeprocessor v0.161.0",
-		cumulativetodeltaprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/cumulativetodeltaprocessor v0.161.0",
 		buildjobprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		intervalmergeprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		temporalityprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 	})
 
 	factories.Connectors, err = otelcol.MakeFactoryMap[connector.Factory](
 		forwardconnector.NewFactory(),
 		buildjobconnector.NewFactory(),
+		fanoutconnector.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -143,6 +142,7 @@ func components() (otelcol.Factories, error) {
 	factories.ConnectorModules = makeModulesMap(factories.Connectors, map[component.Type]string{
 		forwardconnector.NewFactory().Type(): "go.opentelemetry.io/collector/connector/forwardconnector v0.161.0",
 		buildjobconnector.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		fanoutconnector.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 	})
 
 	return factories, nil

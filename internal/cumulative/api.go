@@ -27,6 +27,10 @@ type Config struct {
 	// refused for its series (ReasonFuture) and never becomes its last value.
 	// 0 means no check.
 	FutureTolerance time.Duration
+	// KeepSummaries leaves summaries as they are in Convert, for stores that
+	// take cumulative summaries; otherwise each becomes a delta histogram
+	// without buckets (what PutMetricData sends as a StatisticSet).
+	KeepSummaries bool
 }
 
 // Defaults for Config.

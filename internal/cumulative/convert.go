@@ -157,7 +157,9 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 		h.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 
 	case pmetric.MetricTypeSummary:
-		c.convertSummary(ctx, m, base, now, cv)
+		if !c.cfg.KeepSummaries {
+			c.convertSummary(ctx, m, base, now, cv)
+		}
 	}
 }
 

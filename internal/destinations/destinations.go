@@ -3,22 +3,23 @@
 //
 // The loaded configuration's `metrics` pipeline stays the one place where
 // metrics are received and derived. The converter decides where it ends:
+// in a fanout connector (connector/fanoutconnector) feeding one pipeline
+// per destination, `metrics/<destination>`, so that one store refusing data
+// never makes another receive it twice. Each pipeline converts to what its
+// store reads with a temporality processor of its own
+// (processor/temporalityprocessor), its state saved in the queue's
+// file_storage so that a restart neither resets nor repeats a series:
 //
-//   - cloudwatch: the configuration's own cloudwatch exporter(s), fed delta
-//     (the exporter converts cumulative to delta itself), as before;
+//   - cloudwatch: the configuration's own cloudwatch exporter(s), fed as
+//     they are (the exporter converts cumulative to delta itself);
 //   - prometheus, prometheus-remote-write, cloudwatch-otlp and otlp (with
-//     GPUBUILD_OTLP_TEMPORALITY=cumulative): a `metrics/cumulative` pipeline
-//     behind a forward connector, whose deltatocumulative processor turns the
-//     derived delta build metrics into cumulative series;
-//   - otlp with GPUBUILD_OTLP_TEMPORALITY=delta: a `metrics/delta` pipeline
-//     whose cumulativetodelta processor turns pass-through cumulative series
-//     into deltas.
+//     GPUBUILD_OTLP_TEMPORALITY=cumulative): to cumulative;
+//   - otlp with GPUBUILD_OTLP_TEMPORALITY=delta: to delta.
 //
 // Every destination that sends is its own exporter with its own queue and
-// retry, so one store that is down only fills its own queue. The component
-// configurations are generated here (not in the YAML) because an exporter
-// that is defined is validated even when no pipeline uses it, and most
-// destinations have a required setting.
+// retry. The component configurations are generated here (not in the YAML)
+// because an exporter that is defined is validated even when no pipeline
+// uses it, and most destinations have a required setting.
 //
 // Unset or `cloudwatch` alone leaves the configuration untouched.
 package destinations
@@ -78,12 +79,10 @@ var Names = []string{CloudWatch, CloudWatchOTLP, Prometheus, PrometheusRemoteWri
 // Component ids the converter generates.
 const (
 	sourcePipeline      = "metrics"
-	cumulativePipeline  = "metrics/cumulative"
-	deltaPipeline       = "metrics/delta"
-	cumulativeForward   = "forward/cumulative"
-	deltaForward        = "forward/delta"
-	deltaToCumulative   = "deltatocumulative/destinations"
-	cumulativeToDelta   = "cumulativetodelta/destinations"
+	fanout              = "fanout/destinations"
+	temporalityType     = "temporality"
+	toCumulative        = "cumulative"
+	toDelta             = "delta"
 	cloudWatchOTLPAuth  = "sigv4auth/cloudwatch_otlp"
 	cloudWatchOTLPExp   = "otlp_http/cloudwatch_otlp"
 	prometheusExp       = "prometheus/destination"
@@ -188,23 +187,44 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 		return nil, err
 	}
 
-	var sourceExporters []any
+	var cloudWatchExporters, sourceExporters []any
 	for _, id := range asList(source["exporters"]) {
-		if s, ok := id.(string); ok && componentType(s) == cloudWatchType && !slices.Contains(names, CloudWatch) {
+		if s, ok := id.(string); ok && componentType(s) == cloudWatchType {
+			cloudWatchExporters = append(cloudWatchExporters, id)
 			continue
 		}
 		sourceExporters = append(sourceExporters, id)
 	}
-	if slices.Contains(names, CloudWatch) && !slices.ContainsFunc(sourceExporters, func(id any) bool {
-		s, _ := id.(string)
-		return componentType(s) == cloudWatchType
-	}) {
+	if slices.Contains(names, CloudWatch) && len(cloudWatchExporters) == 0 {
 		return nil, fmt.Errorf("%s=cloudwatch: service::pipelines::%s has no cloudwatch exporter", EnvDestinations, sourcePipeline)
 	}
 
-	var cumulativeExporters, deltaExporters []any
+	// Every destination is a pipeline of its own behind the fanout
+	// connector, which keeps one destination's refusal from making the
+	// others receive anything twice; each converts to the temporality its
+	// store reads with a state of its own, saved beside the queue.
+	connectors[fanout] = nil
+	sourceExporters = append(sourceExporters, fanout)
+	state := temporalityState(asMap(extensions[queueStorage]), storage)
+	branch := func(name string, exporters []any, to string) {
+		p := map[string]any{"receivers": []any{fanout}, "exporters": exporters}
+		if to != "" {
+			id := temporalityType + "/" + pipelineName(name)
+			processors[id] = map[string]any{
+				"to":         to,
+				"max_stale":  common.maxStale,
+				"max_series": common.maxStreams,
+				"state":      state,
+			}
+			p["processors"] = []any{id}
+		}
+		pipelines[sourcePipeline+"/"+pipelineName(name)] = p
+	}
 	for _, name := range names {
 		switch name {
+		case CloudWatch:
+			// The exporter converts to delta itself, with its own saved state.
+			branch(name, cloudWatchExporters, "")
 		case CloudWatchOTLP:
 			exp, ext, err := cloudWatchOTLPConfig(env, common)
 			if err != nil {
@@ -215,14 +235,14 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 			if !slices.Contains(serviceExtensions, any(cloudWatchOTLPAuth)) {
 				serviceExtensions = append(serviceExtensions, cloudWatchOTLPAuth)
 			}
-			cumulativeExporters = append(cumulativeExporters, cloudWatchOTLPExp)
+			branch(name, []any{cloudWatchOTLPExp}, toCumulative)
 		case Prometheus:
 			exp, err := prometheusConfig(env, common)
 			if err != nil {
 				return nil, err
 			}
 			exporters[prometheusExp] = exp
-			cumulativeExporters = append(cumulativeExporters, prometheusExp)
+			branch(name, []any{prometheusExp}, toCumulative)
 		case PrometheusRemoteWrite:
 			rw, err := remoteWriteConfig(env, common, asMap(extensions[queueStorage]))
 			if err != nil {
@@ -230,7 +250,7 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 			}
 			exporters[remoteWriteExp] = rw.exporter
 			if rw.queue == nil {
-				cumulativeExporters = append(cumulativeExporters, remoteWriteExp)
+				branch(name, []any{remoteWriteExp}, toCumulative)
 				break
 			}
 			exporters[remoteWriteQueueExp] = rw.queue
@@ -239,44 +259,18 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 				"receivers": []any{remoteWriteQueueRcv},
 				"exporters": []any{remoteWriteExp},
 			}
-			cumulativeExporters = append(cumulativeExporters, remoteWriteQueueExp)
+			branch(name, []any{remoteWriteQueueExp}, toCumulative)
 		case OTLP:
 			id, exp, delta, err := otlpConfig(env, common)
 			if err != nil {
 				return nil, err
 			}
 			exporters[id] = exp
+			to := toCumulative
 			if delta {
-				deltaExporters = append(deltaExporters, id)
-			} else {
-				cumulativeExporters = append(cumulativeExporters, id)
+				to = toDelta
 			}
-		}
-	}
-
-	if len(cumulativeExporters) > 0 {
-		connectors[cumulativeForward] = nil
-		processors[deltaToCumulative] = map[string]any{
-			"max_stale":   common.maxStale,
-			"max_streams": common.maxStreams,
-		}
-		sourceExporters = append(sourceExporters, cumulativeForward)
-		pipelines[cumulativePipeline] = map[string]any{
-			"receivers":  []any{cumulativeForward},
-			"processors": []any{deltaToCumulative},
-			"exporters":  cumulativeExporters,
-		}
-	}
-	if len(deltaExporters) > 0 {
-		connectors[deltaForward] = nil
-		processors[cumulativeToDelta] = map[string]any{
-			"max_staleness": common.maxStale,
-		}
-		sourceExporters = append(sourceExporters, deltaForward)
-		pipelines[deltaPipeline] = map[string]any{
-			"receivers":  []any{deltaForward},
-			"processors": []any{cumulativeToDelta},
-			"exporters":  deltaExporters,
+			branch(name, []any{id}, to)
 		}
 	}
 
@@ -293,6 +287,30 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 	setIfNotEmpty(out, "processors", processors)
 	setIfNotEmpty(out, "connectors", connectors)
 	return out, nil
+}
+
+// pipelineName is a destination's name as a component or pipeline name.
+func pipelineName(destination string) string {
+	return strings.ReplaceAll(destination, "-", "_")
+}
+
+// temporalityState is where a destination's temporality processor keeps its
+// state: in the queue's file_storage, through a journal in its directory
+// (synced as the storage is), or in memory where there is no storage (the
+// processor says so at start).
+func temporalityState(storageCfg map[string]any, storage string) map[string]any {
+	if storage == "" {
+		return map[string]any{}
+	}
+	state := map[string]any{"storage": storage}
+	if dir, _ := storageCfg["directory"].(string); dir != "" {
+		journal := map[string]any{"directory": dir}
+		if fsync, ok := storageCfg["fsync"]; ok {
+			journal["fsync"] = fsync
+		}
+		state["journal"] = journal
+	}
+	return state
 }
 
 // settings every sending destination shares.

@@ -71,19 +71,36 @@ func TestAllDestinations(t *testing.T) {
 	require.NoError(t, err)
 
 	source := pipeline(t, out, "metrics")
-	assert.Equal(t, []any{"cloudwatch", "forward/cumulative"}, source["exporters"])
+	assert.Equal(t, []any{"fanout/destinations"}, source["exporters"])
 	assert.Equal(t, []any{"otlp", "nvml", "buildjob"}, source["receivers"], "receivers and derivation stay in one pipeline")
 
-	cumulative := pipeline(t, out, "metrics/cumulative")
-	assert.Equal(t, []any{"forward/cumulative"}, cumulative["receivers"])
-	assert.Equal(t, []any{"deltatocumulative/destinations"}, cumulative["processors"])
-	assert.ElementsMatch(t, []any{"otlp_http/cloudwatch_otlp", "prometheus/destination", "otlp_grpc/remote_write_queue", "otlp_http/destination"}, cumulative["exporters"])
+	// One pipeline per destination behind the fanout, each with its own
+	// temporality conversion and state.
+	cw := pipeline(t, out, "metrics/cloudwatch")
+	assert.Equal(t, []any{"fanout/destinations"}, cw["receivers"])
+	assert.Equal(t, []any{"cloudwatch"}, cw["exporters"])
+	assert.NotContains(t, cw, "processors", "the cloudwatch exporter converts to delta itself")
+	for name, exporter := range map[string]string{
+		"cloudwatch_otlp":         "otlp_http/cloudwatch_otlp",
+		"prometheus":              "prometheus/destination",
+		"prometheus_remote_write": "otlp_grpc/remote_write_queue",
+		"otlp":                    "otlp_http/destination",
+	} {
+		p := pipeline(t, out, "metrics/"+name)
+		assert.Equal(t, []any{"fanout/destinations"}, p["receivers"], name)
+		assert.Equal(t, []any{"temporality/" + name}, p["processors"], name)
+		assert.Equal(t, []any{exporter}, p["exporters"], name)
+		assert.Equal(t, map[string]any{
+			"to": "cumulative", "max_stale": "24h", "max_series": 20000,
+			"state": map[string]any{"storage": "file_storage/queue", "journal": map[string]any{"directory": "/q/", "fsync": "${env:GPUBUILD_STATE_FSYNC:-false}"}},
+		}, out["processors"].(map[string]any)["temporality/"+name], name)
+	}
 	remoteWrite := pipeline(t, out, "metrics/remote_write")
 	assert.Equal(t, []any{"otlp/remote_write_queue"}, remoteWrite["receivers"])
 	assert.Equal(t, []any{"prometheusremotewrite/destination"}, remoteWrite["exporters"])
 
 	exporters := out["exporters"].(map[string]any)
-	cw := exporters["otlp_http/cloudwatch_otlp"].(map[string]any)
+	cw = exporters["otlp_http/cloudwatch_otlp"].(map[string]any)
 	assert.Equal(t, "https://monitoring.eu-west-1.amazonaws.com/v1/metrics", cw["metrics_endpoint"])
 	assert.Equal(t, map[string]any{"region": "eu-west-1", "service": "monitoring"}, out["extensions"].(map[string]any)["sigv4auth/cloudwatch_otlp"])
 	assert.Contains(t, out["service"].(map[string]any)["extensions"], "sigv4auth/cloudwatch_otlp")
@@ -140,7 +157,7 @@ func TestRemoteWriteQueueOrWAL(t *testing.T) {
 	assert.Equal(t, "/q/remote-write.sock", grpc["endpoint"])
 	assert.Equal(t, "unix", grpc["transport"])
 	assert.Contains(t, out["receivers"], "otlp", "the configuration's own receivers stay")
-	assert.Equal(t, []any{"otlp_grpc/remote_write_queue"}, pipeline(t, out, "metrics/cumulative")["exporters"])
+	assert.Equal(t, []any{"otlp_grpc/remote_write_queue"}, pipeline(t, out, "metrics/prometheus_remote_write")["exporters"])
 
 	// Without a queue directory: the exporter's in-memory queue.
 	noStorage := defaultConfig(t)
@@ -150,7 +167,9 @@ func TestRemoteWriteQueueOrWAL(t *testing.T) {
 	rw = out["exporters"].(map[string]any)["prometheusremotewrite/destination"].(map[string]any)
 	assert.Equal(t, map[string]any{"enabled": true, "queue_size": 10000, "num_consumers": 1}, rw["remote_write_queue"])
 	assert.NotContains(t, out["exporters"], "otlp_grpc/remote_write_queue")
-	assert.Equal(t, []any{"prometheusremotewrite/destination"}, pipeline(t, out, "metrics/cumulative")["exporters"])
+	assert.Equal(t, []any{"prometheusremotewrite/destination"}, pipeline(t, out, "metrics/prometheus_remote_write")["exporters"])
+	assert.Equal(t, map[string]any{}, out["processors"].(map[string]any)["temporality/prometheus_remote_write"].(map[string]any)["state"],
+		"no storage: the state in memory (the processor says so at start)")
 
 	vals[EnvRemoteWriteWAL] = "true"
 	out, err = Apply(cfg, env(vals))
@@ -202,7 +221,8 @@ func TestRemoteWriteSocket(t *testing.T) {
 func TestWithoutCloudWatch(t *testing.T) {
 	out, err := Apply(defaultConfig(t), env(map[string]string{EnvDestinations: "prometheus", EnvPrometheusHost: "0.0.0.0", EnvPrometheusPort: "9999"}))
 	require.NoError(t, err)
-	assert.Equal(t, []any{"forward/cumulative"}, pipeline(t, out, "metrics")["exporters"])
+	assert.Equal(t, []any{"fanout/destinations"}, pipeline(t, out, "metrics")["exporters"])
+	assert.Equal(t, []any{"prometheus/destination"}, pipeline(t, out, "metrics/prometheus")["exporters"])
 	assert.Equal(t, "0.0.0.0:9999", out["exporters"].(map[string]any)["prometheus/destination"].(map[string]any)["endpoint"])
 }
 
@@ -214,9 +234,10 @@ func TestOTLPDeltaAndGRPC(t *testing.T) {
 		EnvOTLPTemporality: "delta",
 	}))
 	require.NoError(t, err)
-	assert.Equal(t, []any{"cloudwatch", "forward/delta"}, pipeline(t, out, "metrics")["exporters"])
-	delta := pipeline(t, out, "metrics/delta")
-	assert.Equal(t, []any{"cumulativetodelta/destinations"}, delta["processors"])
+	assert.Equal(t, []any{"fanout/destinations"}, pipeline(t, out, "metrics")["exporters"])
+	delta := pipeline(t, out, "metrics/otlp")
+	assert.Equal(t, []any{"temporality/otlp"}, delta["processors"])
+	assert.Equal(t, "delta", out["processors"].(map[string]any)["temporality/otlp"].(map[string]any)["to"])
 	assert.Equal(t, []any{"otlp_grpc/destination"}, delta["exporters"])
 	exp := out["exporters"].(map[string]any)["otlp_grpc/destination"].(map[string]any)
 	assert.Equal(t, "127.0.0.1:4317", exp["endpoint"])

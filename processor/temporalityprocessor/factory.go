@@ -1,0 +1,24 @@
+package temporalityprocessor // import "github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/processor"
+
+	"github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor/internal/metadata"
+)
+
+// NewFactory returns the factory of the temporality processor.
+func NewFactory() processor.Factory {
+	return processor.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		processor.WithMetrics(createMetricsProcessor, metadata.MetricsStability),
+	)
+}
+
+func createMetricsProcessor(_ context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
+	return newTemporalityProcessor(set, cfg.(*Config), next)
+}

@@ -1,0 +1,196 @@
+package destinations
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+)
+
+// derivedKeys are the totals the sidecar derives (delta at the source, so
+// their cumulative series exist only in the sidecar's conversion).
+var derivedKeys = []string{"build.stage.runs", "api.requests"}
+
+func derivedOnly(t totals) totals {
+	out := totals{}
+	for k, v := range t {
+		if k == "build.stage.runs" || k == "api.requests" || len(k) > len("build.jobs{") && k[:len("build.jobs{")] == "build.jobs{" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// latestTotal is the sum over the named metric's series (resource and
+// attributes, whatever their start time) of each one's newest value: what a
+// store reading the last value of a cumulative series shows.
+func (s *otlpSink) latestTotal(name string, want map[string]string) float64 {
+	type last struct {
+		ts    pcommon.Timestamp
+		value float64
+	}
+	latest := map[string]last{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, md := range s.metrics {
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			res := rms.At(i).Resource().Attributes().AsRaw()
+			sms := rms.At(i).ScopeMetrics()
+			for j := 0; j < sms.Len(); j++ {
+				ms := sms.At(j).Metrics()
+				for k := 0; k < ms.Len(); k++ {
+					m := ms.At(k)
+					if m.Name() != name || m.Type() != pmetric.MetricTypeSum {
+						continue
+					}
+					dps := m.Sum().DataPoints()
+				points:
+					for p := 0; p < dps.Len(); p++ {
+						dp := dps.At(p)
+						for wk, wv := range want {
+							if got, ok := dp.Attributes().Get(wk); !ok || got.AsString() != wv {
+								continue points
+							}
+						}
+						id := fmt.Sprint(res, dp.Attributes().AsRaw())
+						if cur, ok := latest[id]; !ok || dp.Timestamp() >= cur.ts {
+							latest[id] = last{dp.Timestamp(), float64(dp.IntValue()) + dp.DoubleValue()}
+						}
+					}
+				}
+			}
+		}
+	}
+	var total float64
+	for _, l := range latest {
+		total += l.value
+	}
+	return total
+}
+
+// latestDerived is latestTotal for the derived sums.
+func (s *otlpSink) latestDerived(results []string) totals {
+	out := totals{}
+	for _, r := range results {
+		if v := s.latestTotal("build.jobs", map[string]string{"build.result": r}); v > 0 {
+			out["build.jobs{"+r+"}"] = v
+		}
+	}
+	for _, k := range derivedKeys {
+		out[k] = s.latestTotal(k, nil)
+	}
+	return out
+}
+
+// lastDerivedTotals reads the derived counters' last stored values, one
+// series each (a series the second workload did not update is absent from
+// the scrape after the restart, until its next point, but keeps its last
+// value in the store).
+func lastDerivedTotals(p *prometheusServer) (totals, error) {
+	out := totals{}
+	jobs, err := p.byLabel(`sum by (build_result) (last_over_time(build_jobs_total[1h]))`, "build_result")
+	if err != nil {
+		return nil, err
+	}
+	for result, v := range jobs {
+		out["build.jobs{"+result+"}"] = v
+	}
+	for key, promql := range map[string]string{
+		"build.stage.runs": `sum(last_over_time(build_stage_runs_total[1h]))`,
+		"api.requests":     `sum(last_over_time(api_requests_total[1h]))`,
+	} {
+		samples, err := p.query(promql)
+		if err != nil {
+			return nil, err
+		}
+		if len(samples) == 1 {
+			out[key] = samples[0].Value
+		}
+	}
+	return out, nil
+}
+
+// Every store through a sidecar restart, SIGTERM and kill -9: a workload,
+// the restart on the same queue directory while the service goes on (same
+// resource), a second workload. The derived series are one series in every
+// cumulative store, continued with no reset: their last value is the truth
+// of both workloads (Prometheus' scrape and remote write read by instant
+// query, the OTLP stores by the newest point whatever its start time); the
+// service's own cumulative series, which the restarted SDK starts again,
+// add up across the reset in the OTLP stores (by start time) and in
+// PutMetricData's deltas. (In Prometheus a service restarted under the same
+// identity resets its series, which Prometheus sees only when the value
+// falls: a property of the store, not of the sidecar, so the service's own
+// series are not compared there; real restarts get a new instance id.)
+// Before the persisted conversion the scrape read only the second
+// workload's counts.
+func TestEveryStoreExactAcrossRestarts(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "SIGTERM", true: "kill -9"}[kill], func(t *testing.T) {
+			s := startStores(t)
+			p := newCollectorPorts(t)
+			queueDir := t.TempDir()
+			env := s.env(p, queueDir)
+			c := startCollector(t, p, env)
+
+			first := truthTotals(runSim(t, simConfig(p, "vector-index-build", 61)))
+			awaitExact(t, s, first, destinationNames, 2*time.Minute)
+			if kill {
+				c.Kill9()
+			} else {
+				_, err := c.Stop(60 * time.Second)
+				require.NoError(t, err)
+			}
+
+			startCollector(t, p, env)
+			want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 62)))
+			for k, v := range first {
+				want[k] += v
+			}
+			results := resultsOf(want)
+			derived := derivedOnly(want)
+
+			read := func() map[string]totals {
+				got := map[string]totals{"cloudwatch": cloudWatchTotals(s.cw.Datums(), results)}
+				for name, sink := range map[string]*otlpSink{"otlp": s.otlp, "cloudwatch-otlp": s.cwOTLP} {
+					got[name] = sink.latestDerived(results)
+					got[name+" (service's series)"] = otlpTotals(sink, results)
+				}
+				for name, prom := range map[string]*prometheusServer{"prometheus": s.scrape, "prometheus-remote-write": s.remote} {
+					if last, err := lastDerivedTotals(prom); err == nil {
+						got[name] = last
+					}
+				}
+				return got
+			}
+			expect := map[string]totals{
+				"cloudwatch": want, "otlp": derived, "cloudwatch-otlp": derived, "prometheus": derived, "prometheus-remote-write": derived,
+				"otlp (service's series)": want, "cloudwatch-otlp (service's series)": want,
+			}
+			var got map[string]totals
+			ok := binarytest.Eventually(2*time.Minute, func() bool {
+				got = read()
+				for k, w := range expect {
+					if !maps.Equal(got[k], w) {
+						return false
+					}
+				}
+				return true
+			})
+			if !ok {
+				for k, w := range expect {
+					if !maps.Equal(got[k], w) {
+						t.Errorf("%s: got %v, want %v", k, got[k], w)
+					}
+				}
+			}
+		})
+	}
+}
