@@ -101,17 +101,11 @@ func (f *fanout) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 		// Nothing else to send twice: a plain pipeline, with its back pressure.
 		return f.branches[0].next.ConsumeMetrics(ctx, md)
 	}
-	copies := make([]pmetric.Metrics, len(f.branches))
-	for i := range f.branches {
-		// Each branch may rewrite its batch (temporality conversion), and
-		// a held one outlives the call.
-		copies[i] = pmetric.NewMetrics()
-		md.CopyTo(copies[i])
-	}
 	errs := make([]error, len(f.branches))
 	accepted := false
 	for i, b := range f.branches {
-		errs[i] = b.offer(ctx, f, copies[i])
+		// Each branch may rewrite its batch (a temporality conversion).
+		errs[i] = b.offer(ctx, f, clone(md))
 		if errs[i] == nil {
 			accepted = true
 		}
@@ -121,10 +115,18 @@ func (f *fanout) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 	}
 	for i, b := range f.branches {
 		if errs[i] != nil && !consumererror.IsPermanent(errs[i]) {
-			b.hold(ctx, f, copies[i], errs[i])
+			// The branch may have rewritten its copy before refusing it
+			// (a conversion it took back): hold the batch as it came.
+			b.hold(ctx, f, clone(md), errs[i])
 		}
 	}
 	return nil
+}
+
+func clone(md pmetric.Metrics) pmetric.Metrics {
+	c := pmetric.NewMetrics()
+	md.CopyTo(c)
+	return c
 }
 
 // Shutdown offers what is held once more; what is still refused is lost
@@ -220,13 +222,20 @@ func (b *branch) drain(ctx context.Context, f *fanout, final bool) {
 // went. A refusal stops it and doubles the wait; at the final drain what is
 // refused is dropped.
 func (b *branch) drainLocked(ctx context.Context, f *fanout, final bool) bool {
+	took := false
 	for len(b.held) > 0 {
 		md := b.held[0]
 		n := md.DataPointCount()
-		err := b.next.ConsumeMetrics(ctx, md)
+		// A copy: a refusing branch may have rewritten what it was offered.
+		err := b.next.ConsumeMetrics(ctx, clone(md))
 		if err != nil && !consumererror.IsPermanent(err) {
 			if !final {
+				// Taking some is progress (a small queue draining): offer
+				// again soon; refusing all backs off.
 				b.wait = min(2*b.wait, f.cfg.MaxRetryInterval)
+				if took {
+					b.wait = f.cfg.RetryInterval
+				}
 				b.retryAt = time.Now().Add(b.wait)
 				return false
 			}
@@ -237,6 +246,7 @@ func (b *branch) drainLocked(ctx context.Context, f *fanout, final bool) bool {
 		b.held[0] = pmetric.Metrics{}
 		b.held = b.held[1:]
 		b.heldPoints -= n
+		took = true
 	}
 	if !final {
 		f.logger.Info("A pipeline took what was held for it", zap.String("pipeline", b.name))

@@ -38,12 +38,15 @@ func (s *store) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.offered++
+	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	v := dp.IntValue()
+	// A branch may rewrite what it is offered, also when it then refuses
+	// it (a temporality conversion it takes back).
+	dp.SetIntValue(-1)
 	if s.refuse != nil {
 		return s.refuse
 	}
-	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
-	s.values = append(s.values, dp.IntValue())
-	dp.SetIntValue(-1) // a branch may rewrite its copy
+	s.values = append(s.values, v)
 	return nil
 }
 

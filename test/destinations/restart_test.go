@@ -2,7 +2,12 @@ package destinations
 
 import (
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -193,4 +198,45 @@ func TestEveryStoreExactAcrossRestarts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// telemetryCounter sums the collector's own counter metric over the series
+// whose labels include label="value".
+func telemetryCounter(t testing.TB, p collectorPorts, metric, label, value string) float64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p.Telemetry))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + `(?:_total)?\{[^}]*` + label + `="` + regexp.QuoteMeta(value) + `"[^}]*\} (\S+)$`)
+	var total float64
+	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+		v, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err)
+		total += v
+	}
+	return total
+}
+
+// One destination's queue full (its store down, a queue of one batch)
+// while the others run: its exporter refuses, the fanout holds what it
+// refused for it alone (counted), the others are exact meanwhile and were
+// sent nothing twice (their totals would exceed the truth), and the full
+// one is exact once its store is back.
+func TestOneDestinationQueueFullOthersExact(t *testing.T) {
+	s := startStores(t)
+	s.otlp.down.Store(true)
+	p := newCollectorPorts(t)
+	startCollector(t, p, append(s.env(p, t.TempDir()), "GPUBUILD_DESTINATION_QUEUE_SIZE=1"))
+
+	want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 71)))
+	others := slices.DeleteFunc(slices.Clone(destinationNames), func(n string) bool { return n == "otlp" })
+	awaitExact(t, s, want, others, 2*time.Minute)
+	require.Positive(t, telemetryCounter(t, p, "otelcol_fanout_refusals", "pipeline", "metrics/otlp"),
+		"the full queue refused, and the fanout held it for that destination")
+	require.Zero(t, telemetryCounter(t, p, "otelcol_fanout_points_dropped", "pipeline", "metrics/otlp"))
+
+	s.otlp.down.Store(false)
+	awaitExact(t, s, want, destinationNames, 2*time.Minute)
 }

@@ -125,6 +125,8 @@ func (c *Connector) start(ctx context.Context, host component.Host) error {
 			return err
 		}
 		c.state = st
+	} else {
+		warnInMemory(c.emitter.logger, "a restart forgets which runs were counted (a run whose records arrive again is counted again) and loses the counts not yet emitted")
 	}
 	c.started = true
 	c.emitter.start()

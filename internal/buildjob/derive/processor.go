@@ -77,6 +77,8 @@ func (p *HTTPProcessor) Start(ctx context.Context, host component.Host) error {
 		if err := p.openState(ctx, host); err != nil {
 			return err
 		}
+	} else {
+		warnInMemory(p.emitter.logger, "a restart counts the service's cumulative HTTP histograms again from their start and loses the counts not yet emitted")
 	}
 	p.emitter.start()
 	return nil

@@ -40,6 +40,13 @@ type StateConfig struct {
 	_ struct{}
 }
 
+// warnInMemory says, once at start, that a component's derivation state is
+// not persisted, what a restart then does, and the setting that keeps it.
+func warnInMemory(logger *zap.Logger, consequence string) {
+	logger.Warn("The derivation state is kept in memory only: " + consequence +
+		"; set state.storage to a file_storage extension (as otelcol-config.yaml does) to keep it across restarts")
+}
+
 // DefaultStateConfig is in memory until a storage is named, with 32 MiB of run
 // memory (about 150,000 runs); 10 minutes of margin; no journal until its
 // directory is named.
