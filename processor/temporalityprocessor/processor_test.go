@@ -32,7 +32,7 @@ type storageHost struct {
 func (h storageHost) GetExtensions() map[component.ID]component.Component { return h.extensions }
 
 // fileStorage starts a contrib file_storage extension over dir.
-func fileStorage(t *testing.T, dir string) extension.Extension {
+func fileStorage(t testing.TB, dir string) extension.Extension {
 	t.Helper()
 	f := filestorage.NewFactory()
 	cfg := f.CreateDefaultConfig().(*filestorage.Config)
@@ -48,7 +48,7 @@ func fileStorage(t *testing.T, dir string) extension.Extension {
 
 // start creates and starts a processor converting to `to` in front of next,
 // with its state in ext (nil: in memory), logging to logger.
-func start(t *testing.T, to string, ext extension.Extension, next consumer.Metrics, logger *zap.Logger, journalDir string) processor.Metrics {
+func start(t testing.TB, to string, ext extension.Extension, next consumer.Metrics, logger *zap.Logger, journalDir string) processor.Metrics {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.To = to
@@ -97,7 +97,7 @@ func sum(temporality pmetric.AggregationTemporality, from, to int, v int64) pmet
 // kill stands for kill -9: the database file is closed under the processor
 // (as the process's end releases it), without its Shutdown, so a journal
 // is not checkpointed.
-func kill(t *testing.T, p processor.Metrics, ext extension.Extension) {
+func kill(t testing.TB, p processor.Metrics, ext extension.Extension) {
 	t.Helper()
 	require.NoError(t, p.(*temporalityProcessor).storage.Close(context.Background()))
 	require.NoError(t, ext.Shutdown(context.Background()))

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
@@ -239,4 +240,50 @@ func TestOneDestinationQueueFullOthersExact(t *testing.T) {
 
 	s.otlp.down.Store(false)
 	awaitExact(t, s, want, destinationNames, 2*time.Minute)
+}
+
+// otlp with GPUBUILD_OTLP_TEMPORALITY=delta through a kill -9: the deltas
+// the store received add up to the truth of both workloads. The service's
+// cumulative series are converted with their state on disk, so neither the
+// increment before the kill is sent again nor the first point after it
+// dropped (an in-memory conversion with initial_value auto drops it).
+func TestOTLPDeltaExactAcrossAKill(t *testing.T) {
+	g := startOTLPGRPCSink(t)
+	p := newCollectorPorts(t)
+	env := collectorEnv(p, t.TempDir(),
+		"GPUBUILD_DESTINATIONS=otlp",
+		"GPUBUILD_OTLP_ENDPOINT="+g.sink.URL,
+		"GPUBUILD_OTLP_PROTOCOL=grpc",
+		"GPUBUILD_OTLP_TEMPORALITY=delta",
+	)
+	c := startCollector(t, p, env)
+	deltaTotals := func(want totals) totals {
+		out := totals{}
+		for _, r := range resultsOf(want) {
+			if v := g.sink.deltaTotal("build.jobs", map[string]string{"build.result": r}); v > 0 {
+				out["build.jobs{"+r+"}"] = v
+			}
+		}
+		out["build.stage.runs"] = g.sink.deltaTotal("build.stage.runs", nil)
+		out["api.requests"] = g.sink.deltaTotal("api.requests", nil)
+		out["sdk.counter"] = g.sink.deltaTotal(buildsim.CounterName, nil)
+		out["sdk.histogram.count"] = g.sink.deltaTotal(buildsim.HistogramName, nil)
+		return out
+	}
+	await := func(want totals) {
+		t.Helper()
+		var got totals
+		if !binarytest.Eventually(2*time.Minute, func() bool { got = deltaTotals(want); return maps.Equal(got, want) }) {
+			t.Fatalf("otlp (delta): got %v, want %v", got, want)
+		}
+	}
+	want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 81)))
+	await(want)
+	c.Kill9()
+
+	startCollector(t, p, env)
+	for k, v := range truthTotals(runSim(t, simConfig(p, "vector-index-build", 82))) {
+		want[k] += v
+	}
+	await(want)
 }
