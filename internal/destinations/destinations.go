@@ -14,7 +14,9 @@
 //     they are (the exporter converts cumulative to delta itself);
 //   - prometheus, prometheus-remote-write, cloudwatch-otlp and otlp (with
 //     GPUBUILD_OTLP_TEMPORALITY=cumulative): to cumulative;
-//   - otlp with GPUBUILD_OTLP_TEMPORALITY=delta: to delta.
+//   - otlp with GPUBUILD_OTLP_TEMPORALITY=delta: to delta;
+//   - gateway (a fleet's gateways, docs/fleet.md): to delta, then the
+//     requestid processor stamps each request before the exporter's queue.
 //
 // Every destination that sends is its own exporter with its own queue and
 // retry. The component configurations are generated here (not in the YAML)
@@ -62,6 +64,13 @@ const (
 	EnvRetryMaxElapsed        = "GPUBUILD_DESTINATION_RETRY_MAX_ELAPSED"
 	EnvCumulativeMaxStale     = "GPUBUILD_CUMULATIVE_MAX_STALE"
 	EnvCumulativeMaxStreams   = "GPUBUILD_CUMULATIVE_MAX_STREAMS"
+	EnvGatewayEndpoint        = "GPUBUILD_GATEWAY_ENDPOINT"
+	EnvGatewayTimeout         = "GPUBUILD_GATEWAY_TIMEOUT"
+	EnvGatewayInsecure        = "GPUBUILD_GATEWAY_INSECURE"
+	EnvGatewayCAFile          = "GPUBUILD_GATEWAY_CA_FILE"
+	EnvGatewayClientCertFile  = "GPUBUILD_GATEWAY_CLIENT_CERT_FILE"
+	EnvGatewayClientKeyFile   = "GPUBUILD_GATEWAY_CLIENT_KEY_FILE"
+	EnvQueueBytes             = "GPUBUILD_QUEUE_BYTES"
 )
 
 // Destination names accepted in GPUBUILD_DESTINATIONS.
@@ -71,10 +80,11 @@ const (
 	Prometheus            = "prometheus"
 	PrometheusRemoteWrite = "prometheus-remote-write"
 	OTLP                  = "otlp"
+	Gateway               = "gateway"
 )
 
 // Names lists the accepted destinations in the order they are documented.
-var Names = []string{CloudWatch, CloudWatchOTLP, Prometheus, PrometheusRemoteWrite, OTLP}
+var Names = []string{CloudWatch, CloudWatchOTLP, Prometheus, PrometheusRemoteWrite, OTLP, Gateway}
 
 // Component ids the converter generates.
 const (
@@ -92,6 +102,8 @@ const (
 	remoteWritePipeline = "metrics/remote_write"
 	otlpGRPCExp         = "otlp_grpc/destination"
 	otlpHTTPExp         = "otlp_http/destination"
+	gatewayExp          = "otlp_grpc/gateway"
+	requestID           = "requestid"
 	queueStorage        = "file_storage/queue"
 	cloudWatchType      = "cloudwatch"
 	defaultPromHost     = "127.0.0.1"
@@ -260,6 +272,18 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 				"exporters": []any{remoteWriteExp},
 			}
 			branch(name, []any{remoteWriteQueueExp}, toCumulative)
+		case Gateway:
+			exp, err := gatewayConfig(env, storage)
+			if err != nil {
+				return nil, err
+			}
+			exporters[gatewayExp] = exp
+			// Deltas only, so a sidecar may move between gateways at any
+			// time; then each request's identity, fixed before the queue.
+			branch(name, []any{gatewayExp}, toDelta)
+			p := asMap(pipelines[sourcePipeline+"/"+name])
+			p["processors"] = append(asList(p["processors"]), requestID)
+			processors[requestID] = nil
 		case OTLP:
 			id, exp, delta, err := otlpConfig(env, common)
 			if err != nil {
@@ -632,6 +656,64 @@ func otlpConfig(env envReader, c common) (id string, cfg map[string]any, delta b
 		cfg["tls"] = tls
 	}
 	return id, cfg, temporality == "delta", nil
+}
+
+// gatewayConfig is the exporter to a fleet's gateways (docs/fleet.md): OTLP
+// over gRPC, its queue on disk without batching (each request keeps the
+// identity the requestid processor stamped), retried without end.
+func gatewayConfig(env envReader, storage string) (map[string]any, error) {
+	endpoint := env.get(EnvGatewayEndpoint, "")
+	if endpoint == "" {
+		return nil, fmt.Errorf("%s is required by %s=%s (the gateways' host:port, e.g. otelcol-gateway.observability.svc.cluster.local:4317)", EnvGatewayEndpoint, EnvDestinations, Gateway)
+	}
+	if _, port, err := net.SplitHostPort(endpoint); err != nil || strings.Contains(endpoint, "/") {
+		return nil, fmt.Errorf("%s: %q is not host:port", EnvGatewayEndpoint, endpoint)
+	} else if _, err := strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("%s: %q is not host:port", EnvGatewayEndpoint, endpoint)
+	}
+	timeout, err := env.duration(EnvGatewayTimeout, "10s")
+	if err != nil {
+		return nil, err
+	}
+	insecure, err := env.boolean(EnvGatewayInsecure, "true")
+	if err != nil {
+		return nil, err
+	}
+	tls := map[string]any{"insecure": *insecure}
+	for key, name := range map[string]string{"ca_file": EnvGatewayCAFile, "cert_file": EnvGatewayClientCertFile, "key_file": EnvGatewayClientKeyFile} {
+		if v := env.get(name, ""); v != "" {
+			tls[key] = v
+		}
+	}
+	queueBytes, err := env.positiveInt(EnvQueueBytes, "268435456")
+	if err != nil {
+		return nil, err
+	}
+	queue := map[string]any{
+		"enabled": true,
+		// Capped in bytes, as the cloudwatch exporter's queue, so it fits
+		// the volume. No batch: a batch would merge or split stamped
+		// requests.
+		"sizer":      "bytes",
+		"queue_size": queueBytes,
+	}
+	if storage != "" {
+		queue["storage"] = storage
+	}
+	return map[string]any{
+		"endpoint": endpoint,
+		"tls":      tls,
+		// A gateway answers once the request is in its receipt journal; a
+		// retry after a timeout is merged once.
+		"timeout":       timeout,
+		"sending_queue": queue,
+		"retry_on_failure": map[string]any{
+			"enabled":          true,
+			"initial_interval": "1s",
+			"max_interval":     "30s",
+			"max_elapsed_time": 0, // never give up on the gateways
+		},
+	}, nil
 }
 
 // ParseHeaders reads the OTEL_EXPORTER_OTLP_HEADERS format: comma-separated

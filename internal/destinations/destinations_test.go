@@ -42,7 +42,7 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, []string{"prometheus", "otlp"}, got)
 
 	_, err = Parse(env(map[string]string{EnvDestinations: "cloudwatch,influx"}))
-	require.EqualError(t, err, `GPUBUILD_DESTINATIONS: unknown destination "influx" (accepted: cloudwatch, cloudwatch-otlp, prometheus, prometheus-remote-write, otlp)`)
+	require.EqualError(t, err, `GPUBUILD_DESTINATIONS: unknown destination "influx" (accepted: cloudwatch, cloudwatch-otlp, prometheus, prometheus-remote-write, otlp, gateway)`)
 
 	_, err = Parse(env(map[string]string{EnvDestinations: " , "}))
 	require.ErrorContains(t, err, "names no destination")
@@ -285,4 +285,31 @@ func TestParseHeaders(t *testing.T) {
 	_, err = ParseHeaders("=v")
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), EnvOTLPHeaders))
+}
+
+// A fleet sidecar is the default configuration with GPUBUILD_DESTINATIONS=gateway:
+// deltas only, each request stamped before the queue, the queue without batch.
+func TestGateway(t *testing.T) {
+	cfg := defaultConfig(t)
+	out, err := Apply(cfg, env(map[string]string{EnvDestinations: "gateway", EnvGatewayEndpoint: "gateway.example:4317"}))
+	require.NoError(t, err)
+	assert.Equal(t, []any{"fanout/destinations"}, pipeline(t, out, "metrics")["exporters"])
+	assert.Equal(t, []any{"otlp", "nvml", "buildjob"}, pipeline(t, out, "metrics")["receivers"], "the sidecar's own derivation, with its state")
+	gw := pipeline(t, out, "metrics/gateway")
+	assert.Equal(t, []any{"temporality/gateway", "requestid"}, gw["processors"], "converted to delta, then stamped last")
+	assert.Equal(t, []any{"otlp_grpc/gateway"}, gw["exporters"])
+	assert.Equal(t, "delta", out["processors"].(map[string]any)["temporality/gateway"].(map[string]any)["to"])
+	exp := out["exporters"].(map[string]any)["otlp_grpc/gateway"].(map[string]any)
+	assert.Equal(t, "gateway.example:4317", exp["endpoint"])
+	q := exp["sending_queue"].(map[string]any)
+	assert.NotContains(t, q, "batch", "a batch would merge or split stamped requests")
+	assert.Equal(t, "file_storage/queue", q["storage"])
+	assert.Equal(t, 0, exp["retry_on_failure"].(map[string]any)["max_elapsed_time"])
+	assert.Equal(t, map[string]any{"insecure": true}, exp["tls"])
+	assert.NotContains(t, out["exporters"], "cloudwatch_otlp")
+
+	_, err = Apply(cfg, env(map[string]string{EnvDestinations: "gateway"}))
+	require.EqualError(t, err, "GPUBUILD_GATEWAY_ENDPOINT is required by GPUBUILD_DESTINATIONS=gateway (the gateways' host:port, e.g. otelcol-gateway.observability.svc.cluster.local:4317)")
+	_, err = Apply(cfg, env(map[string]string{EnvDestinations: "gateway", EnvGatewayEndpoint: "http://gateway"}))
+	require.ErrorContains(t, err, "GPUBUILD_GATEWAY_ENDPOINT:")
 }

@@ -428,7 +428,7 @@ func TestValidateNamesTheVariable(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"GPUBUILD_DESTINATIONS=cloudwatch,influxdb"}, `GPUBUILD_DESTINATIONS: unknown destination "influxdb" (accepted: cloudwatch, cloudwatch-otlp, prometheus, prometheus-remote-write, otlp)`},
+		{[]string{"GPUBUILD_DESTINATIONS=cloudwatch,influxdb"}, `GPUBUILD_DESTINATIONS: unknown destination "influxdb" (accepted: cloudwatch, cloudwatch-otlp, prometheus, prometheus-remote-write, otlp, gateway)`},
 		{[]string{"GPUBUILD_DESTINATIONS=otlp"}, "GPUBUILD_OTLP_ENDPOINT is required by GPUBUILD_DESTINATIONS=otlp"},
 		{[]string{"GPUBUILD_DESTINATIONS=prometheus-remote-write"}, "GPUBUILD_PROMETHEUS_REMOTE_WRITE_ENDPOINT is required by GPUBUILD_DESTINATIONS=prometheus-remote-write"},
 		{[]string{"GPUBUILD_DESTINATIONS=otlp", "GPUBUILD_OTLP_ENDPOINT=http://127.0.0.1:4318", "GPUBUILD_OTLP_PROTOCOL=http/json"}, `GPUBUILD_OTLP_PROTOCOL: "http/json" is not a protocol (accepted: grpc, http/protobuf)`},
