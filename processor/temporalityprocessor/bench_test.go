@@ -95,4 +95,3 @@ func BenchmarkConvert(b *testing.B) {
 		}
 	}
 }
-
