@@ -53,7 +53,7 @@ func truthTotals(s *buildsim.Summary) totals {
 // monotonic sums get _total, histograms expose _count.
 func prometheusTotals(p *prometheusServer) (totals, error) {
 	out := totals{}
-	jobs, err := p.byLabel(`sum by (build_result) (build_jobs_total)`, "build_result")
+	jobs, err := p.ByLabel(`sum by (build_result) (build_jobs_total)`, "build_result")
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func prometheusTotals(p *prometheusServer) (totals, error) {
 		"sdk.counter":         `sum(buildsvc_vectors_indexed_total)`,
 		"sdk.histogram.count": `sum(buildsvc_index_size_bytes_count)`,
 	} {
-		samples, err := p.query(promql)
+		samples, err := p.Query(promql)
 		if err != nil {
 			return nil, err
 		}
@@ -311,11 +311,11 @@ func logTraffic(t testing.TB, s *stores) {
 	for name, sink := range map[string]*otlpSink{"cloudwatch-otlp": s.cwOTLP, "otlp": s.otlp} {
 		t.Logf("traffic: %s %d requests, %d points, %d bytes sent (gzip), %d bytes serialized OTLP", name, sink.accepted.Load(), sink.points.Load(), sink.bytes.Load(), sink.rawBytes.Load())
 	}
-	series, _ := s.remote.query(`count({__name__=~".+"})`)
+	series, _ := s.remote.Query(`count({__name__=~".+"})`)
 	if len(series) == 1 {
 		t.Logf("traffic: prometheus-remote-write %d requests, %d bytes (snappy), %v series stored", s.remoteIn.requests.Load(), s.remoteIn.bytes.Load(), series[0].Value)
 	}
-	scraped, _ := s.scrape.query(`scrape_samples_scraped`)
+	scraped, _ := s.scrape.Query(`scrape_samples_scraped`)
 	if len(scraped) == 1 {
 		t.Logf("traffic: prometheus %v samples per scrape", scraped[0].Value)
 	}

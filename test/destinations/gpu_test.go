@@ -126,7 +126,7 @@ func TestGPUMetricsInEveryStore(t *testing.T) {
 					}
 				}
 				for name, prom := range map[string]*prometheusServer{"prometheus": s.scrape, "prometheus-remote-write": s.remote} {
-					samples, err := prom.query(fmt.Sprintf(`%s{hw_id=%q}`, c.prom, g.UUID))
+					samples, err := prom.Query(fmt.Sprintf(`%s{hw_id=%q}`, c.prom, g.UUID))
 					if err != nil || len(samples) != 1 || samples[0].Value != want {
 						missing = append(missing, fmt.Sprintf("%s: %s (%v, err %v)", name, label, samples, err))
 					}

@@ -57,18 +57,6 @@ func (s *serviceSDK) export(t testing.TB, rm *metricdata.ResourceMetrics) {
 	require.NoError(t, s.exporter.Export(ctx, rm))
 }
 
-// single is the value of a query that answers one series; ok is false
-// when it answers none.
-func (p *prometheusServer) single(t testing.TB, promql string) (float64, bool) {
-	t.Helper()
-	samples, err := p.query(promql)
-	if err != nil || len(samples) == 0 {
-		return 0, false
-	}
-	require.Len(t, samples, 1, promql)
-	return samples[0].Value, true
-}
-
 // sendFailedPoints reads the collector's own counter of metric points an
 // exporter failed to send (and dropped) from its telemetry endpoint.
 func sendFailedPoints(t testing.TB, p collectorPorts, exporter string) float64 {
@@ -128,7 +116,7 @@ func TestRemoteWriteLateExportOfTheServiceResource(t *testing.T) {
 	arrived := binarytest.Eventually(2*time.Minute, func() bool {
 		got["otlp"] = s.otlp.cumulativeTotal("buildsvc.late.exports", nil)
 		got["cloudwatch-otlp"] = s.cwOTLP.cumulativeTotal("buildsvc.late.exports", nil)
-		got["prometheus-remote-write"], _ = s.remote.single(t, `buildsvc_late_exports_total`)
+		got["prometheus-remote-write"], _ = s.remote.Single(t, `buildsvc_late_exports_total`)
 		return got["otlp"] == 3 && got["cloudwatch-otlp"] == 3 && got["prometheus-remote-write"] == 3
 	})
 	require.True(t, arrived, "the late export in every OTLP and remote-write store: %v (remote write refusals: %d, last %q)",
@@ -153,9 +141,9 @@ func TestRemoteWriteRefusalLosesOnlyThatRequest(t *testing.T) {
 	awaitExact(t, s, want, destinationNames, 2*time.Minute)
 
 	require.EqualValues(t, 1, s.remoteIn.refused4x.Load(), "the refused request was sent once, not again")
-	v, _ := s.remote.single(t, `buildsvc_late_exports_total`)
+	v, _ := s.remote.Single(t, `buildsvc_late_exports_total`)
 	require.Equal(t, 12.0, v, "remote write keeps the newest value")
-	_, stored := s.remote.single(t, `buildsvc_early_exports_total`)
+	_, stored := s.remote.Single(t, `buildsvc_early_exports_total`)
 	require.False(t, stored, "the other series of the refused request is lost in remote write")
 	for name, sink := range map[string]*otlpSink{"otlp": s.otlp, "cloudwatch-otlp": s.cwOTLP} {
 		require.Equal(t, 12.0, sink.cumulativeTotal("buildsvc.late.exports", nil), name)
@@ -218,7 +206,7 @@ func sendRefusedRemoteWrite(t *testing.T, s *stores, p collectorPorts) {
 
 	sdk.export(t, newer)
 	require.True(t, binarytest.Eventually(2*time.Minute, func() bool {
-		v, ok := s.remote.single(t, `buildsvc_late_exports_total`)
+		v, ok := s.remote.Single(t, `buildsvc_late_exports_total`)
 		return ok && v == 12
 	}), "the newer collection in remote write")
 	sdk.export(t, older)
@@ -270,8 +258,8 @@ func TestOTLPRefusalsLoseOnlyTheirPart(t *testing.T) {
 	// The other stores have both.
 	for name, prom := range map[string]*prometheusServer{"prometheus": s.scrape, "prometheus-remote-write": s.remote} {
 		require.True(t, binarytest.Eventually(time.Minute, func() bool {
-			e, okE := prom.single(t, `buildsvc_early_exports_total{job="refused-exporter"}`)
-			l, okL := prom.single(t, `buildsvc_late_exports_total{job="refused-exporter"}`)
+			e, okE := prom.Single(t, `buildsvc_early_exports_total{job="refused-exporter"}`)
+			l, okL := prom.Single(t, `buildsvc_late_exports_total{job="refused-exporter"}`)
 			return okE && okL && e == 2 && l == 5
 		}), name)
 	}
@@ -331,7 +319,7 @@ func TestRemoteWriteOutageAcrossARestartLosesNothing(t *testing.T) {
 func resetAwareTotals(p *prometheusServer) (totals, error) {
 	out := totals{}
 	add := func(key, selector, label string) error {
-		series, err := p.samples(selector + "[1h]")
+		series, err := p.Samples(selector + "[1h]")
 		if err != nil {
 			return err
 		}

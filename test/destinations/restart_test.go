@@ -101,7 +101,7 @@ func (s *otlpSink) latestDerived(results []string) totals {
 // value in the store).
 func lastDerivedTotals(p *prometheusServer) (totals, error) {
 	out := totals{}
-	jobs, err := p.byLabel(`sum by (build_result) (last_over_time(build_jobs_total[1h]))`, "build_result")
+	jobs, err := p.ByLabel(`sum by (build_result) (last_over_time(build_jobs_total[1h]))`, "build_result")
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func lastDerivedTotals(p *prometheusServer) (totals, error) {
 		"build.stage.runs": `sum(last_over_time(build_stage_runs_total[1h]))`,
 		"api.requests":     `sum(last_over_time(api_requests_total[1h]))`,
 	} {
-		samples, err := p.query(promql)
+		samples, err := p.Query(promql)
 		if err != nil {
 			return nil, err
 		}

@@ -82,12 +82,15 @@ func (e *env) startPreviousRelease(bin string) *collector {
 	return e.startCollectorOn(bin, e.previousConfig)
 }
 
-func (e *env) startCollectorOn(bin, config string) *collector {
+// startCollectorOn runs bin on config, with extraEnv (GPUBUILD_* settings)
+// added to the environment.
+func (e *env) startCollectorOn(bin, config string, extraEnv ...string) *collector {
 	t := e.t
 	t.Helper()
-	p := binarytest.StartBinaryAt(t, bin, append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_"),
+	p := binarytest.StartBinaryAt(t, bin, append(append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_"),
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_ACCESS_KEY_ID=AKIDLIFECYCLE000001",
 		"AWS_SECRET_ACCESS_KEY=lifecycleSecret", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null"),
+		extraEnv...),
 		"--config", config)
 	require.NoError(t, p.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", e.health), 60*time.Second))
 	t.Cleanup(func() {
