@@ -13,7 +13,8 @@
 // (MADV_RANDOM), unmaps its pages from the process (MADV_DONTNEED) and
 // drops the file's cached pages that no process maps any more
 // (POSIX_FADV_DONTNEED). The pages the process goes on running fault back
-// in one at a time (BENCHMARKS.md, "The start's code given back").
+// in one at a time: idle, the binary's resident pages fall from 35 to
+// 7.5 MiB.
 //
 // MADV_DONTNEED on a private file mapping would also discard the
 // process's own copies of pages it wrote there (the dynamic loader's

@@ -12,7 +12,8 @@
 // (debug.FreeOSMemory) brings the resident heap down to what is live; the
 // next burst grows it again. The peak is not raised: only the time
 // between bursts is cheaper, for one forced collection per quiet period
-// (BENCHMARKS.md, "The heap given back between bursts").
+// (at 10,000 series every 10 s: anonymous memory 18 MiB instead of 32, for
+// under 0.01 more cores).
 package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/idlememory"
 
 import (
