@@ -39,7 +39,7 @@ type bodyBuffers struct {
 // scratchKeep: a steady load (the SDKs export every few seconds at most)
 // keeps reusing them, while a sidecar quiet between bursts does not hold
 // them in between, and the heap they leave is given back with the rest
-// (internal/idlememory, which waits for two quiet seconds, longer than
+// (internal/runtimetuning/idlememory, which waits for two quiet seconds, longer than
 // scratchKeep).
 type bodyWriter struct {
 	pool sync.Pool // *bodyBuffers

@@ -22,7 +22,7 @@
 // smaps shows to hold no such copy, in memory or swapped out, are
 // advised. Pages another process still maps (a second collector started
 // from the same image on the node) stay cached for it.
-package exepages // import "github.com/gpubuild/otelcol-gpubuild/internal/exepages"
+package exepages // import "github.com/gpubuild/otelcol-gpubuild/internal/runtimetuning/exepages"
 
 import (
 	"strconv"

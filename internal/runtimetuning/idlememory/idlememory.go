@@ -14,7 +14,7 @@
 // between bursts is cheaper, for one forced collection per quiet period
 // (at 10,000 series every 10 s: anonymous memory 18 MiB instead of 32, for
 // under 0.01 more cores).
-package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/idlememory"
+package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/runtimetuning/idlememory"
 
 import (
 	"context"
