@@ -25,7 +25,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 )
 
 func main() {

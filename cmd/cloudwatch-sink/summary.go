@@ -8,7 +8,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 // breakdown names the dimensions a summary row is split by: the ones a

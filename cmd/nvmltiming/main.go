@@ -14,7 +14,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 )
 
 func timeit(name string, n int, f func() nvml.Return) {

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cumulativetest"
 )
 
 // testNow is the clock of the translation tests.

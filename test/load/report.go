@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 )
 
 func cpuModel() string {

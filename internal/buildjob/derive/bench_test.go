@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
 )
 
 // The benchmarks build pdata the way the OTel Python SDK and its FastAPI

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
 )
 
 // fifoSet is what recentSpans must behave as: a set of the last capacity

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 )
 
 // RepoRoot is the checkout's root folder.

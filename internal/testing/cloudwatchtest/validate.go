@@ -1,4 +1,4 @@
-package cloudwatchtest // import "github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+package cloudwatchtest // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 
 import (
 	"fmt"

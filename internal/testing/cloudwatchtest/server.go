@@ -10,7 +10,7 @@
 // Point the SDK at it with cloudwatch.Options.BaseEndpoint = s.Endpoint()
 // (any region and static credentials will do: signatures are not checked;
 // only the access key id is read, when Faults.AcceptedAccessKeys is set).
-package cloudwatchtest // import "github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+package cloudwatchtest // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 
 import (
 	"bytes"

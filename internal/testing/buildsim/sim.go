@@ -31,7 +31,7 @@ const (
 	GaugeUnit        = "%"
 	HTTPDurationName = "http.server.request.duration"
 	HTTPDurationUnit = "s"
-	scopeName        = "github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	scopeName        = "github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 )
 
 // GaugeValues are the only values the GPU-utilization gauge reports; a test

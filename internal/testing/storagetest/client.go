@@ -1,5 +1,5 @@
 // Package storagetest is an in-memory storage.Client for tests.
-package storagetest // import "github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
+package storagetest // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 
 import (
 	"context"

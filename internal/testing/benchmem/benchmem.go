@@ -1,6 +1,6 @@
 // Package benchmem measures, for benchmarks, the heap a data structure
 // keeps: the figure behind the "heap_bytes/…" metrics in BENCHMARKS.md.
-package benchmem // import "github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
+package benchmem // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
 
 import "runtime"
 

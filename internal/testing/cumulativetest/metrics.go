@@ -3,7 +3,7 @@
 // resource of its own with the attributes the format-1 fixtures were
 // written with (service.name svc, service.instance.id instance-1), so that
 // both packages' tests reach the same series keys.
-package cumulativetest // import "github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
+package cumulativetest // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/cumulativetest"
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
