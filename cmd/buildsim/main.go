@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command buildsim simulates the GPU vector-index build service's telemetry
 // (job and stage spans, job status log records, API server spans, SDK
 // metrics) over OTLP with the OpenTelemetry Go SDK, and prints the ground

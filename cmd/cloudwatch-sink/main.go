@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command cloudwatch-sink runs a local CloudWatch PutMetricData endpoint
 // (internal/testing/cloudwatchtest: the SDK's protocol, CloudWatch's limits and
 // errors) and prints every accepted datum as one line of JSON on stdout, so

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package runtimetuning holds the settings the binary applies to its own
 // Go runtime and process at start, before the collector runs: every one
 // of them is here, entered from one hand-written file in distro/ beside

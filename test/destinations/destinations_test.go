@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package destinations drives the built binary with GPUBUILD_DESTINATIONS
 // naming every metric store at once, against real or protocol-faithful
 // stores on loopback: Debian's Prometheus server (scraping, and receiving

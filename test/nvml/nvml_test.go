@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvml runs the built distribution with a fake libnvidia-ml.so.1 on
 // its library path and checks that its GPU metrics reach a local CloudWatch
 // endpoint with the values the fake driver reports; with -tags gpu (make

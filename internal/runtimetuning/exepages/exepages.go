@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exepages gives back the pages of the executable that starting
 // the process read and running it does not touch.
 //

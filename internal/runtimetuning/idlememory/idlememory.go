@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package idlememory gives the heap a burst of work leaves behind back to
 // the operating system once the process has gone quiet.
 //

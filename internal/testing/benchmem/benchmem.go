@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package benchmem measures, for benchmarks, the heap a data structure
 // keeps: the figure behind the "heap_bytes/…" metrics in BENCHMARKS.md.
 package benchmem // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"

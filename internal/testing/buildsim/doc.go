@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package buildsim simulates the GPU vector-index build service's telemetry
 // with the OpenTelemetry Go SDK and keeps an exact ground truth of what it
 // emitted and what the receiving collector acknowledged.

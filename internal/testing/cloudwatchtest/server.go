@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cloudwatchtest is a local CloudWatch PutMetricData endpoint for
 // tests, benchmarks and demos. It speaks the protocol
 // aws-sdk-go-v2/service/cloudwatch v1.75.4 uses (Smithy RPC v2 CBOR, gzip

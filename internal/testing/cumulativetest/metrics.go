@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cumulativetest builds the cumulative metrics that the tests of
 // internal/cumulative and of the exporter send: each metric under a
 // resource of its own with the attributes the format-1 fixtures were

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package resusage reads what a process uses on Linux: resident memory
 // from /proc/<pid>/status and CPU time from getrusage(2). The test
 // harnesses, the GPU smoke test and cmd/nvmltiming measure with it.

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package storagetest is an in-memory storage.Client for tests.
 package storagetest // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 
