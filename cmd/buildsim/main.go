@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command buildsim simulates the GPU vector-index build service's telemetry
 // (job and stage spans, job status log records, API server spans, SDK
 // metrics) over OTLP with the OpenTelemetry Go SDK, and prints the ground
@@ -25,7 +28,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 )
 
 func main() {

@@ -1,5 +1,8 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command cloudwatch-sink runs a local CloudWatch PutMetricData endpoint
-// (internal/cloudwatchtest: the SDK's protocol, CloudWatch's limits and
+// (internal/testing/cloudwatchtest: the SDK's protocol, CloudWatch's limits and
 // errors) and prints every accepted datum as one line of JSON on stdout, so
 // that a newcomer can watch metrics land without an AWS account.
 //
@@ -26,7 +29,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 func main() {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -8,7 +11,7 @@ import (
 	"sync"
 	"text/tabwriter"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 // breakdown names the dimensions a summary row is split by: the ones a

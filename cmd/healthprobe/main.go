@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command healthprobe asks the collector's health_check extension whether the
 // collector is ready. The runtime image has no shell or curl, so Docker's
 // HEALTHCHECK and Kubernetes exec probes run this static binary instead; it

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build cgo
 
 // Command nvmltiming times each NVML entry point the nvml receiver calls, on
@@ -14,7 +17,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 )
 
 func timeit(name string, n int, f func() nvml.Return) {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package buildjobconnector provides the buildjob connector (traces ->
 // metrics, logs -> metrics): it derives build.jobs, build.job.duration,
 // build.stage.runs, build.stage.duration, build.jobs.active and, from SERVER

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fanoutconnector provides the fanout connector (metrics ->
 // metrics): it hands every batch to each pipeline it feeds, one at a time,
 // and keeps one pipeline's refusal from reaching the others. A pipeline that

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cloudwatchexporter
 
 import (
@@ -21,9 +24,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 var stateStorageID = component.MustNewID("file_storage")

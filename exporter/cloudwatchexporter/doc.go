@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cloudwatchexporter sends OpenTelemetry metrics to Amazon CloudWatch
 // with PutMetricData: cumulative sums and histograms become exact deltas,
 // histograms keep their buckets (so CloudWatch can compute percentiles) and their

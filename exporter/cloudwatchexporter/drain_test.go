@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cloudwatchexporter
 
 import (
@@ -20,7 +23,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 var queueStorageID = component.MustNewIDWithName("file_storage", "queue")

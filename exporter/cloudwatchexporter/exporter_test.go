@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cloudwatchexporter
 
 import (
@@ -22,7 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 // isolateAWS gives the SDK static credentials and nothing else to find.

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cloudwatchexporter
 
 import (
@@ -10,7 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cumulativetest"
 )
 
 // testNow is the clock of the translation tests.

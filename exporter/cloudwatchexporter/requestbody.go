@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
@@ -39,7 +42,7 @@ type bodyBuffers struct {
 // scratchKeep: a steady load (the SDKs export every few seconds at most)
 // keeps reusing them, while a sidecar quiet between bursts does not hold
 // them in between, and the heap they leave is given back with the rest
-// (internal/idlememory, which waits for two quiet seconds, longer than
+// (internal/runtimetuning/idlememory, which waits for two quiet seconds, longer than
 // scratchKeep).
 type bodyWriter struct {
 	pool sync.Pool // *bodyBuffers

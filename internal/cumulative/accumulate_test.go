@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cumulative
 
 import (
@@ -8,7 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // deltaSum is the monotonic delta sum "requests" with one integer point.

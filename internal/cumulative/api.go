@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cumulative turns cumulative OpenTelemetry points (monotonic sums,
 // histograms, exponential histograms, summaries) into deltas, per series,
 // with a bounded state table that can be saved in a storage extension so

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cumulative
 
 import (
@@ -10,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
-	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // sumBatch is one resource with n cumulative sum series.

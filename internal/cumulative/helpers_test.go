@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cumulative
 
 import (
@@ -10,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative/cumulativetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cumulativetest"
 )
 
 var testNow = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)

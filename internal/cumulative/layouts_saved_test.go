@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cumulative
 
 import (
@@ -15,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // keysWithPrefix lists the keys of client's entries that start with prefix.

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cumulative
 
 import (
@@ -13,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // readFixture reads a state fixture: one "storage-key hex-value" a line, the

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package destinations is a confmap converter that picks the metric stores
 // from one environment variable, GPUBUILD_DESTINATIONS (a comma list).
 //

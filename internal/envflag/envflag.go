@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package envflag reads the distribution's boolean switches from its
 // environment, all the same way: unset or blank is the default, and a
 // value strconv.ParseBool does not accept is an error naming the variable,

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exposedlisteners is a confmap converter that warns, once at start,
 // about every receiver listening beyond the loopback interface with neither
 // TLS nor an authenticator: anyone who can reach the port can then send data

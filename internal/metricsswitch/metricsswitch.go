@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metricsswitch is a confmap converter for the build service's
 // switch to disable metrics (the metrics RFC asks for one environment
 // variable that a deployer flips in Docker or Kubernetes).

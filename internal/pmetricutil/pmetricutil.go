@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pmetricutil holds the pdata helpers that more than one component
 // needs: the switches over the five metric types that pmetric itself does
 // not offer per metric.

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package retiredenv is a confmap converter that tells a deployer about
 // environment variables an upgrade stopped reading: the collector starts
 // as before, with one warning line naming what to set instead, at start

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stateformat writes and reads the fields that persisted state
 // entries are built of: unsigned and signed varints, doubles as their 8
 // IEEE-754 bytes little-endian, and length-prefixed bytes and lists. What

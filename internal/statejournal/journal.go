@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package statejournal puts an append-only journal in front of a storage
 // client (file_storage's bbolt file): a batch of sets and deletes is one
 // record appended to a file with one write, and the storage receives the

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package statejournal
 
 import (
@@ -16,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/storagetest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // countingClient counts the storage transactions (Batch calls) and can

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package tools pins the build tools (ocb, mdatagen) at exact versions.

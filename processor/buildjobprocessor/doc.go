@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package buildjobprocessor provides the buildjob processor (metrics ->
 // metrics): it derives api.requests from the build service's HTTP server
 // duration histograms and passes every metric through unchanged. The

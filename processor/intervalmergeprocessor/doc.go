@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:generate mdatagen metadata.yaml
 
 // Package intervalmergeprocessor merges the delta series of many workers

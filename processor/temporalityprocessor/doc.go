@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package temporalityprocessor provides the temporality processor: it turns
 // delta series into cumulative ones (to: cumulative) or cumulative series
 // into deltas (to: delta), with its per-series state saved in a storage

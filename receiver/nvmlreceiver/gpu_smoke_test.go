@@ -30,7 +30,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
 

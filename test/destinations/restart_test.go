@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package destinations
 
 import (
@@ -15,7 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package distro
 
 import (
@@ -180,7 +183,7 @@ func TestDefaultConfigDryRun(t *testing.T) {
 }
 
 // The distribution runs its Go code on one P unless GOMAXPROCS is set
-// (distro/gomaxprocs.go); the runtime's own default is the CPU count (2 on
+// (internal/runtimetuning); the runtime's own default is the CPU count (2 on
 // the CI machine; on a 1-CPU machine the first case cannot tell the two
 // apart). The scheduler trace shows the setting from outside;
 // its first line can come before package init, so only lines written after

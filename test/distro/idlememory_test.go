@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package distro
 
 import (
@@ -91,7 +94,7 @@ func awaitGivenBack(t *testing.T, s *sidecar, from int, after string, fallKiB in
 
 // After a burst of work, once allocation has been quiet for two seconds,
 // the sidecar collects its heap and gives it back to the operating system
-// (distro/idlememory.go): the runtime's trace shows a forced collection,
+// (internal/runtimetuning): the runtime's trace shows a forced collection,
 // and the anonymous memory falls.
 func TestHeapGivenBackAfterABurst(t *testing.T) {
 	s, exported := burstThenQuiet(t)
@@ -112,7 +115,7 @@ func TestHeapGivenBackAfterStart(t *testing.T) {
 // every factory's code), of which an idle sidecar runs a fraction. About
 // ten seconds after the start its resident file pages fall to less than
 // half of their peak: the executable's pages were given back
-// (internal/exepages), and only those it goes on running are read again.
+// (internal/runtimetuning/exepages), and only those it goes on running are read again.
 // Two sidecars run from one copy of the binary, read from disk as a
 // node reads an image (not the linker's output in the page cache, which
 // other tests' sidecars map too), and start together as pods from one

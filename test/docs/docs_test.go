@@ -1,6 +1,11 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package docs_test checks what the project's Markdown promises a reader
-// can follow: every test a document names as evidence exists, and every
-// relative link (and its #anchor) leads somewhere.
+// can follow: every test a document names as evidence exists, every
+// relative link (and its #anchor) leads somewhere, and the README's layout
+// and docs/architecture.md name every folder and every component of this
+// repository.
 package docs_test
 
 import (

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -26,7 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -8,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 // Derived metric names and their CloudWatch units (the buildjob contract and

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -27,8 +30,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 // testPKI is a throwaway CA and a server certificate for 127.0.0.1.

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -8,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 )
 
 // simConfig is a buildsim run against the collector's OTLP listener for

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleet drives a fleet of the built binary: sidecars that send
 // through the shipped deploy/gateway-sidecar.yaml to gateways on the shipped
 // otelcol-gateway.yaml, into the local CloudWatch endpoint.
@@ -14,8 +17,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )

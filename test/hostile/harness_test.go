@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package hostile holds fault cases run against the built binary with the
 // shipped otelcol-config.yaml.
 package hostile

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package lifecycle drives a real Node.js build service (test/jsservice,
 // the OpenTelemetry JS SDK at its defaults) against the built collector and
 // the local CloudWatch endpoint, stops, kills, starts late and upgrades the
@@ -20,7 +23,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 

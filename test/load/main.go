@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command load is the `make bench` load harness: it drives the built
 // bin/otelcol-gpubuild, running the default otelcol-config.yaml, with
 // buildsim at a fixed rate (SDK metric data points plus job runs with their
@@ -31,8 +34,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -14,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
@@ -171,7 +174,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 
 func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idleBinary map[string][]float64, runs map[string]map[string][]peerRun) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## Side by side with the contrib assembly (`make bench-peers`)\n\n")
+	fmt.Fprintf(&b, "### Side by side with the contrib assembly (`make bench-peers`)\n\n")
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, measured %s. ", runtime.NumCPU(), cpuModel(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
 	var extra strings.Builder
 	for _, kv := range o.sidecarEnv {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -7,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildsim"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 )
 
 func cpuModel() string {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvml runs the built distribution with a fake libnvidia-ml.so.1 on
 // its library path and checks that its GPU metrics reach a local CloudWatch
 // endpoint with the values the fake driver reports; with -tags gpu (make
@@ -15,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package derive
 
 import (
@@ -16,7 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
 )
 
 // The benchmarks build pdata the way the OTel Python SDK and its FastAPI

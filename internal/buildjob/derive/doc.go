@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package derive is the derivation shared by the buildjob connector and the
 // buildjob processor: build job, stage and API request metrics from spans,
 // job status log records and HTTP server histograms, each run and request

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package derive
 
 import (
@@ -5,7 +8,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
 )
 
 // fifoSet is what recentSpans must behave as: a set of the last capacity

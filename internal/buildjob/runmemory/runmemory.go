@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package runmemory is the run memory of the buildjob derivation: which job
 // runs are active, waiting for their start, or counted, and from which
 // source (status records, a job span) each was seen, so that every run is

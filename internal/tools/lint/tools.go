@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package lint pins golangci-lint at an exact version, in a module of its own

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package binarytest holds what the tests of the built distribution share:
 // where the checkout and the binary are, free loopback ports, and a buffer
 // that collects a subprocess's output while a test reads it.
@@ -21,7 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/resusage"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 )
 
 // RepoRoot is the checkout's root folder.

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package prometheustest runs Debian's Prometheus server for the tests that
 // drive the built binary into it (scrape and remote write) and reads it
 // back over its HTTP API.

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package promtext reads a collector's own telemetry, the Prometheus text
 // exposition of its :8888/metrics endpoint, for the tests and the load
 // harness that drive the built binary. Parsing is expfmt's.

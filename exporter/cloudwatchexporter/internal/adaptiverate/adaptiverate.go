@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package adaptiverate paces requests at a rate that follows the server's
 // answers, additive-increase/multiplicative-decrease as TCP does: unpaced
 // (or at a configured ceiling) until the server throttles, then half the

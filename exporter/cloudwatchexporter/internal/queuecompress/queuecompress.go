@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package queuecompress stores the persistent sending queue's requests
 // compressed. exporterhelper writes each queued request as one storage
 // value of serialized OTLP, in which every data point repeats its metric

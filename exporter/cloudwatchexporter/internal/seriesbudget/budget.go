@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package seriesbudget bounds how many series (dimension sets) each metric
 // may have: past the budget a new series is refused, so that the caller
 // folds it into an overflow series. A series idle longer than the TTL frees

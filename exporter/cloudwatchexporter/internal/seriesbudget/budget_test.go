@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package seriesbudget
 
 import (
@@ -8,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/benchmem"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
 )
 
 func dims(job uint64) func() []Dimension {

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package writebuffer holds, in memory and in order, what the persistent
 // sending queue could not write to its storage, up to a bound in bytes,
 // and paces the attempts to write it again.

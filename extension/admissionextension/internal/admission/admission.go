@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package admission is a counting gate: a bounded number of holders, a
 // bounded number of waiters, each waiting at most a timeout.
 package admission // import "github.com/gpubuild/otelcol-gpubuild/extension/admissionextension/internal/admission"

@@ -1,3 +1,6 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package merge holds one open flush interval of the intervalmerge
 // processor: the series of many workers, merged where they add up.
 //

@@ -1,0 +1,171 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
+)
+
+// settle counts what happened to each request and decides what to retry.
+func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []sentRange) error {
+	var (
+		sent, rejectedPoints int
+		retry                []pointRef
+		throttled            bool
+		errs                 []error
+		outcomes             [numOutcomes]int64
+		authCode             string
+	)
+	for _, r := range results {
+		err := r.err
+		out := classify(err)
+		if isTooLarge(err) {
+			out = outcomeRejected // one datum too large for CloudWatch alone
+		}
+		if !errors.Is(err, errNotSent) {
+			outcomes[out]++
+		}
+		ds := buf.datums[r.first : r.first+r.n]
+		switch out {
+		case outcomeSuccess:
+			sent += r.n
+			continue
+		case outcomeRejected:
+			n := forEachPoint(ds, func(int32) {})
+			rejectedPoints += n
+			e.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
+				zap.Int("datums", r.n), zap.Int("data_points", n), zap.Error(err))
+		default:
+			if out == outcomeAuthError && authCode == "" {
+				authCode = cmp.Or(errorCode(err), "HTTP auth status")
+			}
+			throttled = throttled || out == outcomeThrottled
+			forEachPoint(ds, func(p int32) { retry = append(retry, buf.points[p]) })
+		}
+		errs = append(errs, err)
+	}
+
+	if e.dryRun.Load() {
+		e.reportAutoDryRun()
+	} else {
+		for o, n := range outcomes {
+			if n > 0 {
+				e.telemetry.ExporterCloudwatchRequests.Add(ctx, n,
+					metric.WithAttributes(attribute.String("outcome", requestOutcome(o).String())))
+			}
+		}
+		// Printed datums are not sent.
+		e.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
+	}
+	if rejectedPoints > 0 {
+		var d dropCounts
+		d[reasonRejected] = rejectedPoints
+		e.recordDropped(ctx, &d)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	if authCode != "" {
+		e.logger.Warn("CloudWatch refused the credentials; they are retrieved again and the data retried until retry_on_failure.max_elapsed_time",
+			zap.String("aws_error_code", authCode))
+	}
+	err := fmt.Errorf("%d of %d PutMetricData requests failed: %w", len(errs), len(results), errors.Join(errs...))
+	if len(retry) == 0 {
+		return consumererror.NewPermanent(err)
+	}
+	failed := subset(md, retry)
+	e.telemetry.ExporterCloudwatchPointsRetried.Add(ctx, int64(failed.DataPointCount()))
+	err = consumererror.NewMetrics(err, failed)
+	if throttled {
+		e.pace.Throttled()
+		err = exporterhelper.NewThrottleRetry(err, e.throttleDelay)
+	}
+	return err
+}
+
+// forEachPoint calls fn once per data point of ds (a point's datums are
+// adjacent) and returns how many points there were.
+func forEachPoint(ds []datum, fn func(point int32)) int {
+	n := 0
+	for i := range ds {
+		if i == 0 || ds[i].point != ds[i-1].point {
+			fn(ds[i].point)
+			n++
+		}
+	}
+	return n
+}
+
+func (e *cloudWatchExporter) recordAltered(ctx context.Context, a *alterCounts) {
+	for r, n := range a {
+		if n > 0 {
+			e.telemetry.ExporterCloudwatchPointsAltered.Add(ctx, int64(n),
+				metric.WithAttributes(attribute.String("reason", alterReason(r).String())))
+		}
+	}
+}
+
+func (e *cloudWatchExporter) recordDropped(ctx context.Context, d *dropCounts) {
+	for r, n := range d {
+		if n > 0 {
+			e.telemetry.ExporterCloudwatchPointsDropped.Add(ctx, int64(n),
+				metric.WithAttributes(attribute.String("reason", dropReason(r).String())))
+		}
+	}
+}
+
+// subset copies out of md the data points refs point to, keeping their
+// resource, scope and metric; it is what a retry re-sends.
+func subset(md pmetric.Metrics, refs []pointRef) pmetric.Metrics {
+	slices.SortFunc(refs, func(a, b pointRef) int {
+		return cmp.Or(cmp.Compare(a.resource, b.resource), cmp.Compare(a.scope, b.scope),
+			cmp.Compare(a.metric, b.metric), cmp.Compare(a.point, b.point))
+	})
+	refs = slices.Compact(refs)
+
+	out := pmetric.NewMetrics()
+	var (
+		rm  pmetric.ResourceMetrics
+		sm  pmetric.ScopeMetrics
+		m   pmetric.Metric
+		cur = pointRef{-1, -1, -1, -1}
+	)
+	for _, r := range refs {
+		srcRM := md.ResourceMetrics().At(int(r.resource))
+		srcSM := srcRM.ScopeMetrics().At(int(r.scope))
+		srcM := srcSM.Metrics().At(int(r.metric))
+		if r.resource != cur.resource {
+			rm = out.ResourceMetrics().AppendEmpty()
+			srcRM.Resource().CopyTo(rm.Resource())
+			rm.SetSchemaUrl(srcRM.SchemaUrl())
+			cur = pointRef{r.resource, -1, -1, -1}
+		}
+		if r.scope != cur.scope {
+			sm = rm.ScopeMetrics().AppendEmpty()
+			srcSM.Scope().CopyTo(sm.Scope())
+			sm.SetSchemaUrl(srcSM.SchemaUrl())
+			cur.scope, cur.metric = r.scope, -1
+		}
+		if r.metric != cur.metric {
+			m = sm.Metrics().AppendEmpty()
+			pmetricutil.CopyMetricWithoutPoints(srcM, m)
+			cur.metric = r.metric
+		}
+		pmetricutil.AppendPoint(srcM, m, int(r.point))
+	}
+	return out
+}

@@ -1,0 +1,64 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package exepages
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+
+	"golang.org/x/sys/unix"
+)
+
+// Release gives back the pages of this process's executable (see the
+// package comment). It is meant to be called once, after the start.
+func Release() error {
+	exe, err := os.Open("/proc/self/exe") // the running binary, even if replaced on disk since
+	if err != nil {
+		return err
+	}
+	defer func() { _ = exe.Close() }()
+	return release(reflect.ValueOf(Release).Pointer(), exe)
+}
+
+// release unmaps the clean read-only mappings of the file mapped at addr
+// and drops the cached pages of f, that file, that no process maps.
+func release(addr uintptr, f *os.File) error {
+	text, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return err
+	}
+	maps := cleanReadOnlyMappingsOfFileAt(parseSmaps(string(text)), addr)
+	if len(maps) == 0 {
+		return fmt.Errorf("no clean read-only mapping of a file at %#x", addr)
+	}
+	for _, m := range maps {
+		// The addresses come from the kernel's own list of this process's
+		// mappings; no Go memory is reinterpreted.
+		if err := madvise(m, unix.MADV_RANDOM); err != nil {
+			return err
+		}
+		if err := madvise(m, unix.MADV_DONTNEED); err != nil {
+			return err
+		}
+	}
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+func madvise(m mapping, advice int) error {
+	if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, uintptr(advice)); errno != 0 {
+		return fmt.Errorf("madvise %#x-%#x (%s): %w", m.start, m.end, adviceName(advice), errno)
+	}
+	return nil
+}
+
+func adviceName(advice int) string {
+	switch advice {
+	case unix.MADV_RANDOM:
+		return "MADV_RANDOM"
+	case unix.MADV_DONTNEED:
+		return "MADV_DONTNEED"
+	}
+	return fmt.Sprint(advice)
+}

@@ -1,0 +1,714 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package buildsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Names and units of the service's SDK instruments.
+const (
+	CounterName      = "buildsvc.vectors.indexed"
+	CounterUnit      = "{vector}"
+	HistogramName    = "buildsvc.index.size"
+	HistogramUnit    = "By"
+	GaugeName        = "buildsvc.gpu.utilization"
+	GaugeUnit        = "%"
+	HTTPDurationName = "http.server.request.duration"
+	HTTPDurationUnit = "s"
+	scopeName        = "github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
+)
+
+// GaugeValues are the only values the GPU-utilization gauge reports; a test
+// can check every landed point against them.
+var gaugeValues = [...]float64{25, 37.5, 50, 62.5, 75}
+
+// GaugeValues returns the values the GPU-utilization gauge can report.
+func GaugeValues() []float64 { return slices.Clone(gaugeValues[:]) }
+
+// Option changes how Run works (mainly for tests).
+type Option func(*runOptions)
+
+type runOptions struct {
+	factory ExporterFactory
+	now     func() time.Time
+	logf    func(format string, args ...any)
+}
+
+// WithExporterFactory replaces the OTLP exporters (tests use in-memory ones).
+func WithExporterFactory(f ExporterFactory) Option { return func(o *runOptions) { o.factory = f } }
+
+// WithLogf reports progress (restarts, failed exports) through logf.
+func WithLogf(logf func(format string, args ...any)) Option {
+	return func(o *runOptions) { o.logf = logf }
+}
+
+// Run emits cfg.Jobs build runs at cfg.Rate and returns the ground truth.
+// The error is non-nil when the run could not finish (context cancelled,
+// exporters not created, or StopOnExportError and an export failed); the
+// summary then covers what happened until then.
+func Run(ctx context.Context, cfg Config, opts ...Option) (*Summary, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := runOptions{factory: OTLPExporters, now: time.Now, logf: func(string, ...any) {}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	r := &runner{cfg: cfg, opts: o, plan: newPlanner(cfg), generated: newTruthBuilder(), acked: newTruthBuilder()}
+	r.sdk = SDKMetrics{
+		Counter:   CounterTruth{Name: CounterName, Unit: CounterUnit},
+		Histogram: HistogramTruth{Name: HistogramName, Unit: HistogramUnit},
+		Gauge:     GaugeTruth{Name: GaugeName, Unit: GaugeUnit, Allowed: GaugeValues()},
+	}
+	if cfg.APIMetrics {
+		r.sdk.HTTPServerDuration = HistogramTruth{Name: HTTPDurationName, Unit: HTTPDurationUnit}
+	}
+	err := r.run(ctx)
+	return r.summary(), err
+}
+
+type runner struct {
+	cfg  Config
+	opts runOptions
+	plan *planner
+
+	mu        sync.Mutex // guards what exporters' callbacks update
+	generated *truthBuilder
+	acked     *truthBuilder
+	exports   ExportStats
+	sdk       SDKMetrics
+
+	counterSeries, histSeries map[string]struct{}
+	emitted                   int
+	restarts                  int
+	start, end                time.Time
+}
+
+func (r *runner) summary() *Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &Summary{
+		Protocol: r.cfg.Protocol, Endpoint: r.cfg.Endpoint, Seed: r.cfg.Seed, Service: r.cfg.ServiceName,
+		Generated: r.generated.totals(), Acknowledged: r.acked.totals(),
+		SDKMetrics: r.sdk, Exports: r.exports, JobsEmitted: r.emitted, Restarts: r.restarts,
+		Start: r.start, End: r.end, Elapsed: r.end.Sub(r.start).Seconds(),
+	}
+	if !r.cfg.Metrics {
+		s.SDKMetrics = SDKMetrics{}
+	}
+	// Without API spans the API calls reach the collector only through the
+	// histogram, which is cumulative: all of them arrived if the last
+	// metric export of each incarnation did.
+	if !r.cfg.APISpans && r.cfg.Metrics && r.cfg.APIMetrics && r.exports.MetricFinalExportsFailed == 0 {
+		s.Acknowledged.APIRequests = s.Generated.APIRequests
+	}
+	s.SDKMetrics.Counter.Series = len(r.counterSeries)
+	s.SDKMetrics.Histogram.Series = len(r.histSeries)
+	if r.cfg.Metrics {
+		s.SDKMetrics.Gauge.Series = r.cfg.GPUs + r.cfg.MetricSeries
+	}
+	return s
+}
+
+func (r *runner) run(ctx context.Context) (err error) {
+	r.start = r.opts.now()
+	r.counterSeries, r.histSeries = map[string]struct{}{}, map[string]struct{}{}
+	inc, err := r.startIncarnation(ctx)
+	if err != nil {
+		r.end = r.opts.now()
+		return err
+	}
+	defer func() {
+		// A fresh context: the final flush must run even when ctx ended.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ExportTimeout+r.cfg.RetryMaxElapsed+5*time.Second)
+		defer cancel()
+		inc.finishAll(sctx)
+		err = errors.Join(err, inc.shutdown(sctx))
+		r.end = r.opts.now()
+	}()
+
+	// Without a rate limit, bound the jobs per round so batches stay near
+	// MaxBatch spans.
+	perRound := max(1, r.cfg.MaxBatch/(2+len(r.cfg.StageMeans)+r.cfg.StatusPolls+1))
+	ticker := time.NewTicker(r.cfg.Tick)
+	defer ticker.Stop()
+	for {
+		var due int
+		if r.cfg.Rate > 0 {
+			due = min(r.cfg.Jobs, int(math.Floor(r.cfg.Rate*r.opts.now().Sub(r.start).Seconds())))
+		} else {
+			due = min(r.cfg.Jobs, r.emitted+perRound)
+		}
+		for r.emitted < due {
+			if r.cfg.RestartAfter > 0 && r.emitted == r.cfg.RestartAfter && r.restarts == 0 {
+				if inc, err = r.restart(ctx, inc); err != nil {
+					return err
+				}
+			}
+			inc.startJob(ctx, r.plan.next(r.emitted))
+			r.emitted++
+		}
+		inc.finishDue(r.opts.now())
+		inc.touchLoadSeries(ctx)
+		if err := inc.flush(ctx); err != nil && r.cfg.StopOnExportError {
+			return err
+		}
+		if r.emitted >= r.cfg.Jobs && len(inc.pending) == 0 {
+			return nil
+		}
+		if r.cfg.Rate > 0 || r.emitted >= r.cfg.Jobs {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ticker.C:
+			}
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// restart shuts the current incarnation down (flushing it) and starts a new
+// one, as a redeployed service process would.
+func (r *runner) restart(ctx context.Context, inc *incarnation) (*incarnation, error) {
+	inc.finishAll(ctx) // the old process's runs end before it exits
+	if err := inc.shutdown(ctx); err != nil {
+		r.opts.logf("buildsim: shutdown before restart: %v", err)
+		if r.cfg.StopOnExportError {
+			return inc, err
+		}
+	}
+	r.restarts++
+	r.opts.logf("buildsim: restarted the service's SDK after %d jobs", r.emitted)
+	return r.startIncarnation(ctx)
+}
+
+// incarnation is one process lifetime of the service: its providers, buffers
+// and instruments.
+type incarnation struct {
+	r       *runner
+	ex      Exporters
+	tp      *sdktrace.TracerProvider
+	lp      *sdklog.LoggerProvider
+	mp      *sdkmetric.MeterProvider
+	spans   *spanBuffer
+	logs    *logBuffer
+	tracer  trace.Tracer
+	logger  otellog.Logger
+	counter metric.Int64Counter
+	hist    metric.Float64Histogram
+	httpDur metric.Float64Histogram
+	gauge   metric.Float64ObservableGauge
+	polls   int // gauge callbacks so far
+	// pending are started runs whose end is sent StartLead later.
+	pending   []pendingJob
+	metricExp *countingMetricExporter
+}
+
+// pendingJob is a run whose RUNNING record went out and whose end has not.
+type pendingJob struct {
+	plan       JobPlan
+	start, end time.Time
+	ctx        context.Context
+	span       trace.Span
+}
+
+func (r *runner) startIncarnation(ctx context.Context) (*incarnation, error) {
+	ex, err := r.opts.factory(ctx, r.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating exporters: %w", err)
+	}
+	res := resource.NewWithAttributes("",
+		attribute.String("service.name", r.cfg.ServiceName),
+		attribute.String("service.instance.id", r.cfg.InstanceID),
+		attribute.String("service.version", "1.0.0"),
+	)
+	inc := &incarnation{r: r, ex: ex, spans: &spanBuffer{}, logs: &logBuffer{}}
+	inc.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(inc.spans), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	inc.lp = sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(inc.logs))
+	inc.tracer = inc.tp.Tracer(scopeName)
+	inc.logger = inc.lp.Logger(scopeName)
+	if r.cfg.Metrics {
+		inc.metricExp = &countingMetricExporter{Exporter: ex.Metric, r: r}
+		reader := sdkmetric.NewPeriodicReader(inc.metricExp,
+			sdkmetric.WithInterval(r.cfg.MetricInterval), sdkmetric.WithTimeout(r.cfg.ExportTimeout+r.cfg.RetryMaxElapsed),
+			sdkmetric.WithMaxExportBatchSize(r.cfg.MetricMaxBatch))
+		inc.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader), sdkmetric.WithCardinalityLimit(0))
+		m := inc.mp.Meter(scopeName)
+		if inc.counter, err = m.Int64Counter(CounterName, metric.WithUnit(CounterUnit), metric.WithDescription("Vectors indexed by successful builds.")); err != nil {
+			return nil, err
+		}
+		if inc.hist, err = m.Float64Histogram(HistogramName, metric.WithUnit(HistogramUnit), metric.WithDescription("Size of the built index.")); err != nil {
+			return nil, err
+		}
+		// The bounds OpenTelemetry's HTTP semantic conventions advise.
+		if inc.httpDur, err = m.Float64Histogram(HTTPDurationName, metric.WithUnit(HTTPDurationUnit),
+			metric.WithDescription("Duration of HTTP server requests."),
+			metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)); err != nil {
+			return nil, err
+		}
+		if inc.gauge, err = m.Float64ObservableGauge(GaugeName, metric.WithUnit(GaugeUnit), metric.WithDescription("GPU utilization seen by the service.")); err != nil {
+			return nil, err
+		}
+		if _, err = m.RegisterCallback(inc.observeGauge, inc.gauge); err != nil {
+			return nil, err
+		}
+	}
+	return inc, nil
+}
+
+func (inc *incarnation) observeGauge(_ context.Context, o metric.Observer) error {
+	g := inc.r.cfg
+	for i := 0; i < g.GPUs; i++ {
+		o.ObserveFloat64(inc.gauge, gaugeValues[(inc.polls+i)%len(gaugeValues)], metric.WithAttributes(attribute.Int(AttrGPUIndex, i)))
+	}
+	for i := 0; i < g.MetricSeries; i++ {
+		o.ObserveFloat64(inc.gauge, gaugeValues[i%len(gaugeValues)], metric.WithAttributes(attribute.Int(AttrMetricSeries, i)))
+	}
+	inc.polls++
+	return nil
+}
+
+// startJob emits the start of one run: its job span is opened and its
+// RUNNING record emitted, with simulated timestamps such that the run ends
+// StartLead from now. With no lead the run is finished at once.
+func (inc *incarnation) startJob(ctx context.Context, j JobPlan) {
+	r := inc.r
+	cfg := r.cfg
+	end := r.opts.now().Add(cfg.StartLead)
+	p := pendingJob{plan: j, start: end.Add(-j.Duration), end: end, ctx: ctx}
+
+	r.mu.Lock()
+	r.generated.addPlanned(j, cfg)
+	if cfg.JobSpans || cfg.JobLogs {
+		s := r.acked.job(j.ID)
+		s.engine, s.dataType, s.result, s.duration = j.Engine, j.DataType, j.Result, j.Duration
+	}
+	r.mu.Unlock()
+
+	if cfg.JobSpans {
+		attrs := append([]attribute.KeyValue{attribute.String(AttrJobID, j.ID), attribute.String(AttrTenant, j.Tenant)}, jobDims(j)...)
+		if j.ResultAttr {
+			attrs = append(attrs, attribute.String(AttrJobResult, j.Result))
+		}
+		p.ctx, p.span = inc.tracer.Start(ctx, "index_build", trace.WithTimestamp(p.start), trace.WithAttributes(attrs...))
+	}
+	if cfg.JobLogs {
+		inc.emitStatus(p.ctx, j, StatusRunning, p.start, otellog.SeverityInfo)
+	}
+	if cfg.StartLead <= 0 {
+		inc.finishJob(p)
+		return
+	}
+	inc.pending = append(inc.pending, p)
+}
+
+// finishDue finishes the pending runs whose end has come.
+func (inc *incarnation) finishDue(now time.Time) {
+	n := 0
+	for _, p := range inc.pending {
+		if p.end.After(now) {
+			inc.pending[n] = p
+			n++
+			continue
+		}
+		inc.finishJob(p)
+	}
+	inc.pending = inc.pending[:n]
+}
+
+// finishAll finishes every pending run now (their timestamps stay as
+// planned).
+func (inc *incarnation) finishAll(context.Context) {
+	for _, p := range inc.pending {
+		inc.finishJob(p)
+	}
+	inc.pending = nil
+}
+
+func jobDims(j JobPlan) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.String(AttrEngine, j.Engine), attribute.String(AttrDataType, j.DataType)}
+}
+
+// finishJob emits the rest of a run: its stage spans, its end record, the
+// end of its job span, the API spans and the SDK measurements.
+func (inc *incarnation) finishJob(p pendingJob) {
+	r := inc.r
+	cfg := r.cfg
+	j, start, end, ctx := p.plan, p.start, p.end, p.ctx
+	dims := jobDims(j)
+	if cfg.StageSpans {
+		for _, st := range j.Stages {
+			attrs := append([]attribute.KeyValue{attribute.String(AttrStage, st.Stage), attribute.String(AttrJobID, j.ID)}, dims...)
+			if st.ResultAttr {
+				attrs = append(attrs, attribute.String(AttrStageResult, st.Result))
+			}
+			sStart := start.Add(st.Offset)
+			_, sp := inc.tracer.Start(ctx, st.Stage, trace.WithTimestamp(sStart), trace.WithAttributes(attrs...))
+			if st.Result == ResultFailure {
+				sp.SetStatus(codes.Error, st.Stage+" failed")
+			}
+			sp.End(trace.WithTimestamp(sStart.Add(st.Duration)))
+		}
+	}
+	if cfg.JobLogs {
+		switch endStatus(j.Result) {
+		case StatusCompleted:
+			inc.emitStatus(ctx, j, StatusCompleted, end, otellog.SeverityInfo)
+		case StatusFailed:
+			inc.emitStatus(ctx, j, StatusFailed, end, otellog.SeverityError)
+		}
+	}
+	if p.span != nil {
+		if j.Result == ResultFailure {
+			p.span.SetStatus(codes.Error, "index build failed")
+		}
+		p.span.End(trace.WithTimestamp(end))
+	}
+	// API calls are separate requests: their spans are roots.
+	apiCtx := context.WithoutCancel(trace.ContextWithSpanContext(ctx, trace.SpanContext{}))
+	if cfg.APISpans {
+		for _, c := range j.API {
+			cStart := start.Add(c.Offset)
+			_, sp := inc.tracer.Start(apiCtx, c.Method+" "+c.Route, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(cStart),
+				trace.WithAttributes(
+					attribute.String(AttrRoute, c.Route), attribute.String(AttrMethod, c.Method),
+					attribute.Int(AttrStatusCode, c.Status), attribute.String(AttrURLPath, c.Path),
+					attribute.String("url.scheme", "http"), attribute.String("server.address", "localhost"),
+				))
+			if c.Status >= 500 {
+				sp.SetStatus(codes.Error, "")
+			}
+			sp.End(trace.WithTimestamp(cStart.Add(c.Duration)))
+		}
+	}
+	if cfg.Metrics && cfg.APIMetrics {
+		for _, c := range j.API {
+			d := c.Duration.Seconds()
+			inc.httpDur.Record(apiCtx, d, metric.WithAttributes(
+				attribute.String(AttrRoute, c.Route), attribute.String(AttrMethod, c.Method),
+				attribute.Int(AttrStatusCode, c.Status), attribute.String("url.scheme", "http")))
+			r.mu.Lock()
+			addHist(&r.sdk.HTTPServerDuration, d)
+			r.mu.Unlock()
+		}
+	}
+	if cfg.Metrics && j.Result == ResultSuccess {
+		inc.counter.Add(apiCtx, j.Vectors, metric.WithAttributes(attribute.String(AttrEngine, j.Engine), attribute.String(AttrTenant, j.Tenant)))
+		inc.hist.Record(apiCtx, float64(j.IndexBytes), metric.WithAttributes(dims...))
+		r.mu.Lock()
+		r.sdk.Counter.Total += j.Vectors
+		r.counterSeries[j.Engine+"|"+j.Tenant] = struct{}{}
+		r.recordHist(float64(j.IndexBytes), j.Engine+"|"+j.DataType)
+		r.mu.Unlock()
+	}
+}
+
+func (r *runner) recordHist(v float64, series string) {
+	addHist(&r.sdk.Histogram, v)
+	r.histSeries[series] = struct{}{}
+}
+
+func addHist(h *HistogramTruth, v float64) {
+	if h.Count == 0 || v < h.Min {
+		h.Min = v
+	}
+	if h.Count == 0 || v > h.Max {
+		h.Max = v
+	}
+	h.Count++
+	h.Sum += v
+}
+
+func (inc *incarnation) emitStatus(ctx context.Context, j JobPlan, status string, at time.Time, sev otellog.Severity) {
+	var rec otellog.Record
+	if j.ObservedTimeOnly {
+		rec.SetObservedTimestamp(at)
+	} else {
+		rec.SetTimestamp(at)
+		rec.SetObservedTimestamp(inc.r.opts.now())
+	}
+	rec.SetSeverity(sev)
+	rec.SetBody(attribute.StringValue(fmt.Sprintf("job %s is %s", j.ID, status)))
+	rec.AddAttributes(attribute.String(AttrJobID, j.ID), attribute.String(AttrJobStatus, status),
+		attribute.String(AttrEngine, j.Engine), attribute.String(AttrDataType, j.DataType))
+	inc.logger.Emit(ctx, rec)
+}
+
+// touchLoadSeries updates the extra load series once per tick.
+func (inc *incarnation) touchLoadSeries(ctx context.Context) {
+	n := inc.r.cfg.MetricSeries
+	if n == 0 || !inc.r.cfg.Metrics {
+		return
+	}
+	for i := 0; i < n; i++ {
+		opt := metric.WithAttributes(attribute.Int(AttrMetricSeries, i))
+		inc.counter.Add(ctx, 1, opt)
+		inc.hist.Record(ctx, 1, opt)
+	}
+	r := inc.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sdk.Counter.Total += int64(n)
+	for i := 0; i < n; i++ {
+		key := fmt.Sprintf("series|%d", i)
+		r.counterSeries[key] = struct{}{}
+		r.recordHist(1, key)
+	}
+}
+
+// flush exports the buffered log records, then the spans, in batches of at
+// most MaxBatch; logs first because a real service writes a run's RUNNING
+// record long before its span ends.
+func (inc *incarnation) flush(ctx context.Context) error {
+	var errs []error
+	logs := inc.logs.take()
+	for b := range slices.Chunk(logs, inc.r.cfg.MaxBatch) {
+		errs = append(errs, inc.exportLogs(ctx, b))
+	}
+	spans := inc.spans.take()
+	for b := range slices.Chunk(spans, inc.r.cfg.MaxBatch) {
+		errs = append(errs, inc.exportSpans(ctx, b))
+	}
+	return errors.Join(errs...)
+}
+
+func (inc *incarnation) exportLogs(ctx context.Context, batch []sdklog.Record) error {
+	err := inc.ex.Log.Export(ctx, batch)
+	r := inc.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exports.LogRecords.record(len(batch), err)
+	if err != nil {
+		r.opts.logf("buildsim: exporting %d log records: %v", len(batch), err)
+		return err
+	}
+	for i := range batch {
+		var id, status string
+		batch[i].WalkAttributes(func(kv attribute.KeyValue) bool {
+			switch string(kv.Key) {
+			case AttrJobID:
+				id = kv.Value.AsString()
+			case AttrJobStatus:
+				status = kv.Value.AsString()
+			}
+			return true
+		})
+		if id == "" {
+			continue
+		}
+		j := r.acked.job(id)
+		switch status {
+		case StatusRunning:
+			j.startLog = true
+		case StatusCompleted, StatusFailed:
+			j.endLog = true
+		}
+	}
+	return nil
+}
+
+func (inc *incarnation) exportSpans(ctx context.Context, batch []sdktrace.ReadOnlySpan) error {
+	err := inc.ex.Span.ExportSpans(ctx, batch)
+	r := inc.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exports.Spans.record(len(batch), err)
+	if err != nil {
+		r.opts.logf("buildsim: exporting %d spans: %v", len(batch), err)
+		return err
+	}
+	for _, s := range batch {
+		r.ackSpan(s)
+	}
+	return nil
+}
+
+// ackSpan adds an acknowledged span to the acknowledged truth, reading back
+// what the span itself says (so Generated == Acknowledged also checks that
+// the spans say what the plan meant).
+func (r *runner) ackSpan(s sdktrace.ReadOnlySpan) {
+	attrs := map[string]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		attrs[string(kv.Key)] = kv.Value
+	}
+	d := s.EndTime().Sub(s.StartTime())
+	result := ResultSuccess
+	if s.Status().Code == codes.Error {
+		result = ResultFailure
+	}
+	switch {
+	case s.SpanKind() == trace.SpanKindServer:
+		r.acked.api.add(apiAttrs(attrs[AttrRoute].AsString(), attrs[AttrMethod].AsString(), int(attrs[AttrStatusCode].AsInt64())), d)
+	case attrs[AttrStage].Type() == attribute.STRING:
+		if v, ok := attrs[AttrStageResult]; ok {
+			result = v.AsString()
+		}
+		r.acked.stages.add(stageAttrs(attrs[AttrStage].AsString(), result, attrs[AttrEngine].AsString(), attrs[AttrDataType].AsString()), d)
+	case attrs[AttrJobID].Type() == attribute.STRING:
+		j := r.acked.job(attrs[AttrJobID].AsString())
+		j.span = true
+	}
+}
+
+// spanBuffer is a span processor that keeps ended spans until the runner
+// exports them itself, so the runner knows which export carried which span
+// and the SDK never drops one for a full queue.
+type spanBuffer struct {
+	mu    sync.Mutex
+	spans []sdktrace.ReadOnlySpan
+}
+
+func (b *spanBuffer) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (b *spanBuffer) OnEnd(s sdktrace.ReadOnlySpan) {
+	b.mu.Lock()
+	b.spans = append(b.spans, s)
+	b.mu.Unlock()
+}
+func (b *spanBuffer) Shutdown(context.Context) error   { return nil }
+func (b *spanBuffer) ForceFlush(context.Context) error { return nil }
+func (b *spanBuffer) take() []sdktrace.ReadOnlySpan {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.spans
+	b.spans = nil
+	return s
+}
+
+// logBuffer is the same for log records.
+type logBuffer struct {
+	mu      sync.Mutex
+	records []sdklog.Record
+}
+
+func (b *logBuffer) Enabled(context.Context, sdklog.EnabledParameters) bool { return true }
+func (b *logBuffer) OnEmit(_ context.Context, r *sdklog.Record) error {
+	b.mu.Lock()
+	b.records = append(b.records, r.Clone())
+	b.mu.Unlock()
+	return nil
+}
+func (b *logBuffer) Shutdown(context.Context) error   { return nil }
+func (b *logBuffer) ForceFlush(context.Context) error { return nil }
+func (b *logBuffer) take() []sdklog.Record {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.records
+	b.records = nil
+	return r
+}
+
+// countingMetricExporter counts the data points of each metric export and
+// remembers whether every export of the latest collection succeeded: the
+// points are cumulative, so only the last collection of an incarnation must
+// arrive for nothing to be lost. A collection may take several exports
+// (MetricMaxBatch); its points all carry the collection's time.
+type countingMetricExporter struct {
+	sdkmetric.Exporter
+	r *runner
+	// guarded by r.mu
+	latest       time.Time
+	latestFailed bool
+}
+
+func (e *countingMetricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	err := e.Exporter.Export(ctx, rm)
+	e.r.mu.Lock()
+	defer e.r.mu.Unlock()
+	if at, ok := collectionTime(rm); ok {
+		switch {
+		case at.After(e.latest):
+			e.latest, e.latestFailed = at, err != nil
+		case at.Equal(e.latest) && err != nil:
+			e.latestFailed = true
+		}
+	}
+	e.r.exports.MetricPoints.record(countPoints(rm), err)
+	if err != nil {
+		e.r.opts.logf("buildsim: exporting metrics: %v", err)
+	}
+	return err
+}
+
+// collectionTime is the time of the first data point: the SDK gives every
+// point of one collection the same time.
+func collectionTime(rm *metricdata.ResourceMetrics) (time.Time, bool) {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if len(d.DataPoints) > 0 {
+					return d.DataPoints[0].Time, true
+				}
+			case metricdata.Gauge[float64]:
+				if len(d.DataPoints) > 0 {
+					return d.DataPoints[0].Time, true
+				}
+			case metricdata.Histogram[float64]:
+				if len(d.DataPoints) > 0 {
+					return d.DataPoints[0].Time, true
+				}
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+func countPoints(rm *metricdata.ResourceMetrics) int {
+	n := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				n += len(d.DataPoints)
+			case metricdata.Sum[float64]:
+				n += len(d.DataPoints)
+			case metricdata.Gauge[float64]:
+				n += len(d.DataPoints)
+			case metricdata.Gauge[int64]:
+				n += len(d.DataPoints)
+			case metricdata.Histogram[float64]:
+				n += len(d.DataPoints)
+			case metricdata.Histogram[int64]:
+				n += len(d.DataPoints)
+			}
+		}
+	}
+	return n
+}
+
+// shutdown flushes what is buffered, then shuts the providers down: the
+// meter provider's shutdown makes the final cumulative export.
+func (inc *incarnation) shutdown(ctx context.Context) error {
+	errs := []error{inc.flush(ctx)}
+	errs = append(errs, inc.tp.Shutdown(ctx), inc.lp.Shutdown(ctx))
+	if inc.mp != nil {
+		errs = append(errs, inc.mp.Shutdown(ctx))
+		inc.r.mu.Lock()
+		if inc.metricExp.latestFailed {
+			inc.r.exports.MetricFinalExportsFailed++
+		}
+		inc.r.mu.Unlock()
+	}
+	errs = append(errs, inc.ex.Span.Shutdown(ctx), inc.ex.Log.Shutdown(ctx))
+	return errors.Join(errs...)
+}
