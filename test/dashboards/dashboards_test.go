@@ -111,6 +111,10 @@ func TestDashboardsAgainstRealOutput(t *testing.T) {
 		}
 	})
 
+	t.Run("cloudwatch PromQL alarms read what cloudwatch-otlp received", func(t *testing.T) {
+		checkPromQLAlarms(t, r.cwOTLP, r.scrape)
+	})
+
 	t.Run("cloudwatch dashboard and alarms match landed datums", func(t *testing.T) {
 		datums := r.cw.Datums()
 		require.Empty(t, missing(dashRefs, datums), "dashboard widgets that would be empty")

@@ -163,6 +163,7 @@ func fakeDriver(t testing.TB, g []fakenvml.GPU) []string {
 // run is one collector run with its stores.
 type run struct {
 	cw      *cloudwatchtest.Server
+	cwOTLP  *otlpSink         // stands in for CloudWatch's OTLP endpoint
 	scrape  *prometheusServer // scrapes the sidecar's endpoint
 	remote  *prometheusServer // receives its remote write
 	otlpURL string            // the collector's OTLP/HTTP endpoint, host:port
@@ -179,7 +180,7 @@ func startRun(t testing.TB, ruleFiles []string) *run {
 	t.Cleanup(func() { _ = cw.Close() })
 	ports := binarytest.FreePorts(t, 7)
 	promTarget := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	r := &run{cw: cw, otlpURL: fmt.Sprintf("127.0.0.1:%d", ports[4])}
+	r := &run{cw: cw, cwOTLP: startOTLPSink(t), otlpURL: fmt.Sprintf("127.0.0.1:%d", ports[4])}
 	r.scrape = startPrometheus(t, ports[1], promTarget, ruleFiles)
 	r.remote = startPrometheus(t, ports[2], "", ruleFiles)
 
@@ -190,7 +191,8 @@ func startRun(t testing.TB, ruleFiles []string) *run {
 		"AWS_CONFIG_FILE=/dev/null",
 		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 		"AWS_REGION=us-east-1",
-		"GPUBUILD_DESTINATIONS=cloudwatch,prometheus,prometheus-remote-write",
+		"GPUBUILD_DESTINATIONS=cloudwatch,cloudwatch-otlp,prometheus,prometheus-remote-write",
+		"GPUBUILD_CLOUDWATCH_OTLP_ENDPOINT="+r.cwOTLP.URL+"/v1/metrics",
 		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
 		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
 		"GPUBUILD_CLOUDWATCH_NAMESPACE="+namespace,
