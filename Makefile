@@ -71,8 +71,9 @@ deps:
 		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends prometheus=$(PROMETHEUS_DEB); \
 	fi
 
-## promtool-check: the Prometheus rules in deploy/prometheus (promtool check rules) and their unit tests (promtool test rules)
+## promtool-check: deploy/prometheus: the example config and the rules (promtool check) and the rules' unit tests (promtool test rules)
 promtool-check: deps
+	promtool check config deploy/prometheus/prometheus.yml
 	promtool check rules deploy/prometheus/gpubuild-rules.yaml
 	promtool test rules deploy/prometheus/gpubuild-rules.test.yaml
 

@@ -244,11 +244,13 @@ func workload(endpoint string) buildsim.Config {
 	return cfg
 }
 
-func (r *run) drive(t testing.TB) {
+func (r *run) drive(t testing.TB) { r.driveWith(t, workload(r.otlpURL)) }
+
+func (r *run) driveWith(t testing.TB, cfg buildsim.Config) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := buildsim.Run(ctx, workload(r.otlpURL), buildsim.WithLogf(t.Logf))
+	s, err := buildsim.Run(ctx, cfg, buildsim.WithLogf(t.Logf))
 	require.NoError(t, err)
 	require.True(t, s.Exports.Complete(), "the collector refused exports: %+v", s.Exports)
 	r.summary = s
