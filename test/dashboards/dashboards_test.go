@@ -58,9 +58,9 @@ func TestDashboardsAgainstRealOutput(t *testing.T) {
 		landed = map[string]float64{}
 		for name, p := range servers {
 			if s, err := p.query(`sum(build_jobs_total)`); err == nil && len(s) == 1 {
-				var v float64
-				fmt.Sscan(s[0].Value[1].(string), &v)
-				landed[name] = v
+				if v, ok := s[0].float(); ok {
+					landed[name] = v
+				}
 			}
 		}
 		for _, d := range r.cw.Datums() {

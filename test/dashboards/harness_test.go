@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,13 @@ func startPrometheus(t testing.TB, port int, scrapeTarget string, ruleFiles []st
 type promSample struct {
 	Metric map[string]string `json:"metric"`
 	Value  [2]any            `json:"value"`
+}
+
+// float is the sample's value; ok is false when it is not a number.
+func (s promSample) float() (float64, bool) {
+	str, _ := s.Value[1].(string)
+	v, err := strconv.ParseFloat(str, 64)
+	return v, err == nil
 }
 
 // query runs an instant query and returns its vector (a scalar answer is

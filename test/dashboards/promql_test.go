@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -208,8 +207,7 @@ func isNumber(e parser.Expr) bool {
 // as nothing.
 func finite(samples []promSample) bool {
 	for _, s := range samples {
-		str, _ := s.Value[1].(string)
-		if v, err := strconv.ParseFloat(str, 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+		if v, ok := s.float(); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			return true
 		}
 	}
