@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
@@ -127,7 +128,7 @@ func (s *otlpSink) unknown(where string, ast parser.Expr) []string {
 		case *parser.VectorSelector:
 			name := ""
 			for _, m := range n.LabelMatchers {
-				if m.Name == labels.MetricName {
+				if m.Name == model.MetricNameLabel {
 					name = m.Value
 				}
 			}
@@ -138,7 +139,7 @@ func (s *otlpSink) unknown(where string, ast parser.Expr) []string {
 			}
 			metrics = append(metrics, name)
 			for _, m := range n.LabelMatchers {
-				if m.Name == labels.MetricName {
+				if m.Name == model.MetricNameLabel {
 					continue
 				}
 				found := false
@@ -194,7 +195,7 @@ func toPrometheus(ast parser.Expr) (string, error) {
 		switch n := node.(type) {
 		case *parser.VectorSelector:
 			for i, m := range n.LabelMatchers {
-				if m.Name == labels.MetricName {
+				if m.Name == model.MetricNameLabel {
 					name, ok := prometheusNames[m.Value]
 					if !ok {
 						err = fmt.Errorf("no Prometheus name for %q", m.Value)
