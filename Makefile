@@ -17,7 +17,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -56,7 +56,7 @@ run: build
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
 ## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary
-test: check-generated lint build jsservice-deps deps
+test: check-generated lint build jsservice-deps deps promtool-check
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
@@ -70,6 +70,12 @@ deps:
 		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo="sudo"; \
 		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends prometheus=$(PROMETHEUS_DEB); \
 	fi
+
+## promtool-check: deploy/prometheus: the example config and the rules (promtool check) and the rules' unit tests (promtool test rules)
+promtool-check: deps
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool check rules deploy/prometheus/gpubuild-rules.yaml
+	promtool test rules deploy/prometheus/gpubuild-rules.test.yaml
 
 ## jsservice-deps: the Node.js build service's pinned npm packages (npm ci), driven by test/lifecycle
 jsservice-deps: test/jsservice/node_modules/.package-lock.json
