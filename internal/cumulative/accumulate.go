@@ -29,21 +29,7 @@ func (c *Tracker) Accumulate(ctx context.Context, md pmetric.Metrics, now time.T
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.expire(now, cv)
-	rms := md.ResourceMetrics()
-	for ri := 0; ri < rms.Len(); ri++ {
-		rm := rms.At(ri)
-		resHash := hashMap(rm.Resource().Attributes())
-		sms := rm.ScopeMetrics()
-		for si := 0; si < sms.Len(); si++ {
-			sm := sms.At(si)
-			scopeHash := hashStrings(sm.Scope().Name(), sm.Scope().Version())
-			ms := sm.Metrics()
-			for mi := 0; mi < ms.Len(); mi++ {
-				m := ms.At(mi)
-				c.accumulateMetric(ctx, m, metricHash(resHash, scopeHash, m), now, cv)
-			}
-		}
-	}
+	eachMetric(md, func(m pmetric.Metric, base uint64) { c.accumulateMetric(ctx, m, base, now, cv) })
 }
 
 func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base uint64, now time.Time, cv *Result) {
@@ -57,12 +43,7 @@ func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base u
 			if dp.Flags().NoRecordedValue() {
 				return true
 			}
-			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp()}
-			if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-				p.isInt, p.intValue = true, dp.IntValue()
-			} else {
-				p.value = dp.DoubleValue()
-			}
+			p := sumPoint(dp)
 			s := c.addPoint(ctx, mix(base, hashMap(dp.Attributes())), &p, now, sumSeries, m.Name(), cv)
 			if s == nil {
 				return true
@@ -86,14 +67,7 @@ func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base u
 			if dp.Flags().NoRecordedValue() {
 				return true
 			}
-			part := &c.scratch
-			*part = histogramPart{
-				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-				bounds: appendFloats(part.bounds[:0], dp.ExplicitBounds()),
-				counts: appendCounts(part.counts[:0], dp.BucketCounts()),
-				neg:    part.neg[:0],
-			}
-			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: part}
+			p := c.explicitPoint(dp)
 			s := c.addPoint(ctx, mix(base, hashMap(dp.Attributes())), &p, now, histogramSeries, m.Name(), cv)
 			if s == nil {
 				return true
@@ -119,15 +93,7 @@ func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base u
 			if dp.Flags().NoRecordedValue() {
 				return true
 			}
-			part := &c.scratch
-			*part = histogramPart{
-				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-				scale: dp.Scale(), zeroCount: dp.ZeroCount(),
-				bounds:    part.bounds[:0],
-				posOffset: dp.Positive().Offset(), counts: appendCounts(part.counts[:0], dp.Positive().BucketCounts()),
-				negOffset: dp.Negative().Offset(), neg: appendCounts(part.neg[:0], dp.Negative().BucketCounts()),
-			}
-			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: part}
+			p := c.exponentialPoint(dp)
 			s := c.addPoint(ctx, mix(base, hashMap(dp.Attributes())), &p, now, exponentialSeries, m.Name(), cv)
 			if s == nil {
 				return true

@@ -20,6 +20,11 @@ func (c *Tracker) Convert(ctx context.Context, md pmetric.Metrics, now time.Time
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.expire(now, cv)
+	eachMetric(md, func(m pmetric.Metric, base uint64) { c.convertMetric(ctx, m, base, now, cv) })
+}
+
+// eachMetric calls f with every metric of md and its metricHash.
+func eachMetric(md pmetric.Metrics, f func(m pmetric.Metric, base uint64)) {
 	rms := md.ResourceMetrics()
 	for ri := 0; ri < rms.Len(); ri++ {
 		rm := rms.At(ri)
@@ -31,10 +36,48 @@ func (c *Tracker) Convert(ctx context.Context, md pmetric.Metrics, now time.Time
 			ms := sm.Metrics()
 			for mi := 0; mi < ms.Len(); mi++ {
 				m := ms.At(mi)
-				c.convertMetric(ctx, m, metricHash(resHash, scopeHash, m), now, cv)
+				f(m, metricHash(resHash, scopeHash, m))
 			}
 		}
 	}
+}
+
+// explicitPoint is dp as a snapshot, its histogram part in the tracker's
+// scratch space.
+func (c *Tracker) explicitPoint(dp pmetric.HistogramDataPoint) snapshot {
+	h := &c.scratch
+	*h = histogramPart{
+		min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
+		bounds: appendFloats(h.bounds[:0], dp.ExplicitBounds()),
+		counts: appendCounts(h.counts[:0], dp.BucketCounts()),
+		neg:    h.neg[:0],
+	}
+	return snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
+}
+
+// exponentialPoint is dp as a snapshot, its histogram part in the
+// tracker's scratch space.
+func (c *Tracker) exponentialPoint(dp pmetric.ExponentialHistogramDataPoint) snapshot {
+	h := &c.scratch
+	*h = histogramPart{
+		min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
+		scale: dp.Scale(), zeroCount: dp.ZeroCount(),
+		bounds:    h.bounds[:0],
+		posOffset: dp.Positive().Offset(), counts: appendCounts(h.counts[:0], dp.Positive().BucketCounts()),
+		negOffset: dp.Negative().Offset(), neg: appendCounts(h.neg[:0], dp.Negative().BucketCounts()),
+	}
+	return snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
+}
+
+// sumPoint is dp as a snapshot.
+func sumPoint(dp pmetric.NumberDataPoint) snapshot {
+	p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp()}
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+		p.isInt, p.intValue = true, dp.IntValue()
+	} else {
+		p.value = dp.DoubleValue()
+	}
+	return p
 }
 
 // metricHash identifies a metric: resource, scope, name and type. A series'
@@ -55,12 +98,7 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 				return true
 			}
 			key := mix(base, hashMap(dp.Attributes()))
-			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp()}
-			if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-				p.isInt, p.intValue = true, dp.IntValue()
-			} else {
-				p.value = dp.DoubleValue()
-			}
+			p := sumPoint(dp)
 			s, out := c.stepPoint(ctx, key, &p, now, sumSeries, m.Name(), cv)
 			switch out {
 			case drop:
@@ -87,14 +125,7 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 				return true
 			}
 			key := mix(base, hashMap(dp.Attributes()))
-			h := &c.scratch
-			*h = histogramPart{
-				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-				bounds: appendFloats(h.bounds[:0], dp.ExplicitBounds()),
-				counts: appendCounts(h.counts[:0], dp.BucketCounts()),
-				neg:    h.neg[:0],
-			}
-			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
+			p := c.explicitPoint(dp)
 			s, out := c.stepPoint(ctx, key, &p, now, histogramSeries, m.Name(), cv)
 			switch out {
 			case drop:
@@ -126,15 +157,7 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 				return true
 			}
 			key := mix(base, hashMap(dp.Attributes()))
-			h := &c.scratch
-			*h = histogramPart{
-				min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-				scale: dp.Scale(), zeroCount: dp.ZeroCount(),
-				bounds:    h.bounds[:0],
-				posOffset: dp.Positive().Offset(), counts: appendCounts(h.counts[:0], dp.Positive().BucketCounts()),
-				negOffset: dp.Negative().Offset(), neg: appendCounts(h.neg[:0], dp.Negative().BucketCounts()),
-			}
-			p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
+			p := c.exponentialPoint(dp)
 			s, out := c.stepPoint(ctx, key, &p, now, exponentialSeries, m.Name(), cv)
 			switch out {
 			case drop:
