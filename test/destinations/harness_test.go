@@ -48,10 +48,7 @@ const testRegion = "us-east-1"
 
 // The Prometheus server of these tests (scraping the sidecar, receiving
 // remote write).
-type (
-	prometheusServer = prometheustest.Server
-	promSeries       = prometheustest.Series
-)
+type prometheusServer = prometheustest.Server
 
 var startPrometheus = prometheustest.Start
 

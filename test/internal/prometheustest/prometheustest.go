@@ -29,6 +29,8 @@ type Server struct {
 	URL string
 }
 
+// Start runs the server on 127.0.0.1:port, scraping scrapeTarget every
+// second when it is set, and stops it when the test ends.
 func Start(t testing.TB, port int, scrapeTarget string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
@@ -67,6 +69,7 @@ type Sample struct {
 	Value  float64
 }
 
+// Query runs an instant query.
 func (p *Server) Query(promql string) ([]Sample, error) {
 	var result []struct {
 		Metric map[string]string `json:"metric"`
@@ -92,7 +95,7 @@ func (p *Server) get(promql string, result any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
