@@ -17,7 +17,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps image image-deps container-test
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -100,6 +100,19 @@ demo: build
 ## utilization beside nvidia-smi's) and the built distribution's GPU datums checked against nvidia-smi
 gpu-smoke: build
 	$(GO) test -tags gpu -run 'TestGPUSmoke|TestDistributionOnRealGPU' -v -count=1 ./receiver/nvmlreceiver/ ./test/nvml/
+
+## image: the sidecar image from the Dockerfile, built with podman (installed at pinned versions) on bases made from
+## pinned Debian packages and the binaries of make build (no image registry needed): $(IMAGE)
+IMAGE        ?= localhost/otelcol-gpubuild:dev
+image-deps:
+	bash scripts/image/deps.sh
+image: build image-deps
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/build.sh $(IMAGE)
+
+## container-test: the image run as deployed (read-only, non-root, queue on a named volume): health, exact delivery,
+## SIGTERM within the grace period (also while CloudWatch hangs), SIGKILL and restart, NVML injected (needs root)
+container-test: image
+	OTELCOL_GPUBUILD_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 15m ./test/container/
 
 clean:
 	rm -rf bin .run
