@@ -10,6 +10,10 @@
 # merged /usr) is made here. Skipped when both images exist with the hash of
 # this script and pins.sh.
 set -euo pipefail
+# Root: the files' owners (65532 for /home/nonroot) and rootful podman.
+if [ "$(id -u)" -ne 0 ]; then
+  exec sudo --preserve-env=CONTAINERS_CONF,RUNTIME_BASE,BUILD_BASE,PODMAN bash "$0" "$@"
+fi
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=pins.sh
 . "$here/pins.sh"
@@ -30,8 +34,7 @@ mkdir -p "$work/debs"
 download() {
   (cd "$work/debs" && apt-get download -q "$@" >/dev/null 2>&1) && return 0
   # The package lists may predate a pin: refresh them once.
-  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update >/dev/null
+  apt-get update >/dev/null
   (cd "$work/debs" && apt-get download -q "$@" >/dev/null) || {
     echo "error: a pinned base package is not available: $* (update scripts/image/pins.sh)" >&2
     exit 1

@@ -7,6 +7,10 @@
 # HEALTHCHECK, which the OCI format has no field for.
 # Usage: build.sh IMAGE
 set -euo pipefail
+# Rootful podman (the engine settings of containers.conf are checked as root).
+if [ "$(id -u)" -ne 0 ]; then
+  exec sudo --preserve-env=CONTAINERS_CONF,RUNTIME_BASE,BUILD_BASE,PODMAN bash "$0" "$@"
+fi
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 image="${1:?usage: build.sh IMAGE}"

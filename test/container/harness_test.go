@@ -52,8 +52,7 @@ func imageName(t testing.TB) string {
 // scripts/image/containers.conf, unless the caller set one) and returns its
 // stdout; the error carries stderr.
 func podman(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "podman", args...)
-	cmd.Env = podmanEnv()
+	cmd := asRoot(ctx, "podman", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -63,13 +62,21 @@ func podman(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// podmanEnv is this process's environment with CONTAINERS_CONF set.
-func podmanEnv() []string {
-	env := os.Environ()
-	if os.Getenv("CONTAINERS_CONF") == "" {
-		env = append(env, "CONTAINERS_CONF="+filepath.Join(binarytest.RepoRoot(), "scripts", "image", "containers.conf"))
+// asRoot is a command run as root, with CONTAINERS_CONF set: the tests run
+// rootful podman (what containers.conf was checked with), through sudo -n
+// when the test is not root.
+func asRoot(ctx context.Context, name string, args ...string) *exec.Cmd {
+	conf := os.Getenv("CONTAINERS_CONF")
+	if conf == "" {
+		conf = filepath.Join(binarytest.RepoRoot(), "scripts", "image", "containers.conf")
 	}
-	return env
+	if os.Geteuid() != 0 {
+		args = append([]string{"-n", "CONTAINERS_CONF=" + conf, name}, args...)
+		name = "sudo"
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
+	return cmd
 }
 
 // mustPodman is podman that fails the test on error.
@@ -244,8 +251,7 @@ func (s *sidecar) logs() string {
 }
 
 func containerLogs(name string) (string, error) {
-	cmd := exec.Command("podman", "logs", name)
-	cmd.Env = podmanEnv()
+	cmd := asRoot(context.Background(), "podman", "logs", name)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
