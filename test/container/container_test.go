@@ -21,6 +21,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/exact"
 )
 
 // composeGrace is the sidecar's stop_grace_period in
@@ -135,7 +136,7 @@ func TestContainerDelivers(t *testing.T) {
 	assert.Less(t, took, grace, "SIGTERM to exit")
 	assert.Contains(t, c.logs(), "Shutdown complete")
 	// Nothing more was sent at shutdown than before.
-	require.Empty(t, append(mismatches(w.cw.Datums(), grpc), mismatches(w.cw.Datums(), http)...))
+	require.Empty(t, append(exact.Mismatches(w.cw.Datums(), grpc), exact.Mismatches(w.cw.Datums(), http)...))
 }
 
 // TestContainerStopWhileCloudWatchHangs stops the container (SIGTERM, the
@@ -178,7 +179,7 @@ func TestContainerKillRestart(t *testing.T) {
 	c.awaitHealthy()
 	first := w.sim("container-kill", buildsim.ProtocolGRPC, 60, 31)
 	require.True(t, binarytest.Eventually(60*time.Second, func() bool {
-		return sum(w.cw.Datums(), "build.jobs", map[string]string{"service.name": first.Service}) > 0
+		return exact.Sum(w.cw.Datums(), "build.jobs", map[string]string{"service.name": first.Service}) > 0
 	}), "no build.jobs landed before the kill")
 	c.kill()
 	require.Equal(t, 137, c.state().ExitCode, "SIGKILL's exit status")
