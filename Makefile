@@ -17,7 +17,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps image image-deps container-test
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps image image-deps container-test image-sbom arm64-deps build-arm64
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -109,10 +109,26 @@ image-deps:
 image: build image-deps
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/build.sh $(IMAGE)
 
+## image-sbom: the image's software bill of materials (Debian packages, Go modules of both binaries) into bin/image-sbom.txt
+image-sbom: image
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/sbom.sh $(IMAGE) > bin/image-sbom.txt
+	@echo "bin/image-sbom.txt: $$(grep -c '^\s*dep' bin/image-sbom.txt) Go modules, $$(sed -n '/^## Debian/,/^$$/p' bin/image-sbom.txt | grep -vc '^#\|^$$') Debian packages"
+
 ## container-test: the image run as deployed (read-only, non-root, queue on a named volume): health, exact delivery,
 ## SIGTERM within the grace period (also while CloudWatch hangs), SIGKILL and restart, NVML injected (needs root)
 container-test: image
 	OTELCOL_GPUBUILD_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 15m ./test/container/
+
+## build-arm64: bin/linux-arm64/ for AWS Graviton GPU instances (g5g): cgo through Debian's aarch64 cross gcc (pinned,
+## installed by arm64-deps with qemu-user-static, which runs the arm64 binary in test/arm64)
+ARM64_BIN := bin/linux-arm64
+arm64-deps:
+	bash scripts/image/arm64-deps.sh
+build-arm64: $(ARM64_BIN)/otelcol-gpubuild $(ARM64_BIN)/healthprobe
+$(ARM64_BIN)/healthprobe: cmd/healthprobe/main.go
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/healthprobe
+$(ARM64_BIN)/otelcol-gpubuild: $(BIN) | arm64-deps
+	cd distro && GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(GO) build -trimpath -ldflags '-s -w' -o ../$@ .
 
 clean:
 	rm -rf bin .run

@@ -47,8 +47,12 @@ download "${RUNTIME_PINS[@]}" "${BUILD_PINS[@]}"
 assemble() {
   local root="$1"; shift
   mkdir -p "$root"
+  mkdir -p "$root/var/lib/dpkg/status.d"
   for pin in "$@"; do
     dpkg-deb -x "$work/debs/${pin%%=*}_"*.deb "$root"
+    # What is installed, one control file per package, where distroless
+    # keeps it: SBOM tools and scanners read it (scripts/image/sbom.sh).
+    dpkg-deb -f "$work/debs/${pin%%=*}_"*.deb > "$root/var/lib/dpkg/status.d/${pin%%=*}"
   done
   (
     cd "$root"

@@ -34,3 +34,9 @@ BUILD_PINS=(
   libtinfo6=6.4-4
   busybox-static=1:1.35.0-4+deb12u1+b1
 )
+# The arm64 build (make build-arm64) and its test under emulation (test/arm64).
+ARM64_PINS=(
+  gcc-aarch64-linux-gnu=4:12.2.0-3
+  libc6-dev-arm64-cross=2.36-8cross1
+  qemu-user-static=1:7.2+dfsg-7+deb12u18+b3
+)
