@@ -55,12 +55,13 @@ run: build
 	mkdir -p $(RUN_DIR)/queue
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
-## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary and its image
-test: check-generated lint build jsservice-deps deps image
+## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary, its image
+## (test/container) and its arm64 build under qemu (test/arm64)
+test: check-generated lint build jsservice-deps deps image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
-unit-test: build jsservice-deps image
+unit-test: build jsservice-deps image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
