@@ -8,7 +8,7 @@
 # The .debs are unpacked (dpkg-deb -x), not installed: no maintainer script
 # runs, so what a postinst would make (the CA bundle, /etc/os-release, the
 # merged /usr) is made here. Skipped when both images exist with the hash of
-# this script and pins.sh.
+# this script and the base pins.
 set -euo pipefail
 # Root: the files' owners (65532 for /home/nonroot) and rootful podman.
 if [ "$(id -u)" -ne 0 ]; then
@@ -20,7 +20,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 RUNTIME_BASE="${RUNTIME_BASE:-localhost/otelcol-gpubuild-base/runtime:debian12-nonroot}"
 BUILD_BASE="${BUILD_BASE:-localhost/otelcol-gpubuild-base/build:debian12}"
 PODMAN="${PODMAN:-podman}"
-hash="$(cat "$here/pins.sh" "$here/bases.sh" | sha256sum | cut -c1-16)"
+hash="$( (printf '%s\n' "${RUNTIME_PINS[@]}" "${BUILD_PINS[@]}"; cat "$here/bases.sh") | sha256sum | cut -c1-16)"
 label=org.gpubuild.base-hash
 
 current() { [ "$($PODMAN image inspect --format "{{index .Labels \"$label\"}}" "$1" 2>/dev/null)" = "$hash" ]; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the container engine `make image` and the container tests use:
-# Debian's podman, buildah, runc and podman-compose at the versions pinned in
+# Debian's podman, buildah and runc at the versions pinned in
 # pins.sh. Needs root (or sudo): the tests run rootful podman.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

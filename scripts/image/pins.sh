@@ -1,7 +1,8 @@
 # Debian 12 packages, pinned: what `make image` installs on the host
-# (HOST_PINS) and what the local base images are assembled from (BASE_PINS).
+# (HOST_PINS), what the local base images are assembled from (RUNTIME_PINS,
+# BUILD_PINS) and what the arm64 build and its test need (ARM64_PINS).
 # A pin that Debian's mirror no longer serves fails with its name: update it
-# here (apt-cache policy NAME) and the SBOM in the README.
+# here (apt-cache policy NAME) and the contents in the README.
 # shellcheck shell=bash
 HOST_PINS=(
   podman=4.3.1+ds1-8+deb12u1+b3
@@ -10,7 +11,6 @@ HOST_PINS=(
   conmon=2.1.6+ds1-1
   containernetworking-plugins=1.1.1+ds1-3+b5
   golang-github-containers-common=0.50.1+ds1-4
-  podman-compose=1.0.3-3
 )
 # The runtime base stands in for gcr.io/distroless/base-debian12:nonroot:
 # glibc, CA certificates, time zones, /etc/services, os-release, a nonroot
