@@ -141,23 +141,40 @@ func TestContainerDelivers(t *testing.T) {
 
 // TestContainerStopWhileCloudWatchHangs stops the container (SIGTERM, the
 // compose file's grace period) while CloudWatch takes every request and
-// never answers: the sidecar gives up on the requests in flight, leaves the
-// rest on the volume and exits 0 before the runtime would SIGKILL it; a new
-// container on the same volume then sends everything, once.
+// never answers, at the worst moment: the drain gives up just after the
+// first request's retry went out, so the sidecar awaits that request (up to
+// request_timeout) and then exporterhelper's last batch flush (one more),
+// about 50 s (the bare binary's 52.9 s, past the former 45 s grace). It
+// exits 0 before the runtime would SIGKILL it, leaving the rest on the
+// volume; a new container on the same volume then sends everything, once.
 func TestContainerStopWhileCloudWatchHangs(t *testing.T) {
+	times := shippedShutdownTimes(t)
 	w := newWorld(t)
 	vol := newVolume(t)
 	c := w.start(runOpts{volume: vol})
 	c.awaitHealthy()
 	w.cw.SetFaults(cloudwatchtest.Faults{Latency: time.Hour})
+	// When the first PutMetricData request reaches CloudWatch (and hangs).
+	firstRequest := make(chan time.Time, 1)
+	go func() {
+		if binarytest.Eventually(2*time.Minute, func() bool { return w.cw.Stats().Requests > 0 }) {
+			firstRequest <- time.Now()
+		}
+		close(firstRequest)
+	}()
 	sent := w.sim("container-hang", buildsim.ProtocolGRPC, 60, 21)
-	// A request hangs at CloudWatch: the state SIGTERM meets.
-	require.True(t, binarytest.Eventually(60*time.Second, func() bool { return w.cw.Stats().Requests > 0 }),
-		"no PutMetricData request reached CloudWatch")
+	first, ok := <-firstRequest
+	require.True(t, ok, "no PutMetricData request reached CloudWatch")
+	// That request times out after request_timeout and is retried within
+	// 1.5 initial intervals (configretry's randomization 0.5): SIGTERM so
+	// that the drain (which starts right after it) gives up just after.
+	sigterm := first.Add(times.request + times.retryInitial*3/2 - times.drain)
+	time.Sleep(time.Until(sigterm)) // the moment is the scenario, not a condition awaited
 
 	grace := composeGrace(t)
 	took, code := c.stop(grace)
-	t.Logf("podman stop while CloudWatch hangs: exit %d after %v (grace %v)", code, took.Round(time.Millisecond), grace)
+	t.Logf("podman stop while CloudWatch hangs, %v after its first request: exit %d after %v (grace %v; worst case %v)",
+		sigterm.Sub(first).Round(time.Millisecond), code, took.Round(time.Millisecond), grace, times.worst())
 	assert.Equal(t, 0, code, "exit status after SIGTERM (137: SIGKILLed at the end of the grace period)")
 	assert.Less(t, took, grace, "SIGTERM to exit while CloudWatch hangs")
 	require.Empty(t, w.cw.Datums(), "CloudWatch stored nothing while it hung")

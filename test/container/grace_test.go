@@ -14,14 +14,12 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
-// worstShutdown is the longest SIGTERM-to-exit of the shipped config while
-// CloudWatch takes requests and never answers: the buildjob connector's
-// final flush (up to one flush interval), shutdown_drain_timeout, the
-// request in flight when the drain gives up (awaited up to request_timeout,
-// past the export's timeout, so that a late answer is not sent twice), and
-// then exporterhelper's last batch flush at shutdown, which waits for that
-// request's worker and sends one more request (up to request_timeout).
-func worstShutdown(t *testing.T) time.Duration {
+// shutdownTimes are the shipped config's settings that bound a SIGTERM.
+type shutdownTimes struct {
+	flush, drain, request, retryInitial time.Duration
+}
+
+func shippedShutdownTimes(t *testing.T) shutdownTimes {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
 	require.NoError(t, err)
@@ -33,6 +31,9 @@ func worstShutdown(t *testing.T) time.Duration {
 		Exporters struct {
 			CloudWatch struct {
 				RequestTimeout string `yaml:"request_timeout"`
+				Retry          struct {
+					InitialInterval string `yaml:"initial_interval"`
+				} `yaml:"retry_on_failure"`
 			} `yaml:"cloudwatch"`
 		} `yaml:"exporters"`
 	}
@@ -42,16 +43,28 @@ func worstShutdown(t *testing.T) time.Duration {
 		require.NoError(t, err, "%s: %q", what, v)
 		return d
 	}
-	request := parse("request_timeout", cfg.Exporters.CloudWatch.RequestTimeout)
-	return parse("GPUBUILD_FLUSH_INTERVAL", defaults["GPUBUILD_FLUSH_INTERVAL"]) +
-		parse("GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT", defaults["GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT"]) + 2*request
+	return shutdownTimes{
+		flush:        parse("GPUBUILD_FLUSH_INTERVAL", defaults["GPUBUILD_FLUSH_INTERVAL"]),
+		drain:        parse("GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT", defaults["GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT"]),
+		request:      parse("request_timeout", cfg.Exporters.CloudWatch.RequestTimeout),
+		retryInitial: parse("retry_on_failure::initial_interval", cfg.Exporters.CloudWatch.Retry.InitialInterval),
+	}
 }
+
+// worst is the longest SIGTERM-to-exit of these settings while CloudWatch
+// takes requests and never answers: the buildjob connector's final flush
+// (up to one flush interval), shutdown_drain_timeout, the request in flight
+// when the drain gives up (awaited up to request_timeout, past the export's
+// timeout, so that a late answer is not sent twice), and then
+// exporterhelper's last batch flush at shutdown, which waits for that
+// request's worker and sends one more request (up to request_timeout).
+func (s shutdownTimes) worst() time.Duration { return s.flush + s.drain + 2*s.request }
 
 // TestGraceCoversShutdown: the grace periods in deploy/ outlast the worst
 // shutdown, so a runtime never SIGKILLs a sidecar that is still sending.
 // TestContainerStopWhileCloudWatchHangs measures one such shutdown.
 func TestGraceCoversShutdown(t *testing.T) {
-	worst := worstShutdown(t)
+	worst := shippedShutdownTimes(t).worst()
 	assert.Greater(t, composeGrace(t), worst, "stop_grace_period in deploy/docker-compose.yaml")
 
 	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), "deploy", "kubernetes", "pod.yaml"))
