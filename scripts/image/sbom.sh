@@ -12,7 +12,7 @@ image="${1:?usage: sbom.sh IMAGE}"
 PODMAN="${PODMAN:-podman}"
 work="$(mktemp -d)"
 name="sbom-$$"
-trap '$PODMAN rm --force "$name" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap '$PODMAN rm --force --volumes "$name" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 $PODMAN create --name "$name" "$image" >/dev/null
 $PODMAN cp "$name:/var/lib/dpkg/status.d" "$work/status.d"
 for bin in otelcol-gpubuild healthprobe; do

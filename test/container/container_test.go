@@ -70,7 +70,7 @@ func TestContainerImage(t *testing.T) {
 	// The binaries inside are the ones in bin/, byte for byte.
 	name := uniqueName(t, "inspect")
 	mustPodman(t, "create", "--name", name, image)
-	t.Cleanup(func() { _, _ = podman(context.Background(), "rm", "--force", name) })
+	t.Cleanup(func() { _, _ = podman(context.Background(), "rm", "--force", "--volumes", name) })
 	dir := t.TempDir()
 	var binaries int64
 	for _, bin := range []string{"otelcol-gpubuild", "healthprobe"} {

@@ -170,7 +170,7 @@ func (w *world) start(o runOpts) *sidecar {
 			logs, _ := containerLogs(name)
 			t.Logf("container %s output (last 6000 bytes):\n%s", name, binarytest.Tail(logs, 6000))
 		}
-		_, _ = podman(context.Background(), "rm", "--force", "--time", "0", name)
+		_, _ = podman(context.Background(), "rm", "--force", "--volumes", "--time", "0", name)
 	})
 	return s
 }
