@@ -1,7 +1,15 @@
 # syntax=docker/dockerfile:1
+# The bases are the public images unless the build says otherwise: `make
+# image` builds where no registry is reachable, with bases made from Debian
+# packages (scripts/image/bases.sh) and bin/ from the host's `make build` in
+# the context (scripts/image/build.sh).
+ARG BUILD_IMAGE=golang:1.26.8-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/base-debian12:nonroot
+
 # Build stage: the same `make build` that CI runs (ocb and mdatagen come from
-# the pinned tools module; cgo is on for NVML).
-FROM golang:1.26.8-bookworm AS build
+# the pinned tools module; cgo is on for NVML). When the context holds bin/
+# newer than every source (make image), make finds it up to date.
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY . .
 RUN make build \
@@ -9,7 +17,7 @@ RUN make build \
 
 # Runtime: glibc-based (go-nvml dlopens libnvidia-ml.so.1, which the NVIDIA
 # container toolkit injects), no shell, non-root (uid 65532).
-FROM gcr.io/distroless/base-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /src/bin/otelcol-gpubuild /src/bin/healthprobe /usr/local/bin/
 COPY --from=build /src/otelcol-config.yaml /etc/otelcol-gpubuild/config.yaml
 # Fleet: the gateway's config and the sidecar's config that exports to it (docs/fleet.md).

@@ -17,7 +17,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps container-test image-sbom arm64-deps build-arm64
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -55,12 +55,13 @@ run: build
 	mkdir -p $(RUN_DIR)/queue
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
-## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary
-test: check-generated lint build jsservice-deps deps promtool-check
+## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary, its image
+## (test/container) and its arm64 build under qemu (test/arm64), the Prometheus rules (promtool)
+test: check-generated lint build jsservice-deps deps promtool-check image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
-unit-test: build jsservice-deps
+unit-test: build jsservice-deps image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
@@ -106,6 +107,35 @@ demo: build
 ## utilization beside nvidia-smi's) and the built distribution's GPU datums checked against nvidia-smi
 gpu-smoke: build
 	$(GO) test -tags gpu -run 'TestGPUSmoke|TestDistributionOnRealGPU' -v -count=1 ./receiver/nvmlreceiver/ ./test/nvml/
+
+## image: the sidecar image from the Dockerfile, built with podman (installed at pinned versions) on bases made from
+## pinned Debian packages and the binaries of make build (no image registry needed): $(IMAGE)
+IMAGE        ?= localhost/otelcol-gpubuild:dev
+image-deps:
+	bash scripts/image/deps.sh
+image: build image-deps
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/build.sh $(IMAGE)
+
+## image-sbom: the image's software bill of materials (Debian packages, Go modules of both binaries) into bin/image-sbom.txt
+image-sbom: image
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/sbom.sh $(IMAGE) > bin/image-sbom.txt
+	@echo "bin/image-sbom.txt: $$(grep -c '^\s*dep' bin/image-sbom.txt) Go modules, $$(sed -n '/^## Debian/,/^$$/p' bin/image-sbom.txt | grep -vc '^#\|^$$') Debian packages"
+
+## container-test: the image run as deployed (read-only, non-root, queue on a named volume): health, exact delivery,
+## SIGTERM within the grace period (also while CloudWatch hangs), SIGKILL and restart, NVML injected (needs root)
+container-test: image
+	OTELCOL_GPUBUILD_IMAGE=$(IMAGE) $(GO) test -count=1 -timeout 15m ./test/container/
+
+## build-arm64: bin/linux-arm64/ for AWS Graviton GPU instances (g5g): cgo through Debian's aarch64 cross gcc (pinned,
+## installed by arm64-deps with qemu-user-static, which runs the arm64 binary in test/arm64)
+ARM64_BIN := bin/linux-arm64
+arm64-deps:
+	bash scripts/image/arm64-deps.sh
+build-arm64: $(ARM64_BIN)/otelcol-gpubuild $(ARM64_BIN)/healthprobe
+$(ARM64_BIN)/healthprobe: cmd/healthprobe/main.go
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/healthprobe
+$(ARM64_BIN)/otelcol-gpubuild: $(BIN) | arm64-deps
+	cd distro && GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc $(GO) build -trimpath -ldflags '-s -w' -o ../$@ .
 
 clean:
 	rm -rf bin .run
