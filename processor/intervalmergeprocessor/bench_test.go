@@ -115,7 +115,7 @@ func BenchmarkConsumeAndFlush(b *testing.B) {
 			}
 			runtime.Gosched()
 		}
-		p.flush(context.Background())
+		p.flush(context.Background(), true)
 		for range workers {
 			if err := <-done; err != nil {
 				b.Fatal(err)
