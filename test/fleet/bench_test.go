@@ -45,7 +45,7 @@ func BenchmarkRequestsDirectVsGateway(b *testing.B) {
 			gw.start()
 			defer func() { _, _ = gw.Stop(30 * time.Second) }()
 			sidecarConfig = "deploy/gateway-sidecar.yaml"
-			env = append(sidecarEnv(gw, flush), "GPUBUILD_FLUSH_INTERVAL="+flush.String())
+			env = append(sidecarEnv(gw), "GPUBUILD_FLUSH_INTERVAL="+flush.String())
 		}
 		nodes := make([]*node, workers)
 		for i := range nodes {
