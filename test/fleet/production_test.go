@@ -21,7 +21,6 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // TestFleetAtProductionTiming (make fleet-production, about 7 minutes):
@@ -223,15 +222,4 @@ func TestFleetAtProductionTiming(t *testing.T) {
 	for i, q := range maxQueue {
 		assert.LessOrEqual(t, q, 5.0, "sidecar %d's queue stayed flat", i)
 	}
-}
-
-// queueSizeOf is queueSize without failing the test (sampled from another
-// goroutine while nodes restart).
-func queueSizeOf(n *node) (float64, error) {
-	f, err := promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", n.telemetry))
-	if err != nil {
-		return 0, err
-	}
-	v, _ := f.Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "otlp_grpc/gateway"})
-	return v, nil
 }
