@@ -419,3 +419,24 @@ func TestConcurrentSendersMergeOnce(t *testing.T) {
 	assert.Equal(t, int64(8*200), total(sink))
 	assert.Equal(t, int64(8*200), g.counter(t, "requests_duplicate"))
 }
+
+// TestSegmentSetAsideIsNeverReadBack: a segment a killed gateway had
+// renamed aside (its interval was taken) is removed at the next start, not
+// handed on again.
+func TestSegmentSetAsideIsNeverReadBack(t *testing.T) {
+	dir := t.TempDir()
+	sink := &consumertest.MetricsSink{}
+	g := startGateway(t, dir, sink)
+	require.NoError(t, g.ConsumeMetrics(context.Background(), stamped("a", 1, 5)))
+	segs := segments(t, dir)
+	require.Len(t, segs, 1)
+	g.kill()
+	// As a kill right after the rename leaves it.
+	require.NoError(t, os.Rename(segs[0], segs[0]+takenSuffix))
+	after := &consumertest.MetricsSink{}
+	g2 := startGateway(t, dir, after)
+	g2.flush(context.Background(), true)
+	assert.Zero(t, total(after))
+	_, err := os.Stat(segs[0] + takenSuffix)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}

@@ -147,6 +147,11 @@ func (p *mergeProcessor) Start(_ context.Context, _ component.Host) error {
 		}
 		p.idsPath = filepath.Join(dir, p.idsPath)
 		p.loadIdentities()
+		if taken, err := filepath.Glob(filepath.Join(dir, p.prefix+"_*"+takenSuffix)); err == nil {
+			for _, f := range taken {
+				_ = os.Remove(f)
+			}
+		}
 		j, left, err := receipts.Open(dir, p.prefix, p.cfg.Journal.Fsync)
 		if err != nil {
 			return fmt.Errorf("journal.directory: %w", err)
@@ -523,27 +528,35 @@ func (p *mergeProcessor) readSegment(seg receipts.Segment) (*merge.Interval, err
 	return iv, err
 }
 
-// commit records that an interval was taken: the identities of its
-// requests are saved, then its segment removed. A gateway killed between
-// the next consumer's answer and the removal sends the interval again at
-// its next start (the window the docs measure).
+// commit records that an interval was taken: its segment is renamed
+// aside (one rename, the residual window: a gateway killed between the
+// next consumer's answer and the rename sends the interval again at its
+// next start), then the identities are saved and the segment removed.
 func (p *mergeProcessor) commit(o *interval) {
+	taken := o.seg.Path + takenSuffix
+	if o.seg.Path != "" {
+		if err := os.Rename(o.seg.Path, taken); err != nil {
+			p.logger.Error("Could not set aside a receipt journal segment that was handed on; a restart would send it again",
+				zap.String("segment", o.seg.Path), zap.Error(err))
+			taken = ""
+		}
+	}
 	p.mu.Lock()
 	p.ids.Expire(p.now())
 	snap := p.ids.AppendSnapshot(nil)
 	p.mu.Unlock()
 	if err := p.writeIdentities(snap); err != nil {
-		// The segment goes all the same: kept, it would be sent twice.
 		p.logger.Error("Could not save the identities of merged requests; a repeat after a restart may be merged twice",
 			zap.String("file", p.idsPath), zap.Error(err))
 	}
-	if o.seg.Path != "" {
-		if err := os.Remove(o.seg.Path); err != nil {
-			p.logger.Error("Could not remove a receipt journal segment that was handed on; a restart would send it again",
-				zap.String("segment", o.seg.Path), zap.Error(err))
-		}
+	if taken != "" {
+		_ = os.Remove(taken)
 	}
 }
+
+// takenSuffix marks a segment whose interval was taken; one left by a
+// killed process is removed at start, never read.
+const takenSuffix = ".taken"
 
 func (p *mergeProcessor) writeIdentities(snap []byte) error {
 	tmp := p.idsPath + ".tmp"
