@@ -71,8 +71,18 @@ func Take(md pmetric.Metrics) (id ID, ok bool, err error) {
 		if !hasInst && !hasSeq {
 			continue
 		}
-		// Read before removing: Remove moves the map's entries.
-		cur, e := parse(inst.AsString(), hasInst, seq.Int(), hasSeq && seq.Type() == pcommon.ValueTypeInt)
+		// Read before removing: Remove moves the map's entries. A missing
+		// attribute's Value must not be read.
+		var instStr string
+		if hasInst {
+			instStr = inst.AsString()
+		}
+		var seqInt int64
+		seqIsInt := hasSeq && seq.Type() == pcommon.ValueTypeInt
+		if seqIsInt {
+			seqInt = seq.Int()
+		}
+		cur, e := parse(instStr, hasInst, seqInt, seqIsInt)
 		attrs.Remove(InstanceAttribute)
 		attrs.Remove(SequenceAttribute)
 		if e != nil {
