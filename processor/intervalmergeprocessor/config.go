@@ -69,8 +69,8 @@ func createDefaultConfig() *Config {
 		Journal:     JournalConfig{MaxBytes: 256 << 20},
 		IdentityTTL: 24 * time.Hour,
 		// CloudWatch takes points up to two hours ahead and two weeks old.
-		MaxAhead:  2 * time.Hour,
-		MaxAge:    13 * 24 * time.Hour,
+		MaxAhead: 2 * time.Hour,
+		MaxAge:   13 * 24 * time.Hour,
 		// A point kept per worker costs about 1 KiB of resident memory with
 		// the garbage of its request (BENCHMARKS.md): some 150 MiB.
 		MaxPoints: 150_000,

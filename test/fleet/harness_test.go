@@ -87,14 +87,6 @@ func (n *node) duplicates() float64 {
 	return n.telemetryValue("otelcol_intervalmerge_requests_duplicate")
 }
 
-// queueSize is how many requests a sidecar's gateway exporter has queued.
-func (n *node) queueSize() float64 {
-	f, err := promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", n.telemetry))
-	require.NoError(n.t, err)
-	v, _ := f.Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "otlp_grpc/gateway"})
-	return v
-}
-
 func (n *node) telemetryValue(name string) float64 {
 	f, err := promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", n.telemetry))
 	require.NoError(n.t, err)

@@ -202,7 +202,7 @@ func Read(path string, fn func(id requestid.ID, hasID bool, metrics []byte) erro
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
 		return 0, 0, err
