@@ -88,7 +88,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
-## fleet-production: the gateway tier at the shipped timings (60 s interval, 10 s flushes and GPU scrapes), 10 sidecars, kill -9 of a sidecar and a gateway, a worker 3 h ahead (about 7 minutes; not in make test)
+## fleet-production: the gateway tier at the shipped timings (60 s interval, 10 s flushes and GPU scrapes), 10 sidecars, kill -9 of a sidecar and a gateway, a worker 3 h ahead (about 5 minutes; not in make test)
 fleet-production: build
 	$(GO) test -tags production -count=1 -timeout 20m -run TestFleetAtProductionTiming -v ./test/fleet/
 

@@ -23,7 +23,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
-// TestFleetAtProductionTiming (make fleet-production, about 7 minutes):
+// TestFleetAtProductionTiming (make fleet-production, about 5 minutes):
 // the shipped timings end to end. Two gateways at the shipped 60 s
 // interval, 10 sidecars at the shipped 10 s flushes and GPU scrapes (a
 // fake libnvidia-ml.so.1 with one GPU each), every build service running
