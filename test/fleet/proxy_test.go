@@ -145,3 +145,63 @@ func TestRetriesAfterTimeoutsAndResetsMergeOnce(t *testing.T) {
 	t.Logf("answers swallowed: %d bytes; requests sent again and dropped by the gateway: %v", px.dropped.Load(), dups)
 	assert.Positive(t, dups, "the sidecar did send requests again")
 }
+
+// TestRetriesAfterAGatewayKillMergeOnce: the gateway writes a sidecar's
+// requests but its answers are lost, then it is killed with SIGKILL and
+// restarted on its directory. The sidecar sends the unanswered requests
+// again; the restarted gateway read them back from its journal and drops
+// the repeats (counted); every series lands exactly once.
+func TestRetriesAfterAGatewayKillMergeOnce(t *testing.T) {
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cw.Close() })
+	gw := newNode(t, "otelcol-gateway.yaml", gatewayEnv(cw, gatewayInterval)...)
+	gw.start()
+	px := startProxy(t, fmt.Sprintf("127.0.0.1:%d", gw.grpc))
+	sc := newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnvAt(px.addr())...)
+	sc.start()
+
+	var s *buildsim.Summary
+	done := make(chan error, 1)
+	go func() {
+		cfg := workload(sc, 0)
+		cfg.Jobs, cfg.Rate = 30, 1
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var err error
+		s, err = buildsim.Run(ctx, cfg)
+		done <- err
+	}()
+	require.True(t, binarytest.Eventually(60*time.Second, func() bool { return gw.flushes() >= 1 }), "data flows")
+	px.dropReplies.Store(true)
+	accepted := gw.telemetryValue("otelcol_receiver_accepted_metric_points")
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
+		return gw.telemetryValue("otelcol_receiver_accepted_metric_points") > accepted
+	}), "the gateway wrote requests whose answers are lost")
+	gw.Kill9()
+	gw.start()
+	px.resetAll()
+	px.dropReplies.Store(false)
+	require.NoError(t, <-done)
+	require.Equal(t, s.Generated, s.Acknowledged)
+
+	tr := truth{}
+	service := map[string]string{"service.name": "vector-index-build"}
+	tr.add("build.jobs", "build.job.duration", s.Generated.Jobs, service)
+	tr.add("build.stage.runs", "build.stage.duration", s.Generated.StageRuns, service)
+	tr.add("api.requests", "api.request.duration", s.Generated.APIRequests, service)
+	var last []string
+	ok := binarytest.Eventually(90*time.Second, func() bool {
+		last = tr.mismatches(cw.Datums())
+		return len(last) == 0
+	})
+	require.True(t, ok, "%d series differ, e.g.\n%v", len(last), head(last, 20))
+	_, err = sc.Stop(30 * time.Second)
+	require.NoError(t, err)
+	dups := gw.duplicates()
+	_, err = gw.Stop(30 * time.Second)
+	require.NoError(t, err)
+	assert.Empty(t, tr.mismatches(cw.Datums()), "after every process stopped: no double count")
+	t.Logf("requests the killed gateway wrote, sent again and dropped by its successor: %v", dups)
+	assert.Positive(t, dups, "the sidecar sent again requests the killed gateway had written")
+}
