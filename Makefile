@@ -10,14 +10,14 @@ OCB          := $(TOOLS_BIN)/builder
 MDATAGEN     := $(TOOLS_BIN)/mdatagen
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 BIN          := bin/otelcol-gpubuild
-COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor processor/intervalmergeprocessor processor/temporalityprocessor connector/buildjobconnector connector/fanoutconnector exporter/cloudwatchexporter extension/storagecheckextension extension/admissionextension
+COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor processor/intervalmergeprocessor processor/requestidprocessor processor/temporalityprocessor connector/buildjobconnector connector/fanoutconnector exporter/cloudwatchexporter extension/storagecheckextension extension/admissionextension
 RUN_DIR      := $(CURDIR)/.run
 GO_TEST_TIMEOUT ?= 14m
 
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps container-test image-sbom arm64-deps build-arm64
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps container-test image-sbom arm64-deps build-arm64 fleet-production
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -94,6 +94,10 @@ bench: build
 	$(GO) test -run '^$$' -bench Destinations -benchtime 3x -count 1 ./test/destinations/
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
+
+## fleet-production: the gateway tier at the shipped timings (60 s interval, 10 s flushes and GPU scrapes), 10 sidecars, kill -9 of a sidecar and a gateway, a worker 3 h ahead (about 5 minutes; not in make test)
+fleet-production: build
+	$(GO) test -tags production -count=1 -timeout 20m -run TestFleetAtProductionTiming -v ./test/fleet/
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 45 minutes)
 bench-peers: build tools

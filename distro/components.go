@@ -32,6 +32,7 @@ import (
 	batchprocessor "go.opentelemetry.io/collector/processor/batchprocessor"
 	buildjobprocessor "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"
 	intervalmergeprocessor "github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor"
+	requestidprocessor "github.com/gpubuild/otelcol-gpubuild/processor/requestidprocessor"
 	temporalityprocessor "github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	nvmlreceiver "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
@@ -118,6 +119,7 @@ func components() (otelcol.Factories, error) {
 		batchprocessor.NewFactory(),
 		buildjobprocessor.NewFactory(),
 		intervalmergeprocessor.NewFactory(),
+		requestidprocessor.NewFactory(),
 		temporalityprocessor.NewFactory(),
 	)
 	if err != nil {
@@ -128,6 +130,7 @@ func components() (otelcol.Factories, error) {
 		batchprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/batchprocessor v0.161.0",
 		buildjobprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		intervalmergeprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		requestidprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		temporalityprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 	})
 

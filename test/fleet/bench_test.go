@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,9 +22,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/requestid"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
 )
 
 // BenchmarkRequestsDirectVsGateway measures PutMetricData requests of the
@@ -48,7 +51,7 @@ func BenchmarkRequestsDirectVsGateway(b *testing.B) {
 			gw.start()
 			defer func() { _, _ = gw.Stop(30 * time.Second) }()
 			sidecarConfig = "deploy/gateway-sidecar.yaml"
-			env = append(sidecarEnv(gw, flush), "GPUBUILD_FLUSH_INTERVAL="+flush.String())
+			env = append(sidecarEnv(gw), "GPUBUILD_FLUSH_INTERVAL="+flush.String())
 		}
 		nodes := make([]*node, workers)
 		for i := range nodes {
@@ -96,19 +99,29 @@ func BenchmarkRequestsDirectVsGateway(b *testing.B) {
 	}
 }
 
-// BenchmarkGatewayOneCore drives one gateway (GOMAXPROCS=1, interval 1s)
-// with 1,000 simulated workers, each sending its flush of 32 derived delta
-// series (16 counters, 16 histograms shared by all workers) and one
-// per-worker GPU gauge, four requests in flight per worker, for 20 s. It
-// reports the data points acknowledged per CPU-second of the gateway
-// process (merge, translation, PutMetricData to the local endpoint) and the
-// gateway's peak RSS. Run with -benchtime 1x.
+// BenchmarkGatewayOneCore drives one gateway (GOMAXPROCS=1, the shipped
+// 60 s interval and receipt journal) with 1,000 simulated sidecars, each
+// request stamped like a sidecar's (instance id, sequence) and carrying one
+// worker's flush: 32 derived delta series shared by every worker (16
+// counters, 16 histograms) and 8 per-worker GPU gauges. Two phases:
+//
+//   - production pace, 70 s (an interval hand-over included): each sidecar
+//     sends 3 requests per 10 s (300 requests/s in all), the pace of its
+//     10 s connector flush, GPU scrape and processor flush. Reported: the
+//     gateway's CPU (cores), its peak RSS, and the answer time per request
+//     (median, 99th percentile): the window in which a request the gateway
+//     wrote is not yet answered.
+//   - saturation, 20 s: the same requests with 64 in flight, as fast as the
+//     gateway answers. Reported: requests and points acknowledged per second
+//     and per CPU-second.
+//
+// Run with -benchtime 1x.
 func BenchmarkGatewayOneCore(b *testing.B) {
-	const workers, series, inFlight = 1000, 16, 4
+	const workers, series, gauges = 1000, 16, 8
 	cw, err := cloudwatchtest.Start("127.0.0.1:0")
 	require.NoError(b, err)
 	defer func() { _ = cw.Close() }()
-	gw := newNode(b, "otelcol-gateway.yaml", append(gatewayEnv(cw, time.Second), "GOMAXPROCS=1", "GPUBUILD_MEMORY_LIMIT_MIB=1000", "GPUBUILD_MEMORY_SPIKE_LIMIT_MIB=200", "GPUBUILD_QUEUE_SIZE=100000")...)
+	gw := newNode(b, "otelcol-gateway.yaml", append(gatewayEnv(cw, time.Minute), "GOMAXPROCS=1")...)
 	gw.start()
 	defer func() { _, _ = gw.Stop(30 * time.Second) }()
 
@@ -116,30 +129,58 @@ func BenchmarkGatewayOneCore(b *testing.B) {
 	require.NoError(b, err)
 	defer func() { _ = conn.Close() }()
 	client := pmetricotlp.NewGRPCClient(conn)
-	reqs := make([]pmetricotlp.ExportRequest, workers)
+	bodies := make([]pmetric.Metrics, workers)
 	points := 0
-	for i := range reqs {
-		md := workerMetrics(i, series)
-		points = md.DataPointCount()
-		reqs[i] = pmetricotlp.NewExportRequestFromMetrics(md)
+	for i := range bodies {
+		bodies[i] = workerMetrics(i, series, gauges)
+		points = bodies[i].DataPointCount()
+	}
+	seqs := make([]atomic.Uint64, workers)
+	send := func(ctx context.Context, w int) (time.Duration, error) {
+		md := pmetric.NewMetrics()
+		bodies[w].CopyTo(md)
+		now := pcommonTime(time.Now())
+		setTimestamps(md, now)
+		requestid.Stamp(md, requestid.ID{Instance: fmt.Sprintf("%032x", w), Sequence: seqs[w].Add(1)})
+		t0 := time.Now()
+		_, err := client.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(md))
+		return time.Since(t0), err
 	}
 	for range b.N {
+		// Production pace.
+		const pace, paced = 10 * time.Second, 70 * time.Second
 		cpu0 := cpuSeconds(b, gw.Pid())
-		var acked atomic.Int64
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var mu sync.Mutex
+		var answers []time.Duration
+		var failed atomic.Int64
+		ctx, cancel := context.WithTimeout(context.Background(), paced)
 		var wg sync.WaitGroup
 		start := time.Now()
-		// Each worker keeps inFlight requests open (each is held until its
-		// interval is flushed), enough to keep the one core busy.
-		for i := range workers * inFlight {
-			i %= workers
+		for w := range workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for ctx.Err() == nil {
-					if _, err := client.Export(ctx, reqs[i]); err == nil {
-						acked.Add(int64(points))
+				// Each sidecar's three requests, spread over its 10 s.
+				offset := time.Duration(w) * pace / workers
+				tick := time.NewTimer(offset)
+				defer tick.Stop()
+				for k := 0; ; k++ {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
 					}
+					tick.Reset(pace / 3)
+					d, err := send(ctx, w)
+					if err != nil {
+						if ctx.Err() == nil {
+							failed.Add(1)
+						}
+						continue
+					}
+					mu.Lock()
+					answers = append(answers, d)
+					mu.Unlock()
 				}
 			}()
 		}
@@ -148,15 +189,153 @@ func BenchmarkGatewayOneCore(b *testing.B) {
 		wall := time.Since(start).Seconds()
 		cpu := cpuSeconds(b, gw.Pid()) - cpu0
 		_, peak, _ := binarytest.MemKiB(gw.Pid())
-		b.ReportMetric(float64(acked.Load())/cpu, "points/cpu-s")
-		b.ReportMetric(float64(acked.Load())/wall, "points/s")
-		b.ReportMetric(cpu/wall, "cores")
+		slices.Sort(answers)
+		p50, p99 := answers[len(answers)/2], answers[len(answers)*99/100]
+		b.ReportMetric(float64(len(answers))/wall, "paced-req/s")
+		b.ReportMetric(cpu/wall, "paced-cores")
 		b.ReportMetric(float64(peak)/1024, "peakRSS-MiB")
-		b.Logf("%d points acknowledged in %.1fs wall, %.1f gateway CPU-s; %d PutMetricData requests, %d datums", acked.Load(), wall, cpu, cw.Stats().Accepted, len(cw.Datums()))
+		b.ReportMetric(float64(p50.Microseconds()), "answer-p50-µs")
+		b.ReportMetric(float64(p99.Microseconds()), "answer-p99-µs")
+		b.Logf("production pace: %d sidecars, %d requests (%d points each) in %.1fs, %d failed; gateway %.2f cores, peak RSS %.1f MiB, answer p50 %v p99 %v, %v flushes",
+			workers, len(answers), points, wall, failed.Load(), cpu/wall, float64(peak)/1024, p50, p99, gw.flushes())
+		require.Zero(b, failed.Load(), "every request acknowledged")
+
+		// Saturation.
+		cpu0 = cpuSeconds(b, gw.Pid())
+		var acked atomic.Int64
+		ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+		start = time.Now()
+		for g := range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for w := g; ctx.Err() == nil; w = (w + 64) % workers {
+					if _, err := send(ctx, w); err == nil {
+						acked.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+		wall = time.Since(start).Seconds()
+		cpu = cpuSeconds(b, gw.Pid()) - cpu0
+		_, peak, _ = binarytest.MemKiB(gw.Pid())
+		b.ReportMetric(float64(acked.Load())/wall, "req/s")
+		b.ReportMetric(float64(acked.Load())*float64(points)/wall, "points/s")
+		b.ReportMetric(float64(acked.Load())*float64(points)/cpu, "points/cpu-s")
+		b.Logf("saturation: %d requests acknowledged in %.1fs wall, %.1f gateway CPU-s (%.0f requests/s, %.0f points/s); peak RSS %.1f MiB; %d PutMetricData requests, %d datums so far",
+			acked.Load(), wall, cpu, float64(acked.Load())/wall, float64(acked.Load())*float64(points)/wall, float64(peak)/1024, cw.Stats().Accepted, len(cw.Datums()))
 	}
 }
 
-func workerMetrics(worker, series int) pmetric.Metrics {
+// BenchmarkSidecarRequestsPerSecond sends 60 metric requests per second for
+// 30 s to one sidecar (deploy/gateway-sidecar.yaml) exporting to one
+// gateway at the shipped 60 s interval, and samples the sidecar's queue
+// every 500 ms: the requests it sent on per second and its largest queue.
+// Run with -benchtime 1x.
+func BenchmarkSidecarRequestsPerSecond(b *testing.B) {
+	const rate, duration = 60, 30 * time.Second
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(b, err)
+	defer func() { _ = cw.Close() }()
+	gw := newNode(b, "otelcol-gateway.yaml", gatewayEnv(cw, time.Minute)...)
+	gw.start()
+	defer func() { _, _ = gw.Stop(30 * time.Second) }()
+	sc := newNode(b, "deploy/gateway-sidecar.yaml", sidecarEnv(gw)...)
+	sc.start()
+	defer func() { _, _ = sc.Stop(30 * time.Second) }()
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", sc.grpc), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+	defer func() { _ = conn.Close() }()
+	client := pmetricotlp.NewGRPCClient(conn)
+	for range b.N {
+		sent0 := sc.telemetryValue("otelcol_exporter_sent_metric_points")
+		var maxQueue float64
+		var samples int
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if q, err := queueSizeOf(sc); err == nil {
+						maxQueue = max(maxQueue, q)
+						samples++
+					}
+				}
+			}
+		}()
+		tick := time.NewTicker(time.Second / rate)
+		start := time.Now()
+		sent := 0
+		for time.Since(start) < duration {
+			<-tick.C
+			md := processed("worker-00", 1, time.Now())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := client.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(md))
+			cancel()
+			require.NoError(b, err)
+			sent++
+		}
+		tick.Stop()
+		wall := time.Since(start)
+		// Everything the sidecar took reaches the gateway.
+		ok := binarytest.Eventually(30*time.Second, func() bool {
+			return sc.telemetryValue("otelcol_exporter_sent_metric_points")-sent0 >= float64(sent)
+		})
+		close(stop)
+		<-sampled
+		require.True(b, ok, "the sidecar sent everything on")
+		b.ReportMetric(float64(sent)/wall.Seconds(), "req/s")
+		b.ReportMetric(maxQueue, "max-queue")
+		b.Logf("%d requests in %v (%.1f/s) through one sidecar to a gateway at the 60 s interval; largest sidecar queue over %d samples: %v",
+			sent, wall.Round(time.Millisecond), float64(sent)/wall.Seconds(), samples, maxQueue)
+	}
+}
+
+// queueSizeOf is a sidecar's queued requests to the gateway, without
+// failing the test (sampled from another goroutine).
+func queueSizeOf(n *node) (float64, error) {
+	f, err := promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", n.telemetry))
+	if err != nil {
+		return 0, err
+	}
+	v, _ := f.Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "otlp_grpc/gateway"})
+	return v, nil
+}
+
+// setTimestamps stamps every point of md with ts.
+func setTimestamps(md pmetric.Metrics, ts pcommon.Timestamp) {
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := 0; j < ms.Len(); j++ {
+			m := ms.At(j)
+			switch m.Type() {
+			case pmetric.MetricTypeSum:
+				for k := 0; k < m.Sum().DataPoints().Len(); k++ {
+					m.Sum().DataPoints().At(k).SetTimestamp(ts)
+				}
+			case pmetric.MetricTypeHistogram:
+				for k := 0; k < m.Histogram().DataPoints().Len(); k++ {
+					m.Histogram().DataPoints().At(k).SetTimestamp(ts)
+				}
+			case pmetric.MetricTypeGauge:
+				for k := 0; k < m.Gauge().DataPoints().Len(); k++ {
+					m.Gauge().DataPoints().At(k).SetTimestamp(ts)
+				}
+			}
+		}
+	}
+}
+
+func workerMetrics(worker, series, gauges int) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	rm.Resource().Attributes().PutStr("service.name", "vector-index-build")
@@ -193,16 +372,19 @@ func workerMetrics(worker, series int) pmetric.Metrics {
 		hp.SetMin(bounds[i%len(bounds)])
 		hp.SetMax(bounds[i%len(bounds)])
 	}
-	// The GPU gauge: its own resource (the GPU's), kept per worker.
+	// The GPU gauges: their own resource (the GPU's), kept per worker.
 	grm := md.ResourceMetrics().AppendEmpty()
 	rm.Resource().CopyTo(grm.Resource())
-	grm.Resource().Attributes().PutStr("gpu.uuid", fmt.Sprintf("GPU-%04d", worker))
-	g := grm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	g.SetName("gpu.utilization")
-	g.SetUnit("1")
-	gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
-	gp.SetDoubleValue(0.5)
-	gp.SetTimestamp(pcommonTime(now))
+	grm.Resource().Attributes().PutStr("hw.id", fmt.Sprintf("GPU-%04d", worker))
+	gms := grm.ScopeMetrics().AppendEmpty().Metrics()
+	for k := range gauges {
+		g := gms.AppendEmpty()
+		g.SetName(fmt.Sprintf("hw.gpu.gauge.%d", k))
+		g.SetUnit("1")
+		gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+		gp.SetDoubleValue(0.5)
+		gp.SetTimestamp(pcommonTime(now))
+	}
 	return md
 }
 

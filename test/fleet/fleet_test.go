@@ -25,10 +25,11 @@ const (
 )
 
 // TestFleetThroughGateways: 20 sidecars, each with its own build service
-// workload, send through two gateways; one gateway is killed with SIGKILL
-// mid-run and restarted on its queue. Every series lands exactly once, and
-// the gateways send about ceil(series/1000) requests per flush instead of
-// one per sidecar.
+// workload, send through two gateways; mid-run one gateway is killed with
+// SIGKILL while its open interval holds acknowledged requests, and one
+// sidecar is killed with SIGKILL while it sends; both restart on their
+// directories. Every series lands exactly once, and the gateways send about
+// ceil(series/1000) requests per flush instead of one per sidecar.
 func TestFleetThroughGateways(t *testing.T) {
 	cw, err := cloudwatchtest.Start("127.0.0.1:0")
 	require.NoError(t, err)
@@ -52,7 +53,7 @@ func TestFleetThroughGateways(t *testing.T) {
 	}
 	nodes := make([]*node, sidecars)
 	for i := range nodes {
-		nodes[i] = newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnv(gateways[i%len(gateways)], gatewayInterval)...)
+		nodes[i] = newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnv(gateways[i%len(gateways)])...)
 		nodes[i].start()
 	}
 
@@ -75,17 +76,27 @@ func TestFleetThroughGateways(t *testing.T) {
 	require.True(t, binarytest.Eventually(90*time.Second, func() bool {
 		return gateways[0].flushes() >= 2 && gateways[1].flushes() >= 2
 	}), "both gateways flushed data")
-	// Kill it while it holds sidecars' requests it has not acknowledged:
-	// their data must come back through the sidecars' retries.
+	// Kill it while its open interval holds requests it acknowledged: they
+	// are in its journal, and its next start hands them on.
 	var held float64
 	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
-		held = gateways[1].held()
-		return held >= 5
-	}), "gateway 1 holds requests")
+		held = gateways[1].pointsHeld()
+		return held >= 10
+	}), "gateway 1 holds acknowledged points")
 	killedFlushes := gateways[1].flushes()
+	killedDuplicates := gateways[1].duplicates()
 	gateways[1].Kill9()
-	t.Logf("gateway 1 killed with SIGKILL after %v flushes, holding %v unacknowledged requests", killedFlushes, held)
+	t.Logf("gateway 1 killed with SIGKILL after %v flushes, its open interval holding %v acknowledged points", killedFlushes, held)
 	gateways[1].start()
+
+	// A sidecar killed while it sends (its flushes every second): what its
+	// queue held is sent again by its next start, with the same identities.
+	victim := nodes[3]
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
+		return victim.telemetryValue("otelcol_exporter_sent_metric_points") > 0
+	}), "sidecar 3 sends")
+	victim.Kill9()
+	victim.start()
 
 	wg.Wait()
 	tr := truth{}
@@ -113,9 +124,10 @@ func TestFleetThroughGateways(t *testing.T) {
 		_, err := n.Stop(30 * time.Second)
 		assert.NoError(t, err)
 	}
-	flushes := killedFlushes
+	flushes, duplicates := killedFlushes, killedDuplicates
 	for _, g := range gateways {
 		flushes += g.flushes()
+		duplicates += g.duplicates()
 		_, err := g.Stop(30 * time.Second)
 		assert.NoError(t, err)
 	}
@@ -131,6 +143,7 @@ func TestFleetThroughGateways(t *testing.T) {
 	reqs, biggest := requests, maxPerRequest
 	mu.Unlock()
 	perFlush := math.Ceil(float64(len(distinct)) / 1000)
+	t.Logf("requests merged once although sent again: %v", duplicates)
 	t.Logf("%d sidecars, 2 gateways: %d distinct series, %d datums in %d PutMetricData requests over %v gateway flushes (%.2f requests per flush, want ~%v; largest request %d datums); series checked %d",
 		sidecars, len(distinct), len(datums), reqs, flushes, float64(reqs)/flushes, perFlush, biggest, len(tr))
 	require.Positive(t, flushes)

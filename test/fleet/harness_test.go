@@ -81,8 +81,14 @@ func (n *node) start() {
 
 func (n *node) flushes() float64 { return n.telemetryValue("otelcol_intervalmerge_flushes") }
 
-// held is how many sidecar requests the gateway holds unacknowledged.
-func (n *node) held() float64 { return n.telemetryValue("otelcol_intervalmerge_requests_held") }
+// pointsHeld is how many data points the gateway's open interval holds
+// (acknowledged, in its journal, not yet handed to its exporter).
+func (n *node) pointsHeld() float64 { return n.telemetryValue("otelcol_intervalmerge_points_held") }
+
+// duplicates is how many requests the gateway dropped as sent again.
+func (n *node) duplicates() float64 {
+	return n.telemetryValue("otelcol_intervalmerge_requests_duplicate")
+}
 
 func (n *node) telemetryValue(name string) float64 {
 	f, err := promtext.Scrape(fmt.Sprintf("127.0.0.1:%d", n.telemetry))
@@ -105,10 +111,15 @@ func gatewayEnv(cw *cloudwatchtest.Server, interval time.Duration) []string {
 	}
 }
 
-func sidecarEnv(gateway *node, interval time.Duration) []string {
+// sidecarEnv points a sidecar at a gateway, with the shipped exporter
+// settings (timeout included: a gateway answers at once) and 1 s flushes.
+func sidecarEnv(gateway *node) []string {
+	return sidecarEnvAt(fmt.Sprintf("127.0.0.1:%d", gateway.grpc))
+}
+
+func sidecarEnvAt(endpoint string) []string {
 	return []string{
-		fmt.Sprintf("GPUBUILD_GATEWAY_ENDPOINT=127.0.0.1:%d", gateway.grpc),
-		"GPUBUILD_GATEWAY_TIMEOUT=" + (2*interval + 10*time.Second).String(),
+		"GPUBUILD_GATEWAY_ENDPOINT=" + endpoint,
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1h",

@@ -58,7 +58,7 @@ func TestGatewaySetChanges(t *testing.T) {
 		summaries := make([]*buildsim.Summary, workers)
 		errs := make([]error, workers)
 		for i, n := range sidecarNodes {
-			n.env = sidecarEnv(phase.gateways[i%len(phase.gateways)], gatewayInterval)
+			n.env = sidecarEnv(phase.gateways[i%len(phase.gateways)])
 			n.pickPorts()
 			n.start()
 			wg.Add(1)

@@ -63,9 +63,11 @@ type Interval struct {
 	// shapes: the first shape seen per metric name, to count conflicts.
 	shapes map[string]uint64
 	passed pmetric.ResourceMetricsSlice
-	stats  Stats
-	h      hash.Hash64
-	buf    []byte
+	// kept counts the points kept per worker (each is held in memory).
+	kept  int
+	stats Stats
+	h     hash.Hash64
+	buf   []byte
 }
 
 // New opens an empty interval.
@@ -100,9 +102,38 @@ func (iv *Interval) Empty() bool {
 // Stats are the counts so far.
 func (iv *Interval) Stats() Stats { return iv.stats }
 
+// Held is the number of data points the interval holds in memory: one per
+// merged series and one per point kept per worker.
+func (iv *Interval) Held() int { return len(iv.point) + iv.kept }
+
 // Metrics closes the interval: the merged and the kept metrics. The
 // interval must not be used afterwards.
 func (iv *Interval) Metrics() pmetric.Metrics { return iv.out }
+
+// Close closes the interval with the merged points stamped start and end:
+// the gateway's interval, not any worker's clock (a worker whose clock runs
+// ahead would otherwise carry every worker's merged point with it). The
+// points kept per worker keep their own timestamps. The interval must not
+// be used afterwards.
+func (iv *Interval) Close(start, end pcommon.Timestamp) pmetric.Metrics {
+	for _, m := range iv.metric {
+		switch m.Type() {
+		case pmetric.MetricTypeSum:
+			dps := m.Sum().DataPoints()
+			for i := 0; i < dps.Len(); i++ {
+				dps.At(i).SetStartTimestamp(start)
+				dps.At(i).SetTimestamp(end)
+			}
+		case pmetric.MetricTypeHistogram:
+			dps := m.Histogram().DataPoints()
+			for i := 0; i < dps.Len(); i++ {
+				dps.At(i).SetStartTimestamp(start)
+				dps.At(i).SetTimestamp(end)
+			}
+		}
+	}
+	return iv.out
+}
 
 // Add folds md into the interval. md is not modified or retained.
 func (iv *Interval) Add(md pmetric.Metrics) {
@@ -118,7 +149,9 @@ func (iv *Interval) Add(md pmetric.Metrics) {
 					iv.merge(rm.Resource(), rm.SchemaUrl(), sm, m)
 					continue
 				}
-				iv.stats.PointsIn += int64(pmetricutil.PointCount(m))
+				n := pmetricutil.PointCount(m)
+				iv.stats.PointsIn += int64(n)
+				iv.kept += n
 				if keptMetrics == (pmetric.MetricSlice{}) {
 					if kept == (pmetric.ScopeMetricsSlice{}) {
 						nrm := iv.passed.AppendEmpty()

@@ -25,14 +25,21 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                     metric.Meter
-	mu                        sync.Mutex
-	registrations             []metric.Registration
-	IntervalmergeConflicts    metric.Int64Counter
-	IntervalmergeFlushes      metric.Int64Counter
-	IntervalmergePointsIn     metric.Int64Counter
-	IntervalmergePointsMerged metric.Int64Counter
-	IntervalmergeRequestsHeld metric.Int64ObservableUpDownCounter
+	meter                             metric.Meter
+	mu                                sync.Mutex
+	registrations                     []metric.Registration
+	IntervalmergeConflicts            metric.Int64Counter
+	IntervalmergeFlushes              metric.Int64Counter
+	IntervalmergeIntervalsPending     metric.Int64ObservableUpDownCounter
+	IntervalmergeJournalWriteFailures metric.Int64Counter
+	IntervalmergePointsHeld           metric.Int64ObservableUpDownCounter
+	IntervalmergePointsIn             metric.Int64Counter
+	IntervalmergePointsMerged         metric.Int64Counter
+	IntervalmergePointsOutOfRange     metric.Int64Counter
+	IntervalmergeRequestsDuplicate    metric.Int64Counter
+	IntervalmergeRequestsHeld         metric.Int64ObservableUpDownCounter
+	IntervalmergeRequestsRefused      metric.Int64Counter
+	IntervalmergeRequestsUnidentified metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -44,6 +51,36 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterIntervalmergeIntervalsPendingCallback sets callback for observable IntervalmergeIntervalsPending metric.
+func (builder *TelemetryBuilder) RegisterIntervalmergeIntervalsPendingCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.IntervalmergeIntervalsPending, obs: o})
+		return nil
+	}, builder.IntervalmergeIntervalsPending)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterIntervalmergePointsHeldCallback sets callback for observable IntervalmergePointsHeld metric.
+func (builder *TelemetryBuilder) RegisterIntervalmergePointsHeldCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.IntervalmergePointsHeld, obs: o})
+		return nil
+	}, builder.IntervalmergePointsHeld)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
 }
 
 // RegisterIntervalmergeRequestsHeldCallback sets callback for observable IntervalmergeRequestsHeld metric.
@@ -101,6 +138,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{flush}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.IntervalmergeIntervalsPending, err = builder.meter.Int64ObservableUpDownCounter(
+		"otelcol_intervalmerge_intervals_pending",
+		metric.WithDescription("Closed intervals in the journal that the next consumer has not taken yet (it refused them; they are offered again). [Development]"),
+		metric.WithUnit("{interval}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergeJournalWriteFailures, err = builder.meter.Int64Counter(
+		"otelcol_intervalmerge_journal_write_failures",
+		metric.WithDescription("Requests refused with a retryable error because the journal could not write them (a full or failing disk). [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergePointsHeld, err = builder.meter.Int64ObservableUpDownCounter(
+		"otelcol_intervalmerge_points_held",
+		metric.WithDescription("Data points the open interval holds in memory (one per merged series, one per point kept per worker). [Development]"),
+		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.IntervalmergePointsIn, err = builder.meter.Int64Counter(
 		"otelcol_intervalmerge_points_in",
 		metric.WithDescription("Data points received. [Development]"),
@@ -113,9 +168,33 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{point}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.IntervalmergePointsOutOfRange, err = builder.meter.Int64Counter(
+		"otelcol_intervalmerge_points_out_of_range",
+		metric.WithDescription("Data points refused at receipt because their timestamp is further ahead of the gateway's clock than max_ahead or older than max_age. [Development]"),
+		metric.WithUnit("{point}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergeRequestsDuplicate, err = builder.meter.Int64Counter(
+		"otelcol_intervalmerge_requests_duplicate",
+		metric.WithDescription("Requests whose identity was merged before (a sender's retry), acknowledged and dropped. [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.IntervalmergeRequestsHeld, err = builder.meter.Int64ObservableUpDownCounter(
 		"otelcol_intervalmerge_requests_held",
-		metric.WithDescription("Requests waiting for their interval to be handed on (not yet acknowledged to their senders). [Development]"),
+		metric.WithDescription("Without a journal, requests waiting for their interval to be handed on (not yet acknowledged to their senders). [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergeRequestsRefused, err = builder.meter.Int64Counter(
+		"otelcol_intervalmerge_requests_refused",
+		metric.WithDescription("Requests refused with a retryable error because the open interval held twice max_points or the journal held journal.max_bytes. [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergeRequestsUnidentified, err = builder.meter.Int64Counter(
+		"otelcol_intervalmerge_requests_unidentified",
+		metric.WithDescription("Requests without a usable identity (no requestid processor at the sender, or requests re-batched after it), merged without the check for repeats. [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

@@ -53,6 +53,54 @@ func AssertEqualIntervalmergeFlushes(t *testing.T, tt *componenttest.Telemetry, 
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualIntervalmergeIntervalsPending(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_intervals_pending",
+		Description: "Closed intervals in the journal that the next consumer has not taken yet (it refused them; they are offered again). [Development]",
+		Unit:        "{interval}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_intervals_pending")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualIntervalmergeJournalWriteFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_journal_write_failures",
+		Description: "Requests refused with a retryable error because the journal could not write them (a full or failing disk). [Development]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_journal_write_failures")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualIntervalmergePointsHeld(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_points_held",
+		Description: "Data points the open interval holds in memory (one per merged series, one per point kept per worker). [Development]",
+		Unit:        "{point}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_points_held")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualIntervalmergePointsIn(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_intervalmerge_points_in",
@@ -85,10 +133,42 @@ func AssertEqualIntervalmergePointsMerged(t *testing.T, tt *componenttest.Teleme
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualIntervalmergePointsOutOfRange(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_points_out_of_range",
+		Description: "Data points refused at receipt because their timestamp is further ahead of the gateway's clock than max_ahead or older than max_age. [Development]",
+		Unit:        "{point}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_points_out_of_range")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualIntervalmergeRequestsDuplicate(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_requests_duplicate",
+		Description: "Requests whose identity was merged before (a sender's retry), acknowledged and dropped. [Development]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_requests_duplicate")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualIntervalmergeRequestsHeld(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_intervalmerge_requests_held",
-		Description: "Requests waiting for their interval to be handed on (not yet acknowledged to their senders). [Development]",
+		Description: "Without a journal, requests waiting for their interval to be handed on (not yet acknowledged to their senders). [Development]",
 		Unit:        "{request}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -97,6 +177,38 @@ func AssertEqualIntervalmergeRequestsHeld(t *testing.T, tt *componenttest.Teleme
 		},
 	}
 	got, err := tt.GetMetric("otelcol_intervalmerge_requests_held")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualIntervalmergeRequestsRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_requests_refused",
+		Description: "Requests refused with a retryable error because the open interval held twice max_points or the journal held journal.max_bytes. [Development]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_requests_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualIntervalmergeRequestsUnidentified(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_requests_unidentified",
+		Description: "Requests without a usable identity (no requestid processor at the sender, or requests re-batched after it), merged without the check for repeats. [Development]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_requests_unidentified")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -20,18 +20,40 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	require.NoError(t, tb.RegisterIntervalmergeIntervalsPendingCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterIntervalmergePointsHeldCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterIntervalmergeRequestsHeldCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
 	}))
 	tb.IntervalmergeConflicts.Add(context.Background(), 1)
 	tb.IntervalmergeFlushes.Add(context.Background(), 1)
+	tb.IntervalmergeJournalWriteFailures.Add(context.Background(), 1)
 	tb.IntervalmergePointsIn.Add(context.Background(), 1)
 	tb.IntervalmergePointsMerged.Add(context.Background(), 1)
+	tb.IntervalmergePointsOutOfRange.Add(context.Background(), 1)
+	tb.IntervalmergeRequestsDuplicate.Add(context.Background(), 1)
+	tb.IntervalmergeRequestsRefused.Add(context.Background(), 1)
+	tb.IntervalmergeRequestsUnidentified.Add(context.Background(), 1)
 	AssertEqualIntervalmergeConflicts(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergeFlushes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeIntervalsPending(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeJournalWriteFailures(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergePointsHeld(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergePointsIn(t, testTel,
@@ -40,7 +62,19 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualIntervalmergePointsMerged(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergePointsOutOfRange(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeRequestsDuplicate(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergeRequestsHeld(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeRequestsRefused(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeRequestsUnidentified(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
