@@ -20,9 +20,9 @@ RUN make build \
 FROM ${RUNTIME_IMAGE}
 COPY --from=build /src/bin/otelcol-gpubuild /src/bin/healthprobe /usr/local/bin/
 COPY --from=build /src/otelcol-config.yaml /etc/otelcol-gpubuild/config.yaml
-# Fleet: the gateway's config and the sidecar's config that exports to it (docs/fleet.md).
+# Fleet: the gateway's config (a fleet sidecar is config.yaml with
+# GPUBUILD_DESTINATIONS=gateway; docs/fleet.md).
 COPY --from=build /src/otelcol-gateway.yaml /etc/otelcol-gpubuild/gateway.yaml
-COPY --from=build /src/deploy/gateway-sidecar.yaml /etc/otelcol-gpubuild/sidecar-gateway.yaml
 COPY --from=build --chown=65532:65532 /out/queue /var/lib/otelcol-gpubuild/queue
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=utility \

@@ -41,7 +41,7 @@ func BenchmarkRequestsDirectVsGateway(b *testing.B) {
 		require.NoError(b, err)
 		defer func() { _ = cw.Close() }()
 		var gw *node
-		sidecarConfig, env := "otelcol-config.yaml", []string{
+		env := []string{
 			"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch", "GPUBUILD_CLOUDWATCH_ENDPOINT=" + cw.Endpoint(),
 			"GPUBUILD_CLOUDWATCH_NAMESPACE=" + namespace, "GPUBUILD_FLUSH_INTERVAL=" + flush.String(),
 			"GPUBUILD_API_REQUESTS_FROM_SPANS=true", "GPUBUILD_GPU_COLLECTION_INTERVAL=1h",
@@ -50,7 +50,6 @@ func BenchmarkRequestsDirectVsGateway(b *testing.B) {
 			gw = newNode(b, "otelcol-gateway.yaml", gatewayEnv(cw, flush)...)
 			gw.start()
 			defer func() { _, _ = gw.Stop(30 * time.Second) }()
-			sidecarConfig = "deploy/gateway-sidecar.yaml"
 			env = append(sidecarEnv(gw), "GPUBUILD_FLUSH_INTERVAL="+flush.String())
 		}
 		nodes := make([]*node, workers)
@@ -230,7 +229,7 @@ func BenchmarkGatewayOneCore(b *testing.B) {
 }
 
 // BenchmarkSidecarRequestsPerSecond sends 60 metric requests per second for
-// 30 s to one sidecar (deploy/gateway-sidecar.yaml) exporting to one
+// 30 s to one sidecar (otelcol-config.yaml, GPUBUILD_DESTINATIONS=gateway) exporting to one
 // gateway at the shipped 60 s interval, and samples the sidecar's queue
 // every 500 ms: the requests it sent on per second and its largest queue.
 // Run with -benchtime 1x.
@@ -242,7 +241,7 @@ func BenchmarkSidecarRequestsPerSecond(b *testing.B) {
 	gw := newNode(b, "otelcol-gateway.yaml", gatewayEnv(cw, time.Minute)...)
 	gw.start()
 	defer func() { _, _ = gw.Stop(30 * time.Second) }()
-	sc := newNode(b, "deploy/gateway-sidecar.yaml", sidecarEnv(gw)...)
+	sc := newNode(b, sidecarConfig, sidecarEnv(gw)...)
 	sc.start()
 	defer func() { _, _ = sc.Stop(30 * time.Second) }()
 	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", sc.grpc), grpc.WithTransportCredentials(insecure.NewCredentials()))

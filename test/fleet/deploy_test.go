@@ -48,7 +48,6 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 	// The config path in the image.
 	dockerfile := readRepoFile(t, "Dockerfile")
 	assert.Contains(t, dockerfile, "/src/otelcol-gateway.yaml /etc/otelcol-gpubuild/gateway.yaml")
-	assert.Contains(t, dockerfile, "/src/deploy/gateway-sidecar.yaml /etc/otelcol-gpubuild/sidecar-gateway.yaml")
 
 	pod := dig(kinds["Deployment"], "spec", "template", "spec").(map[string]any)
 	assert.Equal(t, true, dig(pod, "securityContext", "runAsNonRoot"))
@@ -74,7 +73,7 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 	svc := kinds["Service"]
 	assert.Nil(t, dig(svc, "spec", "clusterIP"), "a load-balanced Service: each sidecar's connection lands on one gateway")
 	host := dig(svc, "metadata", "name").(string) + "." + dig(svc, "metadata", "namespace").(string) + ".svc.cluster.local"
-	assert.Contains(t, readRepoFile(t, "deploy/gateway-sidecar.yaml"), "GPUBUILD_GATEWAY_ENDPOINT="+host+":4317")
+	assert.Contains(t, readRepoFile(t, "deploy/gateway-kubernetes.yaml"), "GPUBUILD_DESTINATIONS=gateway", "the sidecars run the default configuration")
 	assert.Contains(t, readRepoFile(t, "deploy/gateway-kubernetes.yaml"), "GPUBUILD_GATEWAY_ENDPOINT="+host+":4317")
 	assert.Equal(t, "otelcol-gateway", dig(kinds["HorizontalPodAutoscaler"], "spec", "scaleTargetRef", "name"))
 	assert.Equal(t, 1, dig(kinds["PodDisruptionBudget"], "spec", "minAvailable"))

@@ -45,7 +45,7 @@ func TestGatewayDiskFullRefusesRetryably(t *testing.T) {
 	t.Cleanup(func() { _ = cw.Close() })
 	gw := newNode(t, "otelcol-gateway.yaml", gatewayEnv(cw, gatewayInterval)...)
 	gw.start()
-	sc := newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnv(gw)...)
+	sc := newNode(t, sidecarConfig, sidecarEnv(gw)...)
 	sc.start()
 
 	var s *buildsim.Summary

@@ -53,7 +53,7 @@ func TestFleetThroughGateways(t *testing.T) {
 	}
 	nodes := make([]*node, sidecars)
 	for i := range nodes {
-		nodes[i] = newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnv(gateways[i%len(gateways)])...)
+		nodes[i] = newNode(t, sidecarConfig, sidecarEnv(gateways[i%len(gateways)])...)
 		nodes[i].start()
 	}
 

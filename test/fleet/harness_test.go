@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package fleet drives a fleet of the built binary: sidecars that send
-// through the shipped deploy/gateway-sidecar.yaml to gateways on the shipped
+// through the shipped otelcol-config.yaml with GPUBUILD_DESTINATIONS=gateway to gateways on the shipped
 // otelcol-gateway.yaml, into the local CloudWatch endpoint.
 package fleet
 
@@ -113,12 +113,17 @@ func gatewayEnv(cw *cloudwatchtest.Server, interval time.Duration) []string {
 
 // sidecarEnv points a sidecar at a gateway, with the shipped exporter
 // settings (timeout included: a gateway answers at once) and 1 s flushes.
+// sidecarConfig is a fleet sidecar's configuration: the default one, with
+// GPUBUILD_DESTINATIONS=gateway (sidecarEnvAt).
+const sidecarConfig = "otelcol-config.yaml"
+
 func sidecarEnv(gateway *node) []string {
 	return sidecarEnvAt(fmt.Sprintf("127.0.0.1:%d", gateway.grpc))
 }
 
 func sidecarEnvAt(endpoint string) []string {
 	return []string{
+		"GPUBUILD_DESTINATIONS=gateway",
 		"GPUBUILD_GATEWAY_ENDPOINT=" + endpoint,
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_API_REQUESTS_FROM_SPANS=true",

@@ -69,11 +69,12 @@ func TestFleetAtProductionTiming(t *testing.T) {
 		scenarioPath := filepath.Join(dir, fmt.Sprintf("scenario-%d.txt", i))
 		require.NoError(t, sc.WriteFile(scenarioPath))
 		env := []string{
+			"GPUBUILD_DESTINATIONS=gateway",
 			fmt.Sprintf("GPUBUILD_GATEWAY_ENDPOINT=127.0.0.1:%d", gateways[i%2].grpc),
 			"GPUBUILD_API_REQUESTS_FROM_SPANS=true",
 			"LD_LIBRARY_PATH=" + libDir, fakenvml.EnvScenario + "=" + scenarioPath, fakenvml.EnvState + "=" + statePath,
 		}
-		nodes[i] = newNode(t, "deploy/gateway-sidecar.yaml", env...)
+		nodes[i] = newNode(t, sidecarConfig, env...)
 		nodes[i].start()
 	}
 

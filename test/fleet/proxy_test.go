@@ -103,7 +103,7 @@ func TestRetriesAfterTimeoutsAndResetsMergeOnce(t *testing.T) {
 	gw := newNode(t, "otelcol-gateway.yaml", gatewayEnv(cw, gatewayInterval)...)
 	gw.start()
 	px := startProxy(t, fmt.Sprintf("127.0.0.1:%d", gw.grpc))
-	sc := newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnvAt(px.addr())...)
+	sc := newNode(t, sidecarConfig, sidecarEnvAt(px.addr())...)
 	sc.start()
 
 	var s *buildsim.Summary
@@ -161,7 +161,7 @@ func TestRetriesAfterAGatewayKillMergeOnce(t *testing.T) {
 	gw := newNode(t, "otelcol-gateway.yaml", gatewayEnv(cw, gatewayInterval)...)
 	gw.start()
 	px := startProxy(t, fmt.Sprintf("127.0.0.1:%d", gw.grpc))
-	sc := newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnvAt(px.addr())...)
+	sc := newNode(t, sidecarConfig, sidecarEnvAt(px.addr())...)
 	sc.start()
 
 	var s *buildsim.Summary

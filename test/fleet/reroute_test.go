@@ -37,7 +37,7 @@ func TestGatewaySetChanges(t *testing.T) {
 
 	sidecarNodes := make([]*node, workers)
 	for i := range sidecarNodes {
-		sidecarNodes[i] = newNode(t, "deploy/gateway-sidecar.yaml")
+		sidecarNodes[i] = newNode(t, sidecarConfig)
 	}
 	tr := truth{}
 	service := map[string]string{"service.name": "vector-index-build"}

@@ -59,7 +59,7 @@ func TestWorkerClockAheadIsRefusedAlone(t *testing.T) {
 	var want int64
 	start := time.Now()
 	for i, w := range workers {
-		sc := newNode(t, "deploy/gateway-sidecar.yaml", sidecarEnv(gw)...)
+		sc := newNode(t, sidecarConfig, sidecarEnv(gw)...)
 		sc.start()
 		conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", sc.grpc), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		require.NoError(t, err)
