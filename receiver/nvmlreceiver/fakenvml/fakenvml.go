@@ -104,6 +104,9 @@ type GPU struct {
 	// PowerUnsupported and ECCUnsupported make power/energy and ECC answer
 	// NVML_ERROR_NOT_SUPPORTED, as consumer boards do.
 	PowerUnsupported, ECCUnsupported bool
+	// SamplesUnsupported makes nvmlDeviceGetSamples answer
+	// NVML_ERROR_NOT_SUPPORTED, as vGPU guests and some boards do.
+	SamplesUnsupported bool
 	GPUSamples, MemSamples           []Sample
 	Processes                        []Process
 	ProcessSamples                   []ProcessSample
@@ -198,6 +201,9 @@ func (s Scenario) WriteFile(path string) error {
 		}
 		if g.MIGMode {
 			b.WriteString(" mig=on")
+		}
+		if g.SamplesUnsupported {
+			b.WriteString(" samples=unsupported")
 		}
 		b.WriteString("\n")
 		for _, smp := range g.GPUSamples {

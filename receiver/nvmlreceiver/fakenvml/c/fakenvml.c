@@ -6,7 +6,8 @@
 // struct the real layout (a mismatch is a compile error). What it answers is
 // read from text files:
 //
-//   FAKE_NVML_SCENARIO  static truth, read once by nvmlInit:
+//   FAKE_NVML_SCENARIO  static truth, read by the first nvmlInit and by any
+//                       later one that names another file:
 //     driver <version>
 //     gpu <index> key=value ...          (see parse_gpu for the keys)
 //     sample <gpu> gpu|mem <ts_us> <percent>
@@ -73,7 +74,7 @@ typedef struct {
 	unsigned int temp, power_mw, power_limit_mw, clock_sm, clock_mem, clock_gfx;
 	unsigned long long ecc_corr, ecc_uncorr, throttle_supported, throttle_current;
 	unsigned int pcie_tx_kib, pcie_rx_kib, util_gpu, util_mem;
-	int power_unsupported, ecc_unsupported, mig_mode;
+	int power_unsupported, ecc_unsupported, mig_mode, samples_unsupported;
 	fake_sample gpu_samples[MAX_SAMPLES], mem_samples[MAX_SAMPLES];
 	int ngpu_samples, nmem_samples;
 	fake_proc procs[MAX_PROCS];
@@ -102,6 +103,7 @@ static char driver[64] = "999.99";
 static fake_gpu gpus[MAX_GPUS];
 static int ngpus;
 static int realtime;
+static char loaded_scenario[4096];
 
 // state
 static struct timespec state_mtime;
@@ -155,6 +157,7 @@ static void parse_gpu(char *rest) {
 		else if (!strcmp(k, "power")) g->power_unsupported = !strcmp(v, "unsupported");
 		else if (!strcmp(k, "ecc")) g->ecc_unsupported = !strcmp(v, "unsupported");
 		else if (!strcmp(k, "mig")) g->mig_mode = !strcmp(v, "on");
+		else if (!strcmp(k, "samples")) g->samples_unsupported = !strcmp(v, "unsupported");
 	}
 }
 
@@ -294,7 +297,13 @@ static nvmlReturn_t dev_check(struct nvmlDevice_st *d) {
 
 static nvmlReturn_t do_init(void) {
 	pthread_mutex_lock(&mu);
-	if (!initialized) {
+	// A process that keeps NVML open across tests (one library per
+	// process) gets each test's scenario: a new scenario path reloads.
+	const char *sc = getenv("FAKE_NVML_SCENARIO");
+	if (!sc) sc = "";
+	if (!initialized || strcmp(sc, loaded_scenario) != 0) {
+		snprintf(loaded_scenario, sizeof loaded_scenario, "%s", sc);
+		state_size = -1;
 		memset(gpus, 0, sizeof gpus);
 		ngpus = 0;
 		realtime = 0;
@@ -393,7 +402,7 @@ nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dv, nvmlSamplingType_t type, unsi
 	DEV(dv);
 	if (!valType || !count) RET(NVML_ERROR_INVALID_ARGUMENT);
 	fake_gpu *g = &gpus[d->gpu];
-	if (d->mig_slot >= 0 || g->mig_mode) RET(NVML_ERROR_NOT_SUPPORTED);
+	if (d->mig_slot >= 0 || g->mig_mode || g->samples_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
 	const fake_sample *src;
 	int n;
 	if (type == NVML_GPU_UTILIZATION_SAMPLES) { src = g->gpu_samples; n = g->ngpu_samples; }
