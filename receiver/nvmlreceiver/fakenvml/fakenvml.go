@@ -106,10 +106,10 @@ type GPU struct {
 	PowerUnsupported, ECCUnsupported bool
 	// SamplesUnsupported makes nvmlDeviceGetSamples answer
 	// NVML_ERROR_NOT_SUPPORTED, as vGPU guests and some boards do.
-	SamplesUnsupported bool
-	GPUSamples, MemSamples           []Sample
-	Processes                        []Process
-	ProcessSamples                   []ProcessSample
+	SamplesUnsupported     bool
+	GPUSamples, MemSamples []Sample
+	Processes              []Process
+	ProcessSamples         []ProcessSample
 	// MIGMode turns MIG on; MIG lists the instances.
 	MIGMode bool
 	MIG     []MIGDevice
