@@ -36,6 +36,9 @@ const (
 
 	metricBuildJobs          = "build.jobs"
 	metricBuildJobDuration   = "build.job.duration"
+	metricBuildGPUEnergy     = "build.gpu.energy"
+	metricBuildGPUBusyTime   = "build.gpu.busy_time"
+	metricBuildGPUMemoryPeak = "build.gpu.memory.peak"
 	metricBuildStageRuns     = "build.stage.runs"
 	metricBuildStageDuration = "build.stage.duration"
 	metricBuildJobsActive    = "build.jobs.active"

@@ -143,7 +143,7 @@ func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Ma
 		return
 	}
 	key := runmemory.Key{Service: res.serviceName, JobID: id.Str()}
-	d.jobs.Span(key, runPayload{res: res, dims: d.resolveDims(attrs, res)}, span.StartTimestamp(), span.EndTimestamp(), result, now)
+	d.jobs.Span(key, runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpuHintFrom(attrs)}, span.StartTimestamp(), span.EndTimestamp(), result, now)
 }
 
 // unnamedJobSpan counts a span matched by job_span_names that has no job

@@ -1,0 +1,340 @@
+package derive
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
+	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
+)
+
+// Input attributes naming the GPU a run used (optional, on the job span or
+// the status records), and the service's process id (resource).
+const (
+	attrHWID       = "hw.id"
+	attrGPUIndex   = "gpu.index"
+	attrProcessPID = "process.pid"
+)
+
+// Bucket bounds of the GPU figures: an H100 at 700 W for half an hour is
+// about 1.3 MJ; memory from 256 MiB to 128 GiB.
+var (
+	gpuEnergyBounds = []float64{10, 30, 100, 300, 1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6}
+	gpuBusyBounds   = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+	gpuMemoryBounds = []float64{1 << 28, 1 << 29, 1 << 30, 1 << 31, 1 << 32, 1 << 33, 1 << 34, 1 << 35, 1 << 36, 1 << 37}
+)
+
+// gpuHint is the GPU a run's records name: hw.id (the UUID) wins over
+// gpu.index.
+type gpuHint struct {
+	uuid     string
+	index    int64
+	hasIndex bool
+}
+
+func (h gpuHint) none() bool { return h.uuid == "" && !h.hasIndex }
+
+// own copies the UUID out of the input batch.
+func (h gpuHint) own() gpuHint {
+	h.uuid = strings.Clone(h.uuid)
+	return h
+}
+
+func (h gpuHint) matches(s *nvmlsamplerextension.Series) bool {
+	if h.uuid != "" {
+		return h.uuid == s.UUID
+	}
+	return h.hasIndex && h.index == int64(s.Index)
+}
+
+func gpuHintFrom(attrs pcommon.Map) gpuHint {
+	var h gpuHint
+	if v, ok := attrs.Get(attrHWID); ok && v.Type() == pcommon.ValueTypeStr {
+		h.uuid = v.Str()
+	}
+	if v, ok := attrs.Get(attrGPUIndex); ok {
+		switch v.Type() {
+		case pcommon.ValueTypeInt:
+			h.index, h.hasIndex = v.Int(), v.Int() >= 0
+		case pcommon.ValueTypeStr:
+			if i, err := strconv.ParseInt(v.Str(), 10, 64); err == nil && i >= 0 {
+				h.index, h.hasIndex = i, true
+			}
+		}
+	}
+	return h
+}
+
+// processPID reads the service's process.pid resource attribute.
+func processPID(res *resourceEntry) (uint32, bool) {
+	v, ok := res.attrs.Get(attrProcessPID)
+	if !ok {
+		return 0, false
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		if v.Int() > 0 && v.Int() <= 1<<32-1 {
+			return uint32(v.Int()), true
+		}
+	case pcommon.ValueTypeStr:
+		if p, err := strconv.ParseUint(v.Str(), 10, 32); err == nil && p > 0 {
+			return uint32(p), true
+		}
+	}
+	return 0, false
+}
+
+// gpuFigure is one of the per-run GPU figures.
+type gpuFigure uint8
+
+const (
+	figureEnergy gpuFigure = iota
+	figureBusy
+	figureMemory
+	numGPUFigures
+)
+
+func (f gpuFigure) String() string {
+	switch f {
+	case figureEnergy:
+		return "energy"
+	case figureBusy:
+		return "busy_time"
+	}
+	return "memory_peak"
+}
+
+// gpuSkipReason says why a run has no GPU figure: gpucost's reasons, then
+// the derivation's own.
+type gpuSkipReason uint8
+
+const (
+	gpuSkipNoWindow        = gpuSkipReason(gpucost.NumReasons) + iota // the run has no start or end (timed out, end only)
+	gpuSkipGPUNotFound                                                // the run names a GPU the sampler does not see
+	gpuSkipNoPID                                                      // the service has no process.pid resource attribute
+	gpuSkipProcessNotOnGPU                                            // the service's process held no memory on the run's GPUs
+	numGPUSkipReasons
+)
+
+func (r gpuSkipReason) String() string {
+	switch r {
+	case gpuSkipNoWindow:
+		return "no_window"
+	case gpuSkipGPUNotFound:
+		return "gpu_not_found"
+	case gpuSkipNoPID:
+		return "no_process_pid"
+	case gpuSkipProcessNotOnGPU:
+		return "process_not_on_gpu"
+	}
+	return gpucost.Reason(r).String()
+}
+
+// gpuCost joins counted runs to the GPU samples.
+type gpuCost struct {
+	sampler nvmlsamplerextension.Sampler
+	// recent holds, per GPU UUID, the windows of runs counted lately: a run
+	// counted later that overlaps one shares the overlap with it.
+	recent map[string][]gpucost.Window
+	keep   time.Duration // how long a counted window can still overlap a later run
+}
+
+// maxRecentWindows bounds the windows remembered per GPU.
+const maxRecentWindows = 4096
+
+func newGPUCost(s nvmlsamplerextension.Sampler, keep time.Duration) *gpuCost {
+	return &gpuCost{sampler: s, recent: map[string][]gpucost.Window{}, keep: keep}
+}
+
+// lookupGPUSampler finds the gpu_sampler extension among the host's.
+func lookupGPUSampler(host component.Host, id component.ID) (nvmlsamplerextension.Sampler, error) {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return nil, fmt.Errorf("gpu_sampler: no extension %q is configured and enabled in service::extensions", id)
+	}
+	s, ok := ext.(nvmlsamplerextension.Sampler)
+	if !ok {
+		return nil, fmt.Errorf("gpu_sampler: extension %q is not an nvml_sampler", id)
+	}
+	return s, nil
+}
+
+// setGPUSampler joins the GPU samples of s to the runs counted from now on.
+func (d *deriver) setGPUSampler(s nvmlsamplerextension.Sampler) {
+	d.gpu = newGPUCost(s, d.jobs.Timeout())
+}
+
+func (d *deriver) skipGPU(r gpuSkipReason, figures ...gpuFigure) {
+	for _, f := range figures {
+		d.stats.gpuSkipped[f][r]++
+	}
+}
+
+// countGPU adds one counted run's GPU figures, or counts why it has none.
+func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
+	all := []gpuFigure{figureEnergy, figureBusy, figureMemory}
+	if !c.hasDuration {
+		d.skipGPU(gpuSkipNoWindow, all...)
+		return
+	}
+	w := gpucost.Window{From: c.start.AsTime(), To: c.end.AsTime()}
+	series := d.gpu.sampler.Samples(w.From, w.To)
+	if len(series) == 0 {
+		d.skipGPU(gpuSkipReason(gpucost.NoSamples), all...)
+		return
+	}
+	maxGap := d.gpu.sampler.MaxGap()
+	pid, hasPID := processPID(c.res)
+	gpus := d.pickGPUs(series, c.gpu, pid, hasPID, w, maxGap)
+	if gpus == nil {
+		d.skipGPU(gpuSkipGPUNotFound, all...)
+		return
+	}
+	var energy, busy float64
+	energyReason, busyReason := gpucost.Covered, gpucost.Covered
+	overlapped := false
+	for _, g := range gpus {
+		windows := d.overlapping(g, w, c.res, maxGap)
+		e := gpucost.Share(windows, func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.Energy(g.Energy, x, maxGap) })[0]
+		b := gpucost.Share(windows, func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.BusyTime(g.Util, x, maxGap) })[0]
+		if e.Reason != gpucost.Covered && energyReason == gpucost.Covered {
+			energyReason = e.Reason
+		}
+		if b.Reason != gpucost.Covered && busyReason == gpucost.Covered {
+			busyReason = b.Reason
+		}
+		energy += e.Value
+		busy += b.Value
+		overlapped = overlapped || e.Overlapped > 0
+		d.gpu.remember(g.UUID, w)
+	}
+	if overlapped {
+		d.stats.gpuOverlappingRuns++
+	}
+	if energyReason == gpucost.Covered {
+		d.observeGPU(familyGPUEnergy, res, c, energy)
+	} else {
+		d.skipGPU(gpuSkipReason(energyReason), figureEnergy)
+	}
+	if busyReason == gpucost.Covered {
+		d.observeGPU(familyGPUBusy, res, c, busy)
+	} else {
+		d.skipGPU(gpuSkipReason(busyReason), figureBusy)
+	}
+	if !hasPID {
+		d.skipGPU(gpuSkipNoPID, figureMemory)
+		return
+	}
+	var peak uint64
+	found := false
+	for _, g := range gpus {
+		p, ok, r := gpucost.PeakMemory(g.Memory, pid, w, maxGap)
+		if r != gpucost.Covered {
+			d.skipGPU(gpuSkipReason(r), figureMemory)
+			return
+		}
+		if ok {
+			peak += p // on several GPUs: the sum of each GPU's peak
+			found = true
+		}
+	}
+	if !found {
+		d.skipGPU(gpuSkipProcessNotOnGPU, figureMemory)
+		return
+	}
+	d.observeGPU(familyGPUMemory, res, c, float64(peak))
+}
+
+// pickGPUs chooses the GPUs a run used: the one its records name; else
+// those where the service's process held memory during the run; else
+// every GPU. nil: the named GPU is not among the sampler's.
+func (d *deriver) pickGPUs(series []nvmlsamplerextension.Series, hint gpuHint, pid uint32, hasPID bool, w gpucost.Window, maxGap time.Duration) []*nvmlsamplerextension.Series {
+	if !hint.none() {
+		for i := range series {
+			if hint.matches(&series[i]) {
+				return []*nvmlsamplerextension.Series{&series[i]}
+			}
+		}
+		return nil
+	}
+	var out []*nvmlsamplerextension.Series
+	if hasPID {
+		for i := range series {
+			if _, found, _ := gpucost.PeakMemory(series[i].Memory, pid, w, maxGap); found {
+				out = append(out, &series[i])
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	for i := range series {
+		out = append(out, &series[i])
+	}
+	return out
+}
+
+// overlapping returns w first, then the windows of the other runs on g
+// that overlap it: runs counted before (remembered) and active runs whose
+// start is known, open until w's end. An active run is on g when it names
+// g, or names no GPU and is of the same service instance, or its
+// process held memory on g.
+func (d *deriver) overlapping(g *nvmlsamplerextension.Series, w gpucost.Window, res *resourceEntry, maxGap time.Duration) []gpucost.Window {
+	out := []gpucost.Window{w}
+	for _, o := range d.gpu.recent[g.UUID] {
+		if o.From.Before(w.To) && o.To.After(w.From) {
+			out = append(out, o)
+		}
+	}
+	end := pcommon.NewTimestampFromTime(w.To)
+	d.jobs.ForEachActiveRun(func(start pcommon.Timestamp, p runPayload) {
+		if start == 0 || start >= end {
+			return
+		}
+		o := gpucost.Window{From: start.AsTime(), To: w.To}
+		on := false
+		switch {
+		case !p.gpu.none():
+			on = p.gpu.matches(g)
+		case p.res == res:
+			on = true
+		default:
+			if pid, ok := processPID(p.res); ok {
+				_, on, _ = gpucost.PeakMemory(g.Memory, pid, o, maxGap)
+			}
+		}
+		if on {
+			out = append(out, o)
+		}
+	})
+	return out
+}
+
+// remember keeps w for later runs on the GPU, forgetting windows that
+// ended longer than a run can last before w's start.
+func (c *gpuCost) remember(uuid string, w gpucost.Window) {
+	list := c.recent[uuid]
+	cut := w.From.Add(-c.keep)
+	i := 0
+	for i < len(list) && list[i].To.Before(cut) {
+		i++
+	}
+	list = append(list[i:], w)
+	if len(list) > maxRecentWindows {
+		list = list[len(list)-maxRecentWindows:]
+	}
+	c.recent[uuid] = list
+}
+
+func (d *deriver) observeGPU(fam family, res *resourceEntry, c *countedRun, v float64) {
+	d.labels = seriesLabels{res: res, fam: fam, a: c.result, dims: c.dims}
+	s := d.series.get(&d.labels)
+	s.count++
+	s.hist.observe(v)
+	d.markDirty(s)
+}
