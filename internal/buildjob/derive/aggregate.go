@@ -18,6 +18,10 @@ const (
 	familyGPUEnergy // build.gpu.energy
 	familyGPUBusy   // build.gpu.busy_time
 	familyGPUMemory // build.gpu.memory.peak
+	// The same per stage run.
+	familyStageGPUEnergy // build.stage.gpu.energy
+	familyStageGPUBusy   // build.stage.gpu.busy_time
+	familyStageGPUMemory // build.stage.gpu.memory.peak
 	numFamilies
 )
 
@@ -26,8 +30,8 @@ const (
 type seriesLabels struct {
 	res *resourceEntry
 	fam family
-	// jobs and GPU figures: result; stages: stage, result; api: route,
-	// method, status class.
+	// jobs and their GPU figures: result; stages and theirs: stage,
+	// result; api: route, method, status class.
 	// An empty string means the attribute is not set.
 	a, b, c string
 	// dims is aligned with the configured dimensions.

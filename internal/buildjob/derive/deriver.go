@@ -90,6 +90,10 @@ func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, 
 		familyGPUEnergy: gpuEnergyBounds,
 		familyGPUBusy:   gpuBusyBounds,
 		familyGPUMemory: gpuMemoryBounds,
+
+		familyStageGPUEnergy: gpuEnergyBounds,
+		familyStageGPUBusy:   gpuBusyBounds,
+		familyStageGPUMemory: gpuMemoryBounds,
 	}
 	startTS := pcommon.NewTimestampFromTime(start)
 	return &deriver{
@@ -398,6 +402,10 @@ var familyMetricNames = [numFamilies]familyNames{
 	familyGPUEnergy: {"", "", metricBuildGPUEnergy, "J"},
 	familyGPUBusy:   {"", "", metricBuildGPUBusyTime, "s"},
 	familyGPUMemory: {"", "", metricBuildGPUMemoryPeak, "By"},
+
+	familyStageGPUEnergy: {"", "", metricBuildStageGPUEnergy, "J"},
+	familyStageGPUBusy:   {"", "", metricBuildStageGPUBusyTime, "s"},
+	familyStageGPUMemory: {"", "", metricBuildStageGPUMemoryPeak, "By"},
 }
 
 func (b *metricsBuilder) build() pmetric.Metrics {
@@ -496,7 +504,7 @@ func (b *metricsBuilder) putAttributes(attrs pcommon.Map, l *seriesLabels) {
 		if l.a != "" {
 			attrs.PutStr(attrBuildResult, l.a)
 		}
-	case familyStages:
+	case familyStages, familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory:
 		attrs.PutStr(attrBuildStage, l.a)
 		attrs.PutStr(attrBuildResult, l.b)
 	case familyAPI:

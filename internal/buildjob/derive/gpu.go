@@ -96,17 +96,17 @@ const (
 	figureEnergy gpuFigure = iota
 	figureBusy
 	figureMemory
+	figureStageEnergy
+	figureStageBusy
+	figureStageMemory
 	numGPUFigures
 )
 
+// stageFigures is the offset from a run's figure to the stage's.
+const stageFigures = figureStageEnergy - figureEnergy
+
 func (f gpuFigure) String() string {
-	switch f {
-	case figureEnergy:
-		return "energy"
-	case figureBusy:
-		return "busy_time"
-	}
-	return "memory_peak"
+	return [...]string{"energy", "busy_time", "memory_peak", "stage_energy", "stage_busy_time", "stage_memory_peak"}[f]
 }
 
 // gpuSkipReason says why a run has no GPU figure: gpucost's reasons, then
@@ -175,68 +175,78 @@ func (d *deriver) skipGPU(r gpuSkipReason, figures ...gpuFigure) {
 	}
 }
 
-// countGPU adds one counted run's GPU figures, or counts why it has none.
-func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
-	all := []gpuFigure{figureEnergy, figureBusy, figureMemory}
-	if !c.hasDuration {
-		d.skipGPU(gpuSkipNoWindow, all...)
-		return
-	}
-	w := gpucost.Window{From: c.start.AsTime(), To: c.end.AsTime()}
-	series := d.gpu.sampler.Samples(w.From, w.To)
+// gpuWindow is what the GPU figures of a run or a stage are taken for.
+type gpuWindow struct {
+	w    gpucost.Window
+	hint gpuHint
+	res  *resourceEntry
+	// share: a run shares overlaps with the other runs on its GPUs, and is
+	// remembered for later ones; a stage is within its run and does not.
+	share  bool
+	offset gpuFigure // 0 for a run, stageFigures for a stage
+}
+
+// gpuFigures returns a window's energy (J), busy time (s) and peak memory
+// (bytes) and which of them it has; a figure it lacks is counted with its
+// reason.
+func (d *deriver) gpuFigures(gw gpuWindow) (vals [3]float64, has [3]bool) {
+	figs := []gpuFigure{figureEnergy + gw.offset, figureBusy + gw.offset, figureMemory + gw.offset}
+	series := d.gpu.sampler.Samples(gw.w.From, gw.w.To)
 	if len(series) == 0 {
-		d.skipGPU(gpuSkipReason(gpucost.NoSamples), all...)
-		return
+		d.skipGPU(gpuSkipReason(gpucost.NoSamples), figs...)
+		return vals, has
 	}
 	maxGap := d.gpu.sampler.MaxGap()
-	pid, hasPID := processPID(c.res)
-	gpus := d.pickGPUs(series, c.gpu, pid, hasPID, w, maxGap)
+	pid, hasPID := processPID(gw.res)
+	gpus := d.pickGPUs(series, gw.hint, pid, hasPID, gw.w, maxGap)
 	if gpus == nil {
-		d.skipGPU(gpuSkipGPUNotFound, all...)
-		return
+		d.skipGPU(gpuSkipGPUNotFound, figs...)
+		return vals, has
 	}
-	var energy, busy float64
-	energyReason, busyReason := gpucost.Covered, gpucost.Covered
+	reasons := [2]gpucost.Reason{}
 	overlapped := false
 	for _, g := range gpus {
-		windows := d.overlapping(g, w, c.res, maxGap)
-		e := gpucost.Share(windows, func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.Energy(g.Energy, x, maxGap) })[0]
-		b := gpucost.Share(windows, func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.BusyTime(g.Util, x, maxGap) })[0]
-		if e.Reason != gpucost.Covered && energyReason == gpucost.Covered {
-			energyReason = e.Reason
+		windows := []gpucost.Window{gw.w}
+		if gw.share {
+			windows = d.overlapping(g, gw.w, gw.res, maxGap)
 		}
-		if b.Reason != gpucost.Covered && busyReason == gpucost.Covered {
-			busyReason = b.Reason
+		for i, figure := range [2]func(gpucost.Window) (float64, gpucost.Reason){
+			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.Energy(g.Energy, x, maxGap) },
+			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.BusyTime(g.Util, x, maxGap) },
+		} {
+			sh := gpucost.Share(windows, figure)[0]
+			if sh.Reason != gpucost.Covered && reasons[i] == gpucost.Covered {
+				reasons[i] = sh.Reason
+			}
+			vals[i] += sh.Value
+			overlapped = overlapped || sh.Overlapped > 0
 		}
-		energy += e.Value
-		busy += b.Value
-		overlapped = overlapped || e.Overlapped > 0
-		d.gpu.remember(g.UUID, w)
+		if gw.share {
+			d.gpu.remember(g.UUID, gw.w)
+		}
 	}
 	if overlapped {
 		d.stats.gpuOverlappingRuns++
 	}
-	if energyReason == gpucost.Covered {
-		d.observeGPU(familyGPUEnergy, res, c, energy)
-	} else {
-		d.skipGPU(gpuSkipReason(energyReason), figureEnergy)
-	}
-	if busyReason == gpucost.Covered {
-		d.observeGPU(familyGPUBusy, res, c, busy)
-	} else {
-		d.skipGPU(gpuSkipReason(busyReason), figureBusy)
+	for i, r := range reasons {
+		if r == gpucost.Covered {
+			has[i] = true
+		} else {
+			vals[i] = 0
+			d.skipGPU(gpuSkipReason(r), figs[i])
+		}
 	}
 	if !hasPID {
-		d.skipGPU(gpuSkipNoPID, figureMemory)
-		return
+		d.skipGPU(gpuSkipNoPID, figs[2])
+		return vals, has
 	}
 	var peak uint64
 	found := false
 	for _, g := range gpus {
-		p, ok, r := gpucost.PeakMemory(g.Memory, pid, w, maxGap)
+		p, ok, r := gpucost.PeakMemory(g.Memory, pid, gw.w, maxGap)
 		if r != gpucost.Covered {
-			d.skipGPU(gpuSkipReason(r), figureMemory)
-			return
+			d.skipGPU(gpuSkipReason(r), figs[2])
+			return vals, has
 		}
 		if ok {
 			peak += p // on several GPUs: the sum of each GPU's peak
@@ -244,10 +254,40 @@ func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
 		}
 	}
 	if !found {
-		d.skipGPU(gpuSkipProcessNotOnGPU, figureMemory)
+		d.skipGPU(gpuSkipProcessNotOnGPU, figs[2])
+		return vals, has
+	}
+	vals[2], has[2] = float64(peak), true
+	return vals, has
+}
+
+var (
+	runGPUFamilies   = [3]family{familyGPUEnergy, familyGPUBusy, familyGPUMemory}
+	stageGPUFamilies = [3]family{familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory}
+)
+
+// countGPU adds one counted run's GPU figures, or counts why it has none.
+func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
+	if !c.hasDuration {
+		d.skipGPU(gpuSkipNoWindow, figureEnergy, figureBusy, figureMemory)
 		return
 	}
-	d.observeGPU(familyGPUMemory, res, c, float64(peak))
+	vals, has := d.gpuFigures(gpuWindow{w: gpucost.Window{From: c.start.AsTime(), To: c.end.AsTime()}, hint: c.gpu, res: c.res, share: true})
+	for i, fam := range runGPUFamilies {
+		if has[i] {
+			d.observeGPU(fam, res, c.result, "", c.dims, vals[i])
+		}
+	}
+}
+
+// countStageGPU adds one stage run's GPU figures, or counts why it has none.
+func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp, hint gpuHint, stage, result string, dims []dimValue) {
+	vals, has := d.gpuFigures(gpuWindow{w: gpucost.Window{From: start.AsTime(), To: end.AsTime()}, hint: hint, res: res, offset: stageFigures})
+	for i, fam := range stageGPUFamilies {
+		if has[i] {
+			d.observeGPU(fam, res, stage, result, dims, vals[i])
+		}
+	}
 }
 
 // pickGPUs chooses the GPUs a run used: the one its records name; else
@@ -331,8 +371,8 @@ func (c *gpuCost) remember(uuid string, w gpucost.Window) {
 	c.recent[uuid] = list
 }
 
-func (d *deriver) observeGPU(fam family, res *resourceEntry, c *countedRun, v float64) {
-	d.labels = seriesLabels{res: res, fam: fam, a: c.result, dims: c.dims}
+func (d *deriver) observeGPU(fam family, res *resourceEntry, a, b string, dims []dimValue, v float64) {
+	d.labels = seriesLabels{res: res, fam: fam, a: a, b: b, dims: dims}
 	s := d.series.get(&d.labels)
 	s.count++
 	s.hist.observe(v)

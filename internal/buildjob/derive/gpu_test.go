@@ -48,7 +48,7 @@ func newHandSampler() *handSampler {
 }
 
 func (h *handSampler) Samples(time.Time, time.Time) []nvmlsamplerextension.Series { return h.series }
-func (h *handSampler) MaxGap() time.Duration                                     { return 2 * time.Second }
+func (h *handSampler) MaxGap() time.Duration                                      { return 2 * time.Second }
 
 func gpuService(t *testing.T) *testService {
 	return newTestService(t, newOTLPSink(t), attribute.String("service.name", "vector-index-build"),
@@ -179,4 +179,27 @@ func TestGPUSeriesPersist(t *testing.T) {
 	assert.Equal(t, s.hist.counts, got.hist.counts)
 	assert.Equal(t, gpuEnergyBounds, got.hist.bounds)
 	assert.InDelta(t, 4012.5, got.hist.sum, 0)
+}
+
+// TestGPUFiguresPerStage: each stage span gets its own figures over its
+// window (not split with other stages: they lie within one run).
+func TestGPUFiguresPerStage(t *testing.T) {
+	svc := gpuService(t)
+	d := newConnectorDeriver(testConfig(), t0)
+	d.setGPUSampler(newHandSampler())
+	sec := func(s int) time.Time { return at(time.Duration(s) * time.Second) }
+	svc.stageSpan("job-s", "download", sec(10), sec(20), 0)
+	svc.stageSpan("job-s", "gpu_build", sec(20), sec(40), 0)
+	d.consumeTraces(svc.traces(), sec(41))
+	ps := points(d.flush(sec(45), false))
+	for _, tc := range []struct {
+		stage               string
+		joules, busy, bytes float64
+	}{{"download", 2000, 5, 2 << 30}, {"gpu_build", 4000, 10, 6 << 30}} {
+		want := attrs("build.stage", tc.stage, "build.result", "success")
+		nearly(t, tc.joules, one(t, ps, metricBuildStageGPUEnergy, want).sum, tc.stage+" energy")
+		nearly(t, tc.busy, one(t, ps, metricBuildStageGPUBusyTime, want).sum, tc.stage+" busy")
+		assert.Equal(t, tc.bytes, one(t, ps, metricBuildStageGPUMemoryPeak, want).sum, tc.stage+" memory")
+	}
+	assert.Empty(t, matching(ps, metricBuildGPUEnergy, nil), "no run was counted")
 }

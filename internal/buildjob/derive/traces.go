@@ -126,7 +126,11 @@ func (d *deriver) stageSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.
 	if !ok || !d.firstSeen(span) {
 		return
 	}
-	d.observe(familyStages, res, stage, result, "", d.resolveDims(attrs, res), seconds)
+	dims := d.resolveDims(attrs, res)
+	d.observe(familyStages, res, stage, result, "", dims, seconds)
+	if d.gpu != nil {
+		d.countStageGPU(res, span.StartTimestamp(), span.EndTimestamp(), gpuHintFrom(attrs), stage, result, dims)
+	}
 }
 
 func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Map, id pcommon.Value, now time.Time) {
