@@ -220,14 +220,14 @@ func TestDormantWithoutNVMLAndRetries(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.InitRetryInterval = time.Second
 	s, clk, logs := startFake(t, costScenario(), cfg)
-	real := s.load
+	load := s.load
 	attempts := 0
 	s.load = func() (nvmlapi.Library, error) {
 		attempts++
 		if attempts < 3 {
 			return nil, errors.New("libnvidia-ml.so.1: cannot open shared object file")
 		}
-		return real()
+		return load()
 	}
 	for k := range 5 {
 		clk.set(sec + uint64(k)*half) // 1 s, 1.5 s, ... 3 s

@@ -55,16 +55,13 @@ type gpuRing struct {
 	util   *ring[gpucost.UtilSample]
 	mem    *ring[gpucost.MemSample]
 
-	lastUtilTs    uint64 // newest driver sample taken, NVML's lastSeenTimeStamp
-	noDriverUtil  bool   // the driver keeps no samples: the instantaneous reading instead
-	energyOff     bool
-	utilOff       bool
-	processesOff  bool
-	lost          bool
-	retryAt       time.Time
-	procsScratch  []gpucost.ProcMem
-	utilScratch   []nvml.Sample
-	utilValueType nvml.ValueType
+	lastUtilTs   uint64 // newest driver sample taken, NVML's lastSeenTimeStamp
+	noDriverUtil bool   // the driver keeps no samples: the instantaneous reading instead
+	energyOff    bool
+	utilOff      bool
+	processesOff bool
+	lost         bool
+	retryAt      time.Time
 }
 
 func newSampler(cfg *Config, logger *zap.Logger) *sampler {

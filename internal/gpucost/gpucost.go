@@ -55,21 +55,22 @@ func (w Window) Seconds() float64 { return w.To.Sub(w.From).Seconds() }
 type Reason int
 
 const (
-	// Covered: the figure is exact to the samples.
+	// Covered means the figure is exact to the samples.
 	Covered Reason = iota
-	// NoSamples: there are no samples at all (NVML absent, no GPU).
+	// NoSamples means there are no samples at all (NVML absent, no GPU).
 	NoSamples
-	// NotCovered: the samples begin after the window's start or end
+	// NotCovered means the samples begin after the window's start or end
 	// before its end (the sidecar started during the run).
 	NotCovered
-	// Gap: two consecutive samples inside the window are further apart
+	// Gap means two consecutive samples inside the window are further apart
 	// than the allowed gap (the sidecar or the GPU stopped answering).
 	Gap
-	// CounterReset: the energy counter went down inside the window (the
+	// CounterReset means the energy counter went down inside the window (the
 	// driver reloaded).
 	CounterReset
-	// EmptyWindow: the window ends before it starts.
+	// EmptyWindow means the window ends before it starts.
 	EmptyWindow
+	// NumReasons is how many reasons there are.
 	NumReasons
 )
 
