@@ -2,6 +2,8 @@ package nvml
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,9 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
@@ -75,6 +80,8 @@ func costScenario(t uint64) fakenvml.Scenario {
 //	job-2: energy 300 W*1 s/2 + 300 W*1 s + 150 W*2 s = 750 J;
 //	       busy 0.9/2 + 0.9*1 + 0.4*2 = 2.15 s; peak 6 GiB
 //
+// and job-2's gpu_build stage span (naming GPU 0 by hw.id) its own.
+//
 // Energy is compared at 1e-4: the sidecar stamps each counter read with
 // the host clock around the NVML call, and the counter is whole mJ. Busy
 // time comes from the driver's own sample timestamps: 1e-6. Memory: exact.
@@ -95,12 +102,14 @@ func TestGPUCostPerRun(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
 	httpPort := binarytest.FreePort(t)
+	telPort := binarytest.FreePort(t)
 	env := sidecarEnv(t, cw, dir,
 		"LD_LIBRARY_PATH="+libDir,
 		fakenvml.EnvScenario+"="+scenarioPath,
 		"GPUBUILD_GPU_SAMPLING_INTERVAL=250ms",
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(httpPort),
+		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(telPort),
 	)
 	col := binarytest.StartBinary(t, env, "--config", filepath.Join(root, "otelcol-config.yaml"))
 	require.True(t, binarytest.Eventually(20*time.Second, func() bool {
@@ -114,10 +123,14 @@ func TestGPUCostPerRun(t *testing.T) {
 	ctx := context.Background()
 	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/logs"))
 	require.NoError(t, err)
-	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(exp)), sdklog.WithResource(resource.NewSchemaless(
-		attribute.String("service.name", "vector-index-build"), attribute.String("service.instance.id", "pod-gpu"),
-		attribute.Int("process.pid", servicePID))))
+	res := resource.NewSchemaless(attribute.String("service.name", "vector-index-build"),
+		attribute.String("service.instance.id", "pod-gpu"), attribute.Int("process.pid", servicePID))
+	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(exp)), sdklog.WithResource(res))
 	defer func() { _ = lp.Shutdown(ctx) }()
+	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/traces"))
+	require.NoError(t, err)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(texp), sdktrace.WithResource(res))
+	defer func() { _ = tp.Shutdown(ctx) }()
 	logger := lp.Logger("build-service")
 	status := func(id, st string, at time.Duration) {
 		var rec otellog.Record
@@ -131,11 +144,19 @@ func TestGPUCostPerRun(t *testing.T) {
 	status("job-2", "RUNNING_INDEX_BUILD", 4*time.Second)
 	status("job-1", "COMPLETED_INDEX_BUILD", 5*time.Second)
 	status("job-2", "FAILED_INDEX_BUILD", 8*time.Second)
+	// job-2's gpu_build stage, naming GPU 0 by UUID: t+4.5..t+7.5 s, not
+	// split with anything: 300 W*1.5 s + 150 W*1.5 s = 675 J; busy
+	// 0.9*1.5 + 0.4*1.5 = 1.95 s; peak 6 GiB (from t+5.5 s).
+	_, stage := tp.Tracer("build-service").Start(ctx, "gpu_build", trace.WithTimestamp(base.Add(4500*time.Millisecond)),
+		trace.WithAttributes(attribute.String("build.job.id", "job-2"), attribute.String("build.stage", "gpu_build"),
+			attribute.String("build.stage.result", "failure"), attribute.String("hw.id", "GPU-c0570000-0000-4000-8000-0000000000e0")))
+	stage.End(trace.WithTimestamp(base.Add(7500 * time.Millisecond)))
 
 	values := func(metric, result string) []float64 {
 		var out []float64
 		for _, d := range cw.Datums() {
-			if d.MetricName == metric && d.Dimensions["build.result"] == result {
+			if d.MetricName == metric && d.Dimensions["build.result"] == result &&
+				(!strings.HasPrefix(metric, "build.stage.") || d.Dimensions["build.stage"] == "gpu_build") {
 				out = append(out, d.Values...)
 				if d.Value != nil {
 					out = append(out, *d.Value)
@@ -158,10 +179,23 @@ func TestGPUCostPerRun(t *testing.T) {
 		{"build.gpu.busy_time", "failure", 2.15, 1e-6},
 		{"build.gpu.memory.peak", "success", float64(3 * gib), 0},
 		{"build.gpu.memory.peak", "failure", float64(6 * gib), 0},
+		{"build.stage.gpu.energy", "failure", 675, 1e-4},
+		{"build.stage.gpu.busy_time", "failure", 1.95, 1e-6},
+		{"build.stage.gpu.memory.peak", "failure", float64(6 * gib), 0},
 	}
 	for _, w := range wants {
 		ok := binarytest.Eventually(30*time.Second, func() bool { return len(values(w.metric, w.result)) > 0 || col.Exited() })
 		require.False(t, col.Exited(), "collector exited: %v", col.Err())
+		if !ok {
+			for _, d := range cw.Datums() {
+				t.Logf("datum %s %v %v", d.MetricName, d.Dimensions, d.Values)
+			}
+			if r, err := http.Get("http://127.0.0.1:" + strconv.Itoa(telPort) + "/metrics"); err == nil {
+				b, _ := io.ReadAll(r.Body)
+				_ = r.Body.Close()
+				t.Logf("telemetry:\n%s", b)
+			}
+		}
 		require.True(t, ok, "no %s datum for %s within 30 s:\n%s", w.metric, w.result, col.Output.String())
 		got := values(w.metric, w.result)
 		require.Len(t, got, 1, "%s %s: one run", w.metric, w.result)

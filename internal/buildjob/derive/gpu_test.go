@@ -189,7 +189,7 @@ func TestGPUFiguresPerStage(t *testing.T) {
 	d.setGPUSampler(newHandSampler())
 	sec := func(s int) time.Time { return at(time.Duration(s) * time.Second) }
 	svc.stageSpan("job-s", "download", sec(10), sec(20), 0)
-	svc.stageSpan("job-s", "gpu_build", sec(20), sec(40), 0)
+	svc.stageSpan("job-s", "gpu_build", sec(20), sec(40), 0, attribute.String("hw.id", "GPU-00000000-0000-4000-8000-00000000000a"))
 	d.consumeTraces(svc.traces(), sec(41))
 	ps := points(d.flush(sec(45), false))
 	for _, tc := range []struct {
