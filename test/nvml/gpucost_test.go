@@ -3,8 +3,8 @@ package nvml
 import (
 	"context"
 	"io"
-	"net/http"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
