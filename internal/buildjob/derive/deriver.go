@@ -262,6 +262,10 @@ func (d *deriver) takeFlush(now time.Time, final bool) *flushed {
 		// its start at shutdown.
 		d.jobs.Sweep(now, final && d.state == nil)
 	}
+	if d.gpu != nil {
+		// GPU figures that waited for samples reaching their window's end.
+		d.retryGPU(final)
+	}
 	if d.state != nil {
 		// What the sweep counted is written before it is handed over.
 		_ = d.state.persist(context.Background(), d)

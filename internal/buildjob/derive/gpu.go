@@ -142,6 +142,8 @@ type gpuCost struct {
 	// counted later that overlaps one shares the overlap with it.
 	recent map[string][]gpucost.Window
 	keep   time.Duration // how long a counted window can still overlap a later run
+	// pending: figures waiting for samples that reach their window's end.
+	pending []*pendingGPU
 }
 
 // maxRecentWindows bounds the windows remembered per GPU.
@@ -186,26 +188,40 @@ type gpuWindow struct {
 	offset gpuFigure // 0 for a run, stageFigures for a stage
 }
 
-// gpuFigures returns a window's energy (J), busy time (s) and peak memory
-// (bytes) and which of them it has; a figure it lacks is counted with its
-// reason.
-func (d *deriver) gpuFigures(gw gpuWindow) (vals [3]float64, has [3]bool) {
-	figs := []gpuFigure{figureEnergy + gw.offset, figureBusy + gw.offset, figureMemory + gw.offset}
+// gpuResult is what the samples give a window: each figure's value, or why
+// it has none.
+type gpuResult struct {
+	vals    [3]float64
+	reasons [3]gpuSkipReason // gpuCovered: the figure is in vals
+	// notYet: the samples end before the window does (its end has just
+	// passed, or the driver's next utilization sample is still to come):
+	// worth another try.
+	notYet     bool
+	overlapped bool
+	gpus       []string // the UUIDs of the GPUs it was charged to
+}
+
+const gpuCovered = gpuSkipReason(gpucost.Covered)
+
+// gpuFigures works out a window's energy (J), busy time (s) and peak memory
+// (bytes).
+func (d *deriver) gpuFigures(gw gpuWindow) gpuResult {
+	var out gpuResult
 	series := d.gpu.sampler.Samples(gw.w.From, gw.w.To)
 	if len(series) == 0 {
-		d.skipGPU(gpuSkipReason(gpucost.NoSamples), figs...)
-		return vals, has
+		out.reasons = [3]gpuSkipReason{gpuSkipReason(gpucost.NoSamples), gpuSkipReason(gpucost.NoSamples), gpuSkipReason(gpucost.NoSamples)}
+		return out
 	}
 	maxGap := d.gpu.sampler.MaxGap()
 	pid, hasPID := processPID(gw.res)
 	gpus := d.pickGPUs(series, gw.hint, pid, hasPID, gw.w, maxGap)
 	if gpus == nil {
-		d.skipGPU(gpuSkipGPUNotFound, figs...)
-		return vals, has
+		out.reasons = [3]gpuSkipReason{gpuSkipGPUNotFound, gpuSkipGPUNotFound, gpuSkipGPUNotFound}
+		return out
 	}
-	reasons := [2]gpucost.Reason{}
-	overlapped := false
 	for _, g := range gpus {
+		out.gpus = append(out.gpus, g.UUID)
+		out.notYet = out.notYet || endsBefore(g, gw.w.To)
 		windows := []gpucost.Window{gw.w}
 		if gw.share {
 			windows = d.overlapping(g, gw.w, gw.res, maxGap)
@@ -215,50 +231,45 @@ func (d *deriver) gpuFigures(gw gpuWindow) (vals [3]float64, has [3]bool) {
 			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.BusyTime(g.Util, x, maxGap) },
 		} {
 			sh := gpucost.Share(windows, figure)[0]
-			if sh.Reason != gpucost.Covered && reasons[i] == gpucost.Covered {
-				reasons[i] = sh.Reason
+			if sh.Reason != gpucost.Covered && out.reasons[i] == gpuCovered {
+				out.reasons[i] = gpuSkipReason(sh.Reason)
 			}
-			vals[i] += sh.Value
-			overlapped = overlapped || sh.Overlapped > 0
-		}
-		if gw.share {
-			d.gpu.remember(g.UUID, gw.w)
+			out.vals[i] += sh.Value
+			out.overlapped = out.overlapped || sh.Overlapped > 0
 		}
 	}
-	if overlapped {
-		d.stats.gpuOverlappingRuns++
-	}
-	for i, r := range reasons {
-		if r == gpucost.Covered {
-			has[i] = true
-		} else {
-			vals[i] = 0
-			d.skipGPU(gpuSkipReason(r), figs[i])
+	for i := range 2 {
+		if out.reasons[i] != gpuCovered {
+			out.vals[i] = 0
 		}
 	}
 	if !hasPID {
-		d.skipGPU(gpuSkipNoPID, figs[2])
-		return vals, has
+		out.reasons[2] = gpuSkipNoPID
+		return out
 	}
-	var peak uint64
 	found := false
 	for _, g := range gpus {
 		p, ok, r := gpucost.PeakMemory(g.Memory, pid, gw.w, maxGap)
 		if r != gpucost.Covered {
-			d.skipGPU(gpuSkipReason(r), figs[2])
-			return vals, has
+			out.reasons[2] = gpuSkipReason(r)
+			return out
 		}
 		if ok {
-			peak += p // on several GPUs: the sum of each GPU's peak
+			out.vals[2] += float64(p) // on several GPUs: the sum of each GPU's peak
 			found = true
 		}
 	}
 	if !found {
-		d.skipGPU(gpuSkipProcessNotOnGPU, figs[2])
-		return vals, has
+		out.reasons[2] = gpuSkipProcessNotOnGPU
 	}
-	vals[2], has[2] = float64(peak), true
-	return vals, has
+	return out
+}
+
+// endsBefore reports whether g's samples of some kind end before t.
+func endsBefore(g *nvmlsamplerextension.Series, t time.Time) bool {
+	return (len(g.Energy) > 0 && g.Energy[len(g.Energy)-1].T.Before(t)) ||
+		(len(g.Util) > 0 && g.Util[len(g.Util)-1].T.Before(t)) ||
+		(len(g.Memory) > 0 && g.Memory[len(g.Memory)-1].T.Before(t))
 }
 
 var (
@@ -266,28 +277,106 @@ var (
 	stageGPUFamilies = [3]family{familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory}
 )
 
+// pendingGPU is a run's or stage's GPU figures to emit: at once, or once
+// the samples reach the window's end.
+type pendingGPU struct {
+	gw       gpuWindow
+	res      *resourceEntry
+	a, b     string // the series labels: result; or stage, result
+	dims     []dimValue
+	families [3]family
+	deadline time.Time // give up waiting for samples then
+}
+
+// maxPendingGPU bounds the windows waiting for their samples.
+const maxPendingGPU = 4096
+
 // countGPU adds one counted run's GPU figures, or counts why it has none.
 func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
 	if !c.hasDuration {
 		d.skipGPU(gpuSkipNoWindow, figureEnergy, figureBusy, figureMemory)
 		return
 	}
-	vals, has := d.gpuFigures(gpuWindow{w: gpucost.Window{From: c.start.AsTime(), To: c.end.AsTime()}, hint: c.gpu, res: c.res, share: true})
-	for i, fam := range runGPUFamilies {
-		if has[i] {
-			d.observeGPU(fam, res, c.result, "", c.dims, vals[i])
-		}
-	}
+	d.emitGPU(&pendingGPU{
+		gw:  gpuWindow{w: gpucost.Window{From: c.start.AsTime(), To: c.end.AsTime()}, hint: c.gpu, res: c.res, share: true},
+		res: res, a: c.result, dims: c.dims, families: runGPUFamilies,
+	})
 }
 
 // countStageGPU adds one stage run's GPU figures, or counts why it has none.
 func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp, hint gpuHint, stage, result string, dims []dimValue) {
-	vals, has := d.gpuFigures(gpuWindow{w: gpucost.Window{From: start.AsTime(), To: end.AsTime()}, hint: hint, res: res, offset: stageFigures})
-	for i, fam := range stageGPUFamilies {
-		if has[i] {
-			d.observeGPU(fam, res, stage, result, dims, vals[i])
+	d.emitGPU(&pendingGPU{
+		gw:  gpuWindow{w: gpucost.Window{From: start.AsTime(), To: end.AsTime()}, hint: hint, res: res, offset: stageFigures},
+		res: res, a: stage, b: result, dims: dims, families: stageGPUFamilies,
+	})
+}
+
+// emitGPU emits p's figures, or keeps it for a later try when the samples
+// do not reach its end yet: a run counted the moment it ends may precede
+// the driver's next utilization sample. It gives up (and counts why) at
+// the deadline, or at the final flush.
+func (d *deriver) emitGPU(p *pendingGPU) {
+	if !d.tryGPU(p, false) {
+		if len(d.gpu.pending) >= maxPendingGPU {
+			d.tryGPU(p, true)
+			return
+		}
+		p.deadline = time.Now().Add(gpuPendingGrace(d.gpu.sampler.MaxGap()))
+		p.a, p.b = strings.Clone(p.a), strings.Clone(p.b)
+		p.gw.hint = p.gw.hint.own()
+		p.dims = ownedDims(p.dims)
+		d.gpu.pending = append(d.gpu.pending, p)
+	}
+}
+
+// retryGPU tries the pending figures again (each flush); final gives up on
+// those still not covered.
+func (d *deriver) retryGPU(final bool) {
+	kept := d.gpu.pending[:0]
+	for _, p := range d.gpu.pending {
+		if !d.tryGPU(p, final || !time.Now().Before(p.deadline)) {
+			kept = append(kept, p)
 		}
 	}
+	clear(d.gpu.pending[len(kept):])
+	d.gpu.pending = kept
+}
+
+// gpuPendingGrace is how long after its end a window may wait for samples:
+// the driver's utilization samples come about every 1/6 s; the sampler's
+// own at most maxGap apart.
+func gpuPendingGrace(maxGap time.Duration) time.Duration {
+	return max(5*time.Second, 2*maxGap)
+}
+
+// tryGPU emits p's figures and returns true, or returns false when its
+// samples do not reach its end yet and final is false.
+func (d *deriver) tryGPU(p *pendingGPU, final bool) bool {
+	r := d.gpuFigures(p.gw)
+	if r.notYet && !final {
+		for _, reason := range r.reasons {
+			if reason == gpuSkipReason(gpucost.NotCovered) {
+				return false
+			}
+		}
+	}
+	res := d.resources.reintern(p.res)
+	for i, fam := range p.families {
+		if r.reasons[i] == gpuCovered {
+			d.observeGPU(fam, res, p.a, p.b, p.dims, r.vals[i])
+		} else {
+			d.skipGPU(r.reasons[i], gpuFigure(i)+p.gw.offset)
+		}
+	}
+	if p.gw.share {
+		for _, uuid := range r.gpus {
+			d.gpu.remember(uuid, p.gw.w)
+		}
+		if r.overlapped {
+			d.stats.gpuOverlappingRuns++
+		}
+	}
+	return true
 }
 
 // pickGPUs chooses the GPUs a run used: the one its records name; else

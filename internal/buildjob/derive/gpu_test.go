@@ -2,6 +2,7 @@ package derive
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,7 +18,11 @@ import (
 // at 50 % utilization, GPU 1 100 W at 10 %, sampled every second from
 // t0-5 s to t0+300 s; process 4242 holds 2 GiB on GPU 0 from 0 to 60 s and
 // 6 GiB from 30 s to 40 s.
-type handSampler struct{ series []nvmlsamplerextension.Series }
+type handSampler struct {
+	series []nvmlsamplerextension.Series
+	// until, when set, hides the samples after it (not taken yet).
+	until time.Time
+}
 
 func newHandSampler() *handSampler {
 	const gib = 1 << 30
@@ -47,7 +52,19 @@ func newHandSampler() *handSampler {
 	return h
 }
 
-func (h *handSampler) Samples(time.Time, time.Time) []nvmlsamplerextension.Series { return h.series }
+func (h *handSampler) Samples(time.Time, time.Time) []nvmlsamplerextension.Series {
+	if h.until.IsZero() {
+		return h.series
+	}
+	out := make([]nvmlsamplerextension.Series, len(h.series))
+	for i, s := range h.series {
+		out[i] = s
+		out[i].Energy = slices.DeleteFunc(slices.Clone(s.Energy), func(e gpucost.EnergySample) bool { return e.T.After(h.until) })
+		out[i].Util = slices.DeleteFunc(slices.Clone(s.Util), func(u gpucost.UtilSample) bool { return u.T.After(h.until) })
+		out[i].Memory = slices.DeleteFunc(slices.Clone(s.Memory), func(m gpucost.MemSample) bool { return m.T.After(h.until) })
+	}
+	return out
+}
 func (h *handSampler) MaxGap() time.Duration                                      { return 2 * time.Second }
 
 func gpuService(t *testing.T) *testService {
@@ -202,4 +219,41 @@ func TestGPUFiguresPerStage(t *testing.T) {
 		assert.Equal(t, tc.bytes, one(t, ps, metricBuildStageGPUMemoryPeak, want).sum, tc.stage+" memory")
 	}
 	assert.Empty(t, matching(ps, metricBuildGPUEnergy, nil), "no run was counted")
+}
+
+// TestGPUFiguresWaitForSamples: a run counted before the samples reach its
+// end (the driver's next utilization sample is still to come) gets its
+// figures at a later flush, once they do; at the final flush it gives up
+// and counts why.
+func TestGPUFiguresWaitForSamples(t *testing.T) {
+	svc := gpuService(t)
+	d := newConnectorDeriver(testConfig(), t0)
+	h := newHandSampler()
+	d.setGPUSampler(h)
+	sec := func(s int) time.Time { return at(time.Duration(s) * time.Second) }
+	h.until = sec(30)
+	svc.status("job-w", running, sec(10))
+	svc.status("job-w", completed, sec(31))
+	d.consumeLogs(svc.logs(), sec(31))
+	ps := points(d.flush(sec(32), false))
+	assert.Equal(t, int64(1), total(ps, metricBuildJobs, attrs("build.result", "success")), "the run is counted at once")
+	assert.Empty(t, matching(ps, metricBuildGPUEnergy, nil), "its GPU figures wait")
+	assert.Zero(t, d.peekStats().gpuSkipped[figureEnergy][gpuSkipReason(gpucost.NotCovered)])
+
+	h.until = sec(32)
+	ps = points(d.flush(sec(33), false))
+	nearly(t, 200*21, one(t, ps, metricBuildGPUEnergy, attrs("build.result", "success")).sum, "200 W for 21 s")
+	assert.Equal(t, float64(6<<30), one(t, ps, metricBuildGPUMemoryPeak, attrs("build.result", "success")).sum)
+
+	// The final flush does not wait.
+	h.until = sec(40)
+	svc.status("job-x", running, sec(35))
+	svc.status("job-x", completed, sec(41))
+	d.consumeLogs(svc.logs(), sec(41))
+	ps = points(d.flush(sec(42), true))
+	assert.Empty(t, matching(ps, metricBuildGPUEnergy, nil))
+	st := d.takeStats()
+	for _, f := range []gpuFigure{figureEnergy, figureBusy, figureMemory} {
+		assert.Equal(t, int64(1), st.gpuSkipped[f][gpuSkipReason(gpucost.NotCovered)], f.String())
+	}
 }
