@@ -65,7 +65,7 @@ func (h *handSampler) Samples(time.Time, time.Time) []nvmlsamplerextension.Serie
 	}
 	return out
 }
-func (h *handSampler) MaxGap() time.Duration                                      { return 2 * time.Second }
+func (h *handSampler) MaxGap() time.Duration { return 2 * time.Second }
 
 func gpuService(t *testing.T) *testService {
 	return newTestService(t, newOTLPSink(t), attribute.String("service.name", "vector-index-build"),
