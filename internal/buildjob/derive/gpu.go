@@ -140,17 +140,24 @@ type gpuCost struct {
 	sampler nvmlsamplerextension.Sampler
 	// recent holds, per GPU UUID, the windows of runs counted lately: a run
 	// counted later that overlaps one shares the overlap with it.
-	recent map[string][]gpucost.Window
+	recent map[string][]recentWindow
+	nextID uint64 // identifies a run's window among the remembered ones
 	keep   time.Duration // how long a counted window can still overlap a later run
 	// pending: figures waiting for samples that reach their window's end.
 	pending []*pendingGPU
+}
+
+// recentWindow is a counted run's window on a GPU.
+type recentWindow struct {
+	w  gpucost.Window
+	id uint64
 }
 
 // maxRecentWindows bounds the windows remembered per GPU.
 const maxRecentWindows = 4096
 
 func newGPUCost(s nvmlsamplerextension.Sampler, keep time.Duration) *gpuCost {
-	return &gpuCost{sampler: s, recent: map[string][]gpucost.Window{}, keep: keep}
+	return &gpuCost{sampler: s, recent: map[string][]recentWindow{}, keep: keep}
 }
 
 // lookupGPUSampler finds the gpu_sampler extension among the host's.
@@ -186,6 +193,8 @@ type gpuWindow struct {
 	// remembered for later ones; a stage is within its run and does not.
 	share  bool
 	offset gpuFigure // 0 for a run, stageFigures for a stage
+	// id: the run's remembered window (share), not an overlap of its own.
+	id uint64
 }
 
 // gpuResult is what the samples give a window: each figure's value, or why
@@ -224,7 +233,7 @@ func (d *deriver) gpuFigures(gw gpuWindow) gpuResult {
 		out.notYet = out.notYet || endsBefore(g, gw.w.To)
 		windows := []gpucost.Window{gw.w}
 		if gw.share {
-			windows = d.overlapping(g, gw.w, gw.res, maxGap)
+			windows = d.overlapping(g, gw, maxGap)
 		}
 		for i, figure := range [2]func(gpucost.Window) (float64, gpucost.Reason){
 			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.Energy(g.Energy, x, maxGap) },
@@ -316,6 +325,10 @@ func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp
 // the driver's next utilization sample. It gives up (and counts why) at
 // the deadline, or at the final flush.
 func (d *deriver) emitGPU(p *pendingGPU) {
+	if p.gw.share {
+		d.gpu.nextID++
+		p.gw.id = d.gpu.nextID
+	}
 	if !d.tryGPU(p, false) {
 		if len(d.gpu.pending) >= maxPendingGPU {
 			d.tryGPU(p, true)
@@ -350,12 +363,19 @@ func gpuPendingGrace(maxGap time.Duration) time.Duration {
 }
 
 // tryGPU emits p's figures and returns true, or returns false when its
-// samples do not reach its end yet and final is false.
+// samples do not reach its end yet and final is false. A run waiting is
+// remembered on its GPUs at once, so that runs counted meanwhile share
+// their overlap with it.
 func (d *deriver) tryGPU(p *pendingGPU, final bool) bool {
 	r := d.gpuFigures(p.gw)
 	if r.notYet && !final {
 		for _, reason := range r.reasons {
 			if reason == gpuSkipReason(gpucost.NotCovered) {
+				if p.gw.share {
+					for _, uuid := range r.gpus {
+						d.gpu.remember(uuid, p.gw.w, p.gw.id)
+					}
+				}
 				return false
 			}
 		}
@@ -370,7 +390,7 @@ func (d *deriver) tryGPU(p *pendingGPU, final bool) bool {
 	}
 	if p.gw.share {
 		for _, uuid := range r.gpus {
-			d.gpu.remember(uuid, p.gw.w)
+			d.gpu.remember(uuid, p.gw.w, p.gw.id)
 		}
 		if r.overlapped {
 			d.stats.gpuOverlappingRuns++
@@ -413,11 +433,12 @@ func (d *deriver) pickGPUs(series []nvmlsamplerextension.Series, hint gpuHint, p
 // start is known, open until w's end. An active run is on g when it names
 // g, or names no GPU and is of the same service instance, or its
 // process held memory on g.
-func (d *deriver) overlapping(g *nvmlsamplerextension.Series, w gpucost.Window, res *resourceEntry, maxGap time.Duration) []gpucost.Window {
+func (d *deriver) overlapping(g *nvmlsamplerextension.Series, gw gpuWindow, maxGap time.Duration) []gpucost.Window {
+	w, res := gw.w, gw.res
 	out := []gpucost.Window{w}
 	for _, o := range d.gpu.recent[g.UUID] {
-		if o.From.Before(w.To) && o.To.After(w.From) {
-			out = append(out, o)
+		if o.id != gw.id && o.w.From.Before(w.To) && o.w.To.After(w.From) {
+			out = append(out, o.w)
 		}
 	}
 	end := pcommon.NewTimestampFromTime(w.To)
@@ -446,14 +467,19 @@ func (d *deriver) overlapping(g *nvmlsamplerextension.Series, w gpucost.Window, 
 
 // remember keeps w for later runs on the GPU, forgetting windows that
 // ended longer than a run can last before w's start.
-func (c *gpuCost) remember(uuid string, w gpucost.Window) {
+func (c *gpuCost) remember(uuid string, w gpucost.Window, id uint64) {
 	list := c.recent[uuid]
 	cut := w.From.Add(-c.keep)
 	i := 0
-	for i < len(list) && list[i].To.Before(cut) {
+	for i < len(list) && list[i].w.To.Before(cut) {
 		i++
 	}
-	list = append(list[i:], w)
+	for _, o := range list {
+		if o.id == id {
+			return // remembered when it began to wait for its samples
+		}
+	}
+	list = append(list[i:], recentWindow{w: w, id: id})
 	if len(list) > maxRecentWindows {
 		list = list[len(list)-maxRecentWindows:]
 	}

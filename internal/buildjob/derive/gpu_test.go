@@ -257,3 +257,28 @@ func TestGPUFiguresWaitForSamples(t *testing.T) {
 		assert.Equal(t, int64(1), st.gpuSkipped[f][gpuSkipReason(gpucost.NotCovered)], f.String())
 	}
 }
+
+// TestGPUOverlapWithARunWaitingForSamples: a run whose figures wait for
+// samples still shares its overlap with a run counted meanwhile.
+func TestGPUOverlapWithARunWaitingForSamples(t *testing.T) {
+	svc := gpuService(t)
+	d := newConnectorDeriver(testConfig(), t0)
+	h := newHandSampler()
+	d.setGPUSampler(h)
+	sec := func(s int) time.Time { return at(time.Duration(s) * time.Second) }
+	g0 := attribute.String("hw.id", "GPU-00000000-0000-4000-8000-00000000000a")
+	h.until = sec(125)
+	svc.status("job-c", running, sec(100), g0)
+	svc.status("job-d", running, sec(110), g0)
+	svc.status("job-c", completed, sec(130), g0)
+	d.consumeLogs(svc.logs(), sec(131)) // job-c waits: samples end at 125 s
+	h.until = sec(300)
+	svc.status("job-d", completed, sec(140), g0)
+	d.consumeLogs(svc.logs(), sec(141)) // job-d is counted at once
+	ps := points(d.flush(sec(145), false))
+	e := one(t, ps, metricBuildGPUEnergy, attrs("build.result", "success"))
+	assert.Equal(t, uint64(2), e.count)
+	nearly(t, 8000, e.sum, "200 W for the 40 s of the union, once")
+	nearly(t, 4000, e.min, "each run")
+	nearly(t, 4000, e.max, "each run")
+}
