@@ -141,7 +141,7 @@ type gpuCost struct {
 	// recent holds, per GPU UUID, the windows of runs counted lately: a run
 	// counted later that overlaps one shares the overlap with it.
 	recent map[string][]recentWindow
-	nextID uint64 // identifies a run's window among the remembered ones
+	nextID uint64        // identifies a run's window among the remembered ones
 	keep   time.Duration // how long a counted window can still overlap a later run
 	// pending: figures waiting for samples that reach their window's end.
 	pending []*pendingGPU
