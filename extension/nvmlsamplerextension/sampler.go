@@ -129,6 +129,15 @@ func (s *sampler) tick() {
 
 func (s *sampler) MaxGap() time.Duration { return s.cfg.maxGap() }
 
+// NVMLLibrary lends the extension's NVML session (the nvml receiver's
+// nvml_session): false until NVML is loaded. The borrower must not shut it
+// down; the extension does, after the pipelines.
+func (s *sampler) NVMLLibrary() (nvmlapi.Library, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lib, s.lib != nil
+}
+
 func (s *sampler) Samples(from, to time.Time) []Series {
 	s.mu.Lock()
 	defer s.mu.Unlock()

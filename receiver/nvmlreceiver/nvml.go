@@ -6,7 +6,11 @@
 package nvmlreceiver // import "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/collector/component"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 )
@@ -65,4 +69,36 @@ func cString(b []uint8) string {
 		}
 	}
 	return string(b)
+}
+
+// sessionProvider is an extension that owns an NVML session (nvml_sampler).
+type sessionProvider interface {
+	NVMLLibrary() (nvmlapi.Library, bool)
+}
+
+// sharedLibrary is an NVML session the receiver borrows: its owner shuts
+// it down, not the receiver.
+type sharedLibrary struct{ library }
+
+func (sharedLibrary) Shutdown() nvml.Return { return nvml.SUCCESS }
+
+// sharedLoader borrows the session of the extension id; it fails while the
+// extension has not loaded NVML, and the receiver retries as it does for
+// its own.
+func sharedLoader(host component.Host, id component.ID) (loadFunc, error) {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return nil, fmt.Errorf("nvml_session: no extension %q is configured and enabled in service::extensions", id)
+	}
+	p, ok := ext.(sessionProvider)
+	if !ok {
+		return nil, fmt.Errorf("nvml_session: extension %q does not own an NVML session (want an nvml_sampler)", id)
+	}
+	return func() (library, error) {
+		lib, ok := p.NVMLLibrary()
+		if !ok {
+			return nil, errors.New("the NVML session's extension has not loaded NVML")
+		}
+		return sharedLibrary{lib}, nil
+	}, nil
 }

@@ -66,7 +66,14 @@ func newGPUScraperWith(cfg *Config, set receiver.Settings, load loadFunc, procFS
 	}
 }
 
-func (s *gpuScraper) start(context.Context, component.Host) error {
+func (s *gpuScraper) start(_ context.Context, host component.Host) error {
+	if s.cfg.NVMLSession != nil {
+		load, err := sharedLoader(host, *s.cfg.NVMLSession)
+		if err != nil {
+			return err
+		}
+		s.load = load
+	}
 	s.mb = metadata.NewMetricsBuilder(s.cfg.MetricsBuilderConfig, s.settings,
 		metadata.WithStartTime(pcommon.NewTimestampFromTime(s.now())))
 	if s.cfg.ResourceAttributes.HostName.Enabled {
