@@ -93,7 +93,7 @@ func TestGPUCostPerRun(t *testing.T) {
 	_, err := fakenvml.Build(libDir, root)
 	require.NoError(t, err)
 	// t: a whole second, far enough ahead for the sidecar to be sampling.
-	base := time.Now().Add(8 * time.Second).Truncate(time.Second)
+	base := time.Now().Add(12 * time.Second).Truncate(time.Second)
 	tUs := uint64(base.UnixMicro())
 	scenarioPath := filepath.Join(dir, "scenario.txt")
 	require.NoError(t, costScenario(tUs).WriteFile(scenarioPath))
