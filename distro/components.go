@@ -25,6 +25,7 @@ import (
 	filestorage "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	storagecheckextension "github.com/gpubuild/otelcol-gpubuild/extension/storagecheckextension"
 	admissionextension "github.com/gpubuild/otelcol-gpubuild/extension/admissionextension"
+	nvmlsamplerextension "github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
 	bearertokenauthextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension"
 	basicauthextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/basicauthextension"
 	sigv4authextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/sigv4authextension"
@@ -63,6 +64,7 @@ func components() (otelcol.Factories, error) {
 		filestorage.NewFactory(),
 		storagecheckextension.NewFactory(),
 		admissionextension.NewFactory(),
+		nvmlsamplerextension.NewFactory(),
 		bearertokenauthextension.NewFactory(),
 		basicauthextension.NewFactory(),
 		sigv4authextension.NewFactory(),
@@ -75,6 +77,7 @@ func components() (otelcol.Factories, error) {
 		filestorage.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage v0.161.0",
 		storagecheckextension.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		admissionextension.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		nvmlsamplerextension.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		bearertokenauthextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/bearertokenauthextension v0.161.0",
 		basicauthextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/basicauthextension v0.161.0",
 		sigv4authextension.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/extension/sigv4authextension v0.159.0",

@@ -21,6 +21,10 @@ type Config struct {
 	// loses nor repeats a count.
 	State derive.StateConfig `mapstructure:"state"`
 
+	// GPUSampler names an nvml_sampler extension: each counted run then
+	// gets its GPU energy, busy time and peak memory (see the README).
+	GPUSampler *component.ID `mapstructure:"gpu_sampler"`
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }

@@ -49,10 +49,11 @@ func (f *factory) get(set connector.Settings, cfg component.Config, next consume
 			return nil, err
 		}
 		return &derive.ConnectorSpec{
-			Output:    ccfg.OutputConfig,
-			Jobs:      ccfg.JobConfig,
-			State:     ccfg.State,
-			ScopeName: metadata.ScopeName,
+			Output:     ccfg.OutputConfig,
+			Jobs:       ccfg.JobConfig,
+			State:      ccfg.State,
+			GPUSampler: ccfg.GPUSampler,
+			ScopeName:  metadata.ScopeName,
 			Telemetry: derive.Telemetry{
 				FlushesFailed:       tb.BuildjobFlushesFailed,
 				PointsDropped:       tb.BuildjobPointsDropped,
@@ -62,6 +63,8 @@ func (f *factory) get(set connector.Settings, cfg component.Config, next consume
 				StateEntriesSkipped: tb.BuildjobStateEntriesSkipped,
 				StateRunsEvicted:    tb.BuildjobStateRunsEvicted,
 				StateWriteFailures:  tb.BuildjobStateWriteFailures,
+				GPUFiguresSkipped:   tb.BuildjobGpuFiguresSkipped,
+				GPUOverlappingRuns:  tb.BuildjobGpuOverlappingRuns,
 				Shutdown:            tb.Shutdown,
 			},
 		}, nil

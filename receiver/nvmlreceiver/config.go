@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
@@ -38,6 +39,11 @@ type Config struct {
 	// PerProcess turns the gpu.process.* metrics (and the NVML process and
 	// /proc lookups behind them) on or off.
 	PerProcess bool `mapstructure:"per_process"`
+
+	// NVMLSession names an nvml_sampler extension whose NVML session the
+	// receiver uses instead of loading its own: one NVML in the process.
+	// Unset: the receiver loads NVML itself.
+	NVMLSession *component.ID `mapstructure:"nvml_session"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}

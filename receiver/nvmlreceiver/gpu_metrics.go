@@ -136,14 +136,14 @@ func (s *gpuScraper) recordUtilization(g *gpuState, ts pcommon.Timestamp, errs *
 	}
 	var gpuPct, memPct float64
 	var haveGPU, haveMem bool
-	if wantGPU && s.sym.samples {
+	if wantGPU && s.sym.Samples {
 		gpuPct, haveGPU = s.averageSamples(g, nvml.GPU_UTILIZATION_SAMPLES, &g.utilTs, featUtilSamples, errs)
 	}
-	if wantMem && s.sym.samples && !g.lost {
+	if wantMem && s.sym.Samples && !g.lost {
 		memPct, haveMem = s.averageSamples(g, nvml.MEMORY_UTILIZATION_SAMPLES, &g.memUtilTs, featMemUtilSamples, errs)
 	}
 	if ((wantGPU && !haveGPU) || (wantMem && !haveMem)) && !g.lost {
-		if !s.sym.utilRates {
+		if !s.sym.UtilRates {
 			s.reportUnsupported(g, featUtilization, nvml.ERROR_FUNCTION_NOT_FOUND)
 			return
 		}
@@ -202,10 +202,10 @@ func (s *gpuScraper) recordMemory(g *gpuState, ts pcommon.Timestamp, errs *scrap
 func (s *gpuScraper) recordMemoryOf(g *gpuState, d device, f feature, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	var total, used, reserved uint64
 	haveReserved := false
-	if !s.entryPoint(g, s.sym.memoryInfo, f) {
+	if !s.entryPoint(g, s.sym.MemoryInfo, f) {
 		return
 	}
-	if s.sym.memoryInfoV2 {
+	if s.sym.MemoryInfoV2 {
 		m, ret := d.GetMemoryInfo_v2()
 		if !s.check(g, f, ret, errs) {
 			return
@@ -244,7 +244,7 @@ func (s *gpuScraper) entryPoint(g *gpuState, found bool, f feature) bool {
 }
 
 func (s *gpuScraper) recordTemperature(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.HwTemperature.Enabled || !s.entryPoint(g, s.sym.temperature, featTemperature) {
+	if !s.cfg.Metrics.HwTemperature.Enabled || !s.entryPoint(g, s.sym.Temperature, featTemperature) {
 		return
 	}
 	t, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
@@ -256,7 +256,7 @@ func (s *gpuScraper) recordTemperature(g *gpuState, ts pcommon.Timestamp, errs *
 // recordPower converts NVML's milliwatts and millijoules to W and J.
 func (s *gpuScraper) recordPower(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	m := &s.cfg.Metrics
-	if m.HwPower.Enabled && !s.sym.power {
+	if m.HwPower.Enabled && !s.sym.Power {
 		s.reportUnsupported(g, featPower, nvml.ERROR_FUNCTION_NOT_FOUND)
 	} else if m.HwPower.Enabled {
 		mw, ret := g.dev.GetPowerUsage()
@@ -264,7 +264,7 @@ func (s *gpuScraper) recordPower(g *gpuState, ts pcommon.Timestamp, errs *scrape
 			s.mb.RecordHwPowerDataPoint(ts, float64(mw)/1000)
 		}
 	}
-	if m.GpuPowerLimit.Enabled && !g.lost && !s.sym.powerLimit {
+	if m.GpuPowerLimit.Enabled && !g.lost && !s.sym.PowerLimit {
 		s.reportUnsupported(g, featPowerLimit, nvml.ERROR_FUNCTION_NOT_FOUND)
 	} else if m.GpuPowerLimit.Enabled && !g.lost {
 		mw, ret := g.dev.GetEnforcedPowerLimit()
@@ -273,7 +273,7 @@ func (s *gpuScraper) recordPower(g *gpuState, ts pcommon.Timestamp, errs *scrape
 		}
 	}
 	if m.HwEnergy.Enabled && !g.lost {
-		if !s.sym.energy {
+		if !s.sym.Energy {
 			s.reportUnsupported(g, featEnergy, nvml.ERROR_FUNCTION_NOT_FOUND)
 			return
 		}
@@ -296,7 +296,7 @@ var clockDomains = [...]struct {
 
 // recordClocks converts NVML's MHz to Hz.
 func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.GpuClockFrequency.Enabled || !s.entryPoint(g, s.sym.clockInfo, featClockSM) {
+	if !s.cfg.Metrics.GpuClockFrequency.Enabled || !s.entryPoint(g, s.sym.ClockInfo, featClockSM) {
 		return
 	}
 	for _, c := range clockDomains {
@@ -313,7 +313,7 @@ func (s *gpuScraper) recordClocks(g *gpuState, ts pcommon.Timestamp, errs *scrap
 // recordECC reads the volatile counters (since the driver last loaded), so
 // a driver reload is a counter reset, as for any cumulative sum.
 func (s *gpuScraper) recordECC(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.HwErrors.Enabled || !s.entryPoint(g, s.sym.ecc, featECCCorrected) {
+	if !s.cfg.Metrics.HwErrors.Enabled || !s.entryPoint(g, s.sym.Ecc, featECCCorrected) {
 		return
 	}
 	n, ret := g.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
@@ -353,9 +353,9 @@ func (s *gpuScraper) recordThrottle(g *gpuState, ts pcommon.Timestamp, errs *scr
 	}
 	var supported, current func() (uint64, nvml.Return)
 	switch {
-	case s.sym.clocksEventReasons:
+	case s.sym.ClocksEventReasons:
 		supported, current = g.dev.GetSupportedClocksEventReasons, g.dev.GetCurrentClocksEventReasons
-	case s.sym.clocksThrottle:
+	case s.sym.ClocksThrottle:
 		supported, current = g.dev.GetSupportedClocksThrottleReasons, g.dev.GetCurrentClocksThrottleReasons
 	default:
 		s.reportUnsupported(g, featThrottle, nvml.ERROR_FUNCTION_NOT_FOUND)
@@ -389,7 +389,7 @@ func (s *gpuScraper) recordThrottle(g *gpuState, ts pcommon.Timestamp, errs *scr
 
 // recordPCIe converts NVML's KiB/s to bytes/s. NVML's TX is GPU to host.
 func (s *gpuScraper) recordPCIe(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.cfg.Metrics.GpuPcieThroughput.Enabled || !s.entryPoint(g, s.sym.pcie, featPCIeTX) {
+	if !s.cfg.Metrics.GpuPcieThroughput.Enabled || !s.entryPoint(g, s.sym.Pcie, featPCIeTX) {
 		return
 	}
 	kib, ret := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)

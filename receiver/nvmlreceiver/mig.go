@@ -16,7 +16,7 @@ import (
 // migEnabled reports whether the GPU is in MIG mode now. GPUs without MIG
 // answer NOT_SUPPORTED, the common case, which is not worth a log line.
 func (s *gpuScraper) migEnabled(g *gpuState, errs *scrapererror.ScrapeErrors) bool {
-	if !s.sym.mig {
+	if !s.sym.Mig {
 		return false
 	}
 	mode, _, ret := g.dev.GetMigMode()

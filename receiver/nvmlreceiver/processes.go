@@ -44,7 +44,7 @@ func (s *gpuScraper) wantProcesses() bool {
 // NVML has no per-process utilization on MIG devices, so withUtil is false
 // for them.
 func (s *gpuScraper) recordProcessesOf(g *gpuState, d device, f feature, withUtil bool, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
-	if !s.sym.processes {
+	if !s.sym.Processes {
 		s.reportUnsupported(g, f, nvml.ERROR_FUNCTION_NOT_FOUND)
 		return
 	}
@@ -91,7 +91,7 @@ func seenBefore(procs []nvml.ProcessInfo, pid uint32) bool {
 // collectProcessUtil fills g.procUtil with the samples taken since the
 // previous scrape. false means no per-process utilization for this GPU.
 func (s *gpuScraper) collectProcessUtil(g *gpuState, errs *scrapererror.ScrapeErrors) bool {
-	if !s.sym.processUtil {
+	if !s.sym.ProcessUtil {
 		s.reportUnsupported(g, featProcessUtil, nvml.ERROR_FUNCTION_NOT_FOUND)
 		return false
 	}

@@ -66,7 +66,14 @@ func newGPUScraperWith(cfg *Config, set receiver.Settings, load loadFunc, procFS
 	}
 }
 
-func (s *gpuScraper) start(context.Context, component.Host) error {
+func (s *gpuScraper) start(_ context.Context, host component.Host) error {
+	if s.cfg.NVMLSession != nil {
+		load, err := sharedLoader(host, *s.cfg.NVMLSession)
+		if err != nil {
+			return err
+		}
+		s.load = load
+	}
 	s.mb = metadata.NewMetricsBuilder(s.cfg.MetricsBuilderConfig, s.settings,
 		metadata.WithStartTime(pcommon.NewTimestampFromTime(s.now())))
 	if s.cfg.ResourceAttributes.HostName.Enabled {
@@ -112,11 +119,11 @@ func (s *gpuScraper) initNVML() {
 			return
 		}
 		sym := lookupSymbols(lib)
-		if !sym.core {
+		if !sym.Core {
 			// Not an NVML this receiver can use; calling the missing
 			// entry points would kill the process.
 			s.logger.Error("the NVML library lacks entry points every scrape needs; no GPU metrics (retrying periodically)",
-				zap.Strings("missing", sym.missing))
+				zap.Strings("missing", sym.Missing))
 			if lib.Extensions().LookupSymbol("nvmlShutdown") == nil {
 				_ = lib.Shutdown() // nothing to do when it fails: the library is left unused
 			}
@@ -124,15 +131,15 @@ func (s *gpuScraper) initNVML() {
 		}
 		s.lib = lib
 		s.sym = sym
-		if sym.driverVersion {
+		if sym.DriverVersion {
 			if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
 				s.driver = v
 			}
 		}
 		s.logger.Info("NVML loaded", zap.String("driver_version", s.driver))
-		if len(sym.missing) > 0 {
+		if len(sym.Missing) > 0 {
 			s.logger.Warn("the NVML library lacks some entry points (an older driver?); only the metrics that need them are not reported",
-				zap.Strings("missing", sym.missing))
+				zap.Strings("missing", sym.Missing))
 		}
 	}
 	s.enumerate()
@@ -185,7 +192,7 @@ func (s *gpuScraper) enumerate() {
 	}
 	s.gpus = gpus
 	s.logger.Info("scraping GPUs", zap.Int("count", len(gpus)))
-	if s.cfg.Metrics.GpuXidErrors.Enabled && s.sym.events && s.xid == nil {
+	if s.cfg.Metrics.GpuXidErrors.Enabled && s.sym.Events && s.xid == nil {
 		s.xid = startXIDWatcher(s.lib, gpus, s.logger)
 	}
 }
@@ -207,12 +214,12 @@ func deviceFilter(devices []string) (map[int]struct{}, map[string]struct{}) {
 
 func (s *gpuScraper) newGPUState(h device, index int, uuid string) *gpuState {
 	g := &gpuState{dev: h, index: index, uuid: uuid}
-	if s.sym.name {
+	if s.sym.Name {
 		if name, ret := h.GetName(); ret == nvml.SUCCESS {
 			g.model = name
 		}
 	}
-	if s.sym.pciInfo {
+	if s.sym.PciInfo {
 		if pci, ret := h.GetPciInfo(); ret == nvml.SUCCESS {
 			g.busID = cString(pci.BusId[:])
 		}

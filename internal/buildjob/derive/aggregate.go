@@ -9,13 +9,22 @@ import (
 )
 
 // family is a pair of derived metrics sharing their attributes: a count and
-// a duration histogram.
+// a duration histogram (the GPU families: a histogram only).
 type family uint8
 
 const (
 	familyJobs   family = iota // build.jobs, build.job.duration
 	familyStages               // build.stage.runs, build.stage.duration
 	familyAPI                  // api.requests, api.request.duration
+	// The GPU cost of counted runs: a histogram each, no count of their
+	// own (build.jobs counts the runs).
+	familyGPUEnergy // build.gpu.energy
+	familyGPUBusy   // build.gpu.busy_time
+	familyGPUMemory // build.gpu.memory.peak
+	// The same per stage run.
+	familyStageGPUEnergy // build.stage.gpu.energy
+	familyStageGPUBusy   // build.stage.gpu.busy_time
+	familyStageGPUMemory // build.stage.gpu.memory.peak
 	numFamilies
 )
 
@@ -24,7 +33,8 @@ const (
 type seriesLabels struct {
 	res *resourceEntry
 	fam family
-	// jobs: result; stages: stage, result; api: route, method, status class.
+	// jobs and their GPU figures: result; stages and theirs: stage,
+	// result; api: route, method, status class.
 	// An empty string means the attribute is not set.
 	a, b, c string
 	// dims is aligned with the configured dimensions.
@@ -45,7 +55,7 @@ type series struct {
 	handedOver bool
 }
 
-// histogram is an explicit-bucket histogram in seconds.
+// histogram is an explicit-bucket histogram (seconds, or the GPU figure's unit).
 type histogram struct {
 	bounds []float64 // shared, read-only
 	counts []uint64  // len(bounds)+1, allocated on first observation

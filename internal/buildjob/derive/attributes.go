@@ -39,11 +39,18 @@ const (
 
 	metricBuildJobs          = "build.jobs"
 	metricBuildJobDuration   = "build.job.duration"
-	metricBuildStageRuns     = "build.stage.runs"
-	metricBuildStageDuration = "build.stage.duration"
-	metricBuildJobsActive    = "build.jobs.active"
-	metricAPIRequests        = "api.requests"
-	metricAPIRequestDuration = "api.request.duration"
+	metricBuildGPUEnergy     = "build.gpu.energy"
+	metricBuildGPUBusyTime   = "build.gpu.busy_time"
+	metricBuildGPUMemoryPeak = "build.gpu.memory.peak"
+
+	metricBuildStageGPUEnergy     = "build.stage.gpu.energy"
+	metricBuildStageGPUBusyTime   = "build.stage.gpu.busy_time"
+	metricBuildStageGPUMemoryPeak = "build.stage.gpu.memory.peak"
+	metricBuildStageRuns          = "build.stage.runs"
+	metricBuildStageDuration      = "build.stage.duration"
+	metricBuildJobsActive         = "build.jobs.active"
+	metricAPIRequests             = "api.requests"
+	metricAPIRequestDuration      = "api.request.duration"
 )
 
 // Values of build.result.

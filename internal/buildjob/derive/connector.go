@@ -27,6 +27,9 @@ type ConnectorSpec struct {
 	// State persists the run memory and the counts not yet handed over;
 	// a nil Storage keeps them in memory only.
 	State StateConfig
+	// GPUSampler names the nvml_sampler extension whose samples give each
+	// counted run its GPU figures; nil: no GPU figures.
+	GPUSampler *component.ID
 }
 
 // Connectors maps connector component ids to their shared state: the
@@ -51,6 +54,8 @@ type Connector struct {
 	emitter  *emitter
 	stateCfg StateConfig
 	state    *stateStore
+	// gpuSampler: the extension to look up at start, if any.
+	gpuSampler *component.ID
 
 	mu      sync.Mutex
 	refs    int // instances created and not shut down
@@ -76,7 +81,7 @@ func (s *Connectors) Get(set connector.Settings, newSpec func() (*ConnectorSpec,
 	d := newConnectorDeriver(cfg, time.Now())
 	d.scopeName = spec.ScopeName
 	e := newEmitter(set.TelemetrySettings, spec.Telemetry, d, spec.Output.MetricsFlushInterval, next)
-	c := &Connector{id: set.ID, apiSpans: spec.Jobs.APIRequestsFromSpans, emitter: e, stateCfg: spec.State, refs: 1}
+	c := &Connector{id: set.ID, apiSpans: spec.Jobs.APIRequestsFromSpans, emitter: e, stateCfg: spec.State, gpuSampler: spec.GPUSampler, refs: 1}
 	c.release = func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -116,6 +121,15 @@ func (c *Connector) start(ctx context.Context, host component.Host) error {
 	defer c.mu.Unlock()
 	if c.started {
 		return nil
+	}
+	if c.gpuSampler != nil {
+		s, err := lookupGPUSampler(host, *c.gpuSampler)
+		if err != nil {
+			return err
+		}
+		c.emitter.mu.Lock()
+		c.emitter.d.setGPUSampler(s)
+		c.emitter.mu.Unlock()
 	}
 	if c.stateCfg.Storage != nil {
 		e := c.emitter

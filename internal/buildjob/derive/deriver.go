@@ -35,6 +35,10 @@ type derivationStats struct {
 	cumulativeRefused  [cumulative.NumReasons]int64
 	stateEvicted       int64
 	stateWriteFailures int64
+	// GPU cost: figures a counted run did not get, by reason; runs that
+	// shared a GPU with another.
+	gpuSkipped         [numGPUFigures][numGPUSkipReasons]int64
+	gpuOverlappingRuns int64
 }
 
 // resourcesKeptEpochs is how many flushes a resource entry survives unused.
@@ -61,6 +65,7 @@ type deriver struct {
 	stageSpanNames map[string]string
 	jobStatus      map[string]string // status value -> action
 	apiFromSpans   bool
+	gpu            *gpuCost // nil without a gpu_sampler
 
 	// Processor only: the cumulative-to-delta state of the HTTP server
 	// histograms, and what its last calls did (records to save, reasons).
@@ -82,9 +87,16 @@ type deriver struct {
 func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, start time.Time) *deriver {
 	seed := maphash.MakeSeed()
 	bounds := [numFamilies][]float64{
-		familyJobs:   jobBounds,
-		familyStages: stageBounds,
-		familyAPI:    apiBounds,
+		familyJobs:      jobBounds,
+		familyStages:    stageBounds,
+		familyAPI:       apiBounds,
+		familyGPUEnergy: gpuEnergyBounds,
+		familyGPUBusy:   gpuBusyBounds,
+		familyGPUMemory: gpuMemoryBounds,
+
+		familyStageGPUEnergy: gpuEnergyBounds,
+		familyStageGPUBusy:   gpuBusyBounds,
+		familyStageGPUMemory: gpuMemoryBounds,
 	}
 	startTS := pcommon.NewTimestampFromTime(start)
 	return &deriver{
@@ -165,13 +177,17 @@ func (d *deriver) resolveDims(attrs pcommon.Map, res *resourceEntry) []dimValue 
 
 // countJob adds one counted run to build.jobs and build.job.duration.
 func (d *deriver) countJob(c countedRun) {
-	d.labels = seriesLabels{res: d.resources.reintern(c.res), fam: familyJobs, a: c.result, dims: c.dims}
+	res := d.resources.reintern(c.res)
+	d.labels = seriesLabels{res: res, fam: familyJobs, a: c.result, dims: c.dims}
 	s := d.series.get(&d.labels)
 	s.count++
 	if c.hasDuration {
 		s.hist.observe(c.seconds)
 	}
 	d.markDirty(s)
+	if d.gpu != nil {
+		d.countGPU(&c, res)
+	}
 }
 
 // countRefused moves the tracker's reasons into the stats.
@@ -248,6 +264,10 @@ func (d *deriver) takeFlush(now time.Time, final bool) *flushed {
 		// stays pending across a restart instead of being counted without
 		// its start at shutdown.
 		d.jobs.Sweep(now, final && d.state == nil)
+	}
+	if d.gpu != nil {
+		// GPU figures that waited for samples reaching their window's end.
+		d.retryGPU(final)
 	}
 	if d.state != nil {
 		// What the sweep counted is written before it is handed over.
@@ -378,13 +398,21 @@ func (b *metricsBuilder) addActive(g *series) {
 }
 
 type familyNames struct {
-	count, countUnit, duration string
+	count, countUnit, duration, histUnit string
 }
 
+// A family without a count name emits its histogram only.
 var familyMetricNames = [numFamilies]familyNames{
-	familyJobs:   {metricBuildJobs, "{job}", metricBuildJobDuration},
-	familyStages: {metricBuildStageRuns, "{run}", metricBuildStageDuration},
-	familyAPI:    {metricAPIRequests, "{request}", metricAPIRequestDuration},
+	familyJobs:      {metricBuildJobs, "{job}", metricBuildJobDuration, "s"},
+	familyStages:    {metricBuildStageRuns, "{run}", metricBuildStageDuration, "s"},
+	familyAPI:       {metricAPIRequests, "{request}", metricAPIRequestDuration, "s"},
+	familyGPUEnergy: {"", "", metricBuildGPUEnergy, "J"},
+	familyGPUBusy:   {"", "", metricBuildGPUBusyTime, "s"},
+	familyGPUMemory: {"", "", metricBuildGPUMemoryPeak, "By"},
+
+	familyStageGPUEnergy: {"", "", metricBuildStageGPUEnergy, "J"},
+	familyStageGPUBusy:   {"", "", metricBuildStageGPUBusyTime, "s"},
+	familyStageGPUMemory: {"", "", metricBuildStageGPUMemoryPeak, "By"},
 }
 
 func (b *metricsBuilder) build() pmetric.Metrics {
@@ -409,25 +437,30 @@ func (b *metricsBuilder) build() pmetric.Metrics {
 				continue
 			}
 			names := familyMetricNames[fam]
-			sum := sm.Metrics().AppendEmpty()
-			sum.SetName(names.count)
-			sum.SetUnit(names.countUnit)
-			sum.SetEmptySum().SetIsMonotonic(true)
-			sum.Sum().SetAggregationTemporality(temporality)
+			var sum pmetric.Metric
+			if names.count != "" {
+				sum = sm.Metrics().AppendEmpty()
+				sum.SetName(names.count)
+				sum.SetUnit(names.countUnit)
+				sum.SetEmptySum().SetIsMonotonic(true)
+				sum.Sum().SetAggregationTemporality(temporality)
+			}
 			var hist pmetric.HistogramDataPointSlice
 			hasHist := false
 			for _, s := range list {
 				// Every series holds at least one count: add skips empty ones.
-				dp := sum.Sum().DataPoints().AppendEmpty()
-				b.setPoint(dp.Attributes(), dp, s)
-				dp.SetIntValue(s.count)
+				if names.count != "" {
+					dp := sum.Sum().DataPoints().AppendEmpty()
+					b.setPoint(dp.Attributes(), dp, s)
+					dp.SetIntValue(s.count)
+				}
 				if s.hist.n == 0 {
 					continue
 				}
 				if !hasHist {
 					m := sm.Metrics().AppendEmpty()
 					m.SetName(names.duration)
-					m.SetUnit("s")
+					m.SetUnit(names.histUnit)
 					m.SetEmptyHistogram().SetAggregationTemporality(temporality)
 					hist, hasHist = m.Histogram().DataPoints(), true
 				}
@@ -474,11 +507,11 @@ func (b *metricsBuilder) setHistogramPoint(hp pmetric.HistogramDataPoint, s *ser
 
 func (b *metricsBuilder) putAttributes(attrs pcommon.Map, l *seriesLabels) {
 	switch l.fam {
-	case familyJobs:
+	case familyJobs, familyGPUEnergy, familyGPUBusy, familyGPUMemory:
 		if l.a != "" {
 			attrs.PutStr(attrBuildResult, l.a)
 		}
-	case familyStages:
+	case familyStages, familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory:
 		attrs.PutStr(attrBuildStage, l.a)
 		attrs.PutStr(attrBuildResult, l.b)
 	case familyAPI:

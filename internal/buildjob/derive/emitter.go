@@ -40,6 +40,7 @@ type emitter struct {
 	stateSkippedAttrs [numStateSkipReasons]metric.AddOption
 	refusedAttrs      [cumulative.NumReasons]metric.AddOption
 	evictedAttrs      [2]metric.AddOption
+	gpuSkippedAttrs   [numGPUFigures][numGPUSkipReasons]metric.AddOption
 	carriedAttrs      metric.AddOption
 	droppedAttrs      metric.AddOption
 
@@ -66,6 +67,12 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 	}
 	for r := range numStateSkipReasons {
 		e.stateSkippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
+	}
+	for f := range numGPUFigures {
+		for r := range numGPUSkipReasons {
+			e.gpuSkippedAttrs[f][r] = metric.WithAttributeSet(attribute.NewSet(
+				attribute.String("figure", f.String()), attribute.String("reason", r.String())))
+		}
 	}
 	e.evictedAttrs[evictedActive] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "active")))
 	e.evictedAttrs[evictedEnded] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "ended")))
@@ -299,5 +306,15 @@ func (e *emitter) report(ctx context.Context, s *derivationStats) {
 	}
 	if s.stateWriteFailures > 0 && e.telemetry.StateWriteFailures != nil {
 		e.telemetry.StateWriteFailures.Add(ctx, s.stateWriteFailures)
+	}
+	for f := range s.gpuSkipped {
+		for r, n := range s.gpuSkipped[f] {
+			if n > 0 && e.telemetry.GPUFiguresSkipped != nil {
+				e.telemetry.GPUFiguresSkipped.Add(ctx, n, e.gpuSkippedAttrs[f][r])
+			}
+		}
+	}
+	if s.gpuOverlappingRuns > 0 && e.telemetry.GPUOverlappingRuns != nil {
+		e.telemetry.GPUOverlappingRuns.Add(ctx, s.gpuOverlappingRuns)
 	}
 }

@@ -71,7 +71,7 @@ func (d *deriver) statusRecord(res *resourceEntry, lr plog.LogRecord, now time.T
 		return
 	}
 	key := runmemory.Key{Service: res.serviceName, JobID: idV.Str()}
-	p := runPayload{res: res, dims: d.resolveDims(attrs, res)}
+	p := runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpuHintFrom(attrs)}
 	switch action {
 	case StatusActionStart:
 		d.jobs.Start(key, p, ts, now)

@@ -6,6 +6,8 @@ package derive
 import (
 	"slices"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -14,6 +16,9 @@ import (
 type runPayload struct {
 	res  *resourceEntry
 	dims []dimValue
+	// gpu: the GPU the run's records name, if any (not persisted: a run
+	// restored after a restart has no GPU samples before the restart).
+	gpu gpuHint
 }
 
 // runTracker is the run memory, with the derivation's payload.
@@ -26,6 +31,8 @@ type countedRun struct {
 	result      string
 	seconds     float64
 	hasDuration bool
+	start, end  pcommon.Timestamp // the window, with hasDuration
+	gpu         gpuHint
 }
 
 func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
@@ -37,7 +44,7 @@ func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
 		TimeoutResult: resultTimeout,
 		// The resource entry is the derivation's own; the dimensions are
 		// borrowed from the input batch, and kept shared between runs.
-		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: dims.own(p.dims)} },
+		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: dims.own(p.dims), gpu: p.gpu.own()} },
 		// A later record may set a dimension the first one lacked: the run
 		// takes another tuple, never writing into a shared one.
 		Fill: func(have *runPayload, from runPayload) {
@@ -53,9 +60,13 @@ func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
 			if filled != nil {
 				have.dims = dims.own(filled)
 			}
+			if have.gpu.none() && !from.gpu.none() {
+				have.gpu = from.gpu.own()
+			}
 		},
 		Count: func(c runmemory.Counted[runPayload]) {
-			count(countedRun{res: c.Payload.res, dims: c.Payload.dims, result: c.Result, seconds: c.Seconds, hasDuration: c.HasDuration})
+			count(countedRun{res: c.Payload.res, dims: c.Payload.dims, result: c.Result, seconds: c.Seconds, hasDuration: c.HasDuration,
+				start: c.Start, end: c.End, gpu: c.Payload.gpu})
 		},
 	})
 }

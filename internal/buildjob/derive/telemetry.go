@@ -23,6 +23,10 @@ type Telemetry struct {
 	// CumulativePointsRefused: the processor's cumulative points that gave
 	// no increment, by reason.
 	CumulativePointsRefused metric.Int64Counter
+	// GPUFiguresSkipped: GPU figures a counted run did not get, by figure
+	// and reason; GPUOverlappingRuns: runs that shared a GPU with another.
+	GPUFiguresSkipped  metric.Int64Counter
+	GPUOverlappingRuns metric.Int64Counter
 	// Shutdown releases the counters' registration; nil when there is none.
 	Shutdown func()
 }

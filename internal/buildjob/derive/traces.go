@@ -129,7 +129,11 @@ func (d *deriver) stageSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.
 	if !ok || !d.firstSeen(span) {
 		return
 	}
-	d.observe(familyStages, res, stage, result, "", d.resolveDims(attrs, res), seconds)
+	dims := d.resolveDims(attrs, res)
+	d.observe(familyStages, res, stage, result, "", dims, seconds)
+	if d.gpu != nil {
+		d.countStageGPU(res, span.StartTimestamp(), span.EndTimestamp(), gpuHintFrom(attrs), stage, result, dims)
+	}
 }
 
 func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Map, id pcommon.Value, now time.Time) {
@@ -146,7 +150,7 @@ func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Ma
 		return
 	}
 	key := runmemory.Key{Service: res.serviceName, JobID: id.Str()}
-	d.jobs.Span(key, runPayload{res: res, dims: d.resolveDims(attrs, res)}, span.StartTimestamp(), span.EndTimestamp(), result, now)
+	d.jobs.Span(key, runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpuHintFrom(attrs)}, span.StartTimestamp(), span.EndTimestamp(), result, now)
 }
 
 // unnamedJobSpan counts a span matched by job_span_names that has no job

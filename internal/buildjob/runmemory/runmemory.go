@@ -155,6 +155,8 @@ type Counted[P any] struct {
 	Result      string
 	Seconds     float64
 	HasDuration bool
+	// Start and End: the run's window when HasDuration.
+	Start, End pcommon.Timestamp
 }
 
 // Stats counts what the owner reports as its own telemetry.
@@ -438,6 +440,16 @@ func (t *Tracker[P]) ForEachActive(f func(P)) {
 	}
 }
 
+// ForEachActiveRun calls f with the start and payload of every run
+// started and not yet ended.
+func (t *Tracker[P]) ForEachActiveRun(f func(start pcommon.Timestamp, p P)) {
+	for r := t.open.head; r != nil; r = r.next {
+		if r.State == Active {
+			f(r.Start, r.Payload)
+		}
+	}
+}
+
 func (t *Tracker[P]) newRun(jr *Job[P], key Key, p P, now time.Time) *Run[P] {
 	if jr == nil {
 		// The service name is the owner's own copy; the job id points into
@@ -484,6 +496,7 @@ func (t *Tracker[P]) finish(r *Run[P], result string, now time.Time) {
 	if result != t.cfg.TimeoutResult && r.Start != 0 && r.End >= r.Start {
 		c.Seconds = float64(r.End-r.Start) / float64(time.Second)
 		c.HasDuration = true
+		c.Start, c.End = r.Start, r.End
 	}
 	t.cfg.Count(c)
 }

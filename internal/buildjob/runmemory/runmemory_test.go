@@ -46,7 +46,8 @@ func TestRunCountedOnceAcrossSources(t *testing.T) {
 	tr.End(key, payload{label: "cagra"}, ts(40*time.Second), "success", t0.Add(40*time.Second))
 	tr.Span(key, payload{}, ts(0), ts(40*time.Second), "success", t0.Add(45*time.Second))
 	require.Len(t, counted, 1)
-	assert.Equal(t, Counted[payload]{Payload: payload{label: "cagra"}, Result: "success", Seconds: 40, HasDuration: true}, counted[0])
+	assert.Equal(t, Counted[payload]{Payload: payload{label: "cagra"}, Result: "success", Seconds: 40, HasDuration: true,
+		Start: ts(0), End: ts(40 * time.Second)}, counted[0])
 	assert.Equal(t, Stats{Deduplicated: 1}, tr.TakeStats())
 }
 
@@ -70,8 +71,8 @@ func TestRetriedRunsStatusRecordsAfterTheNextRunsSpan(t *testing.T) {
 	tr.Span(key, payload{}, ts(49*time.Second), ts(98*time.Second), "success", now) // again
 	tr.Sweep(now.Add(time.Minute), true)
 	require.Len(t, counted, 2)
-	assert.Equal(t, Counted[payload]{Result: "success", Seconds: 49, HasDuration: true}, counted[0])
-	assert.Equal(t, Counted[payload]{Result: "failure", Seconds: 48, HasDuration: true}, counted[1])
+	assert.Equal(t, Counted[payload]{Result: "success", Seconds: 49, HasDuration: true, Start: ts(49 * time.Second), End: ts(98 * time.Second)}, counted[0])
+	assert.Equal(t, Counted[payload]{Result: "failure", Seconds: 48, HasDuration: true, Start: ts(0), End: ts(48 * time.Second)}, counted[1])
 	assert.Equal(t, Stats{Deduplicated: 4}, tr.TakeStats(), "the first start's join, the second run's two records, the span again")
 	runs := tr.jobs[key].Runs()
 	require.Len(t, runs, 2)

@@ -81,6 +81,10 @@ func goOutput(dir string, args ...string) (string, error) {
 type Scenario struct {
 	Driver string
 	GPUs   []GPU
+	// Realtime makes the fake's clock the wall clock while the state file
+	// sets none: samples, power steps and process memory steps then take
+	// effect at their wall-clock time (microseconds since the Unix epoch).
+	Realtime bool
 }
 
 // GPU is one physical GPU; NVML units (mW, mJ, MHz, KiB/s, percent).
@@ -100,12 +104,51 @@ type GPU struct {
 	// PowerUnsupported and ECCUnsupported make power/energy and ECC answer
 	// NVML_ERROR_NOT_SUPPORTED, as consumer boards do.
 	PowerUnsupported, ECCUnsupported bool
-	GPUSamples, MemSamples           []Sample
-	Processes                        []Process
-	ProcessSamples                   []ProcessSample
+	// SamplesUnsupported makes nvmlDeviceGetSamples answer
+	// NVML_ERROR_NOT_SUPPORTED, as vGPU guests and some boards do.
+	SamplesUnsupported     bool
+	GPUSamples, MemSamples []Sample
+	Processes              []Process
+	ProcessSamples         []ProcessSample
 	// MIGMode turns MIG on; MIG lists the instances.
 	MIGMode bool
 	MIG     []MIGDevice
+	// Power scripts the draw: from each step's time on, the energy counter
+	// grows by its power (on top of EnergyMJ) and the power reading is it.
+	// Steps in time order.
+	Power []PowerStep
+	// ProcessMemory scripts processes' memory over time (physical GPU),
+	// besides the static Processes. Steps in time order.
+	ProcessMemory []ProcessMemoryStep
+}
+
+// PowerStep is a power draw from a time (µs on the fake's clock) on.
+type PowerStep struct {
+	FromUs, MW uint64
+}
+
+// ProcessMemoryStep is a process's memory from a time on; 0 bytes means
+// the process holds none (it is not listed).
+type ProcessMemoryStep struct {
+	PID           uint32
+	FromUs, Bytes uint64
+}
+
+// EnergyMJAt is what the fake's energy counter reads at t (µs on its
+// clock): the scenario's arithmetic, truncated to whole millijoules as
+// NVML's counter is.
+func (g GPU) EnergyMJAt(t uint64) uint64 {
+	var mj float64
+	for i, p := range g.Power {
+		to := t
+		if i+1 < len(g.Power) && g.Power[i+1].FromUs < to {
+			to = g.Power[i+1].FromUs
+		}
+		if to > p.FromUs {
+			mj += float64(p.MW) * float64(to-p.FromUs) / 1e6
+		}
+	}
+	return g.EnergyMJ + uint64(mj)
 }
 
 // Sample is one utilization sample: timestamp (µs) and percent.
@@ -142,6 +185,9 @@ func (s Scenario) WriteFile(path string) error {
 	if s.Driver != "" {
 		fmt.Fprintf(&b, "driver %s\n", s.Driver)
 	}
+	if s.Realtime {
+		b.WriteString("realtime\n")
+	}
 	for i, g := range s.GPUs {
 		fmt.Fprintf(&b, "gpu %d uuid=%s name=%s bus=%s mem_total=%d mem_used=%d mem_reserved=%d temp=%d power_mw=%d power_limit_mw=%d energy_mj=%d clock_sm=%d clock_mem=%d clock_gfx=%d ecc_corr=%d ecc_uncorr=%d throttle_supported=%d throttle_current=%d pcie_tx_kib=%d pcie_rx_kib=%d util_gpu=%d util_mem=%d",
 			i, g.UUID, strings.ReplaceAll(g.Name, " ", "_"), g.BusID, g.MemTotal, g.MemUsed, g.MemReserved, g.Temperature,
@@ -156,6 +202,9 @@ func (s Scenario) WriteFile(path string) error {
 		if g.MIGMode {
 			b.WriteString(" mig=on")
 		}
+		if g.SamplesUnsupported {
+			b.WriteString(" samples=unsupported")
+		}
 		b.WriteString("\n")
 		for _, smp := range g.GPUSamples {
 			fmt.Fprintf(&b, "sample %d gpu %d %d\n", i, smp.TimestampUs, smp.Percent)
@@ -168,6 +217,12 @@ func (s Scenario) WriteFile(path string) error {
 		}
 		for _, p := range g.ProcessSamples {
 			fmt.Fprintf(&b, "putil %d %d %d %d\n", i, p.PID, p.TimestampUs, p.SMPercent)
+		}
+		for _, p := range g.Power {
+			fmt.Fprintf(&b, "power %d %d %d\n", i, p.FromUs, p.MW)
+		}
+		for _, p := range g.ProcessMemory {
+			fmt.Fprintf(&b, "procmem %d %d %d %d\n", i, p.PID, p.FromUs, p.Bytes)
 		}
 		for _, m := range g.MIG {
 			fmt.Fprintf(&b, "mig %d %d %s %d %d %d %d %d\n", i, m.Slot, m.UUID, m.GPUInstanceID, m.ComputeID, m.MemTotal, m.MemUsed, m.MemReserv)

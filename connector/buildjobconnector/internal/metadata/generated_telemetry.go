@@ -27,6 +27,8 @@ type TelemetryBuilder struct {
 	mu                          sync.Mutex
 	registrations               []metric.Registration
 	BuildjobFlushesFailed       metric.Int64Counter
+	BuildjobGpuFiguresSkipped   metric.Int64Counter
+	BuildjobGpuOverlappingRuns  metric.Int64Counter
 	BuildjobPointsDropped       metric.Int64Counter
 	BuildjobRecordsDeduplicated metric.Int64Counter
 	BuildjobRecordsSkipped      metric.Int64Counter
@@ -69,6 +71,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_buildjob_flushes_failed",
 		metric.WithDescription("Emissions of derived metrics refused by the next consumer. carried_over - a retryable error (a full sending queue, memory_limiter), reported again by the next flush; dropped - a permanent error, or the final flush at shutdown. [Development]"),
 		metric.WithUnit("{flush}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.BuildjobGpuFiguresSkipped, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_gpu_figures_skipped",
+		metric.WithDescription("GPU figures (with gpu_sampler) a counted run did not get, by figure and reason - never a guess. no_samples - NVML absent or no GPU; window_not_covered - the samples begin after the run's start (the sidecar started during the run) or end before its end; sample_gap - sampling stopped during the run (GPU lost); counter_reset - the energy counter went down (driver reload); no_window - the run's start or end is unknown (timed out, end only); gpu_not_found - the run names a GPU the sampler does not see; no_process_pid - the service has no process.pid resource attribute; process_not_on_gpu - its process held no GPU memory during the run. [Development]"),
+		metric.WithUnit("{figure}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.BuildjobGpuOverlappingRuns, err = builder.meter.Int64Counter(
+		"otelcol_buildjob_gpu_overlapping_runs",
+		metric.WithDescription("Counted runs that shared a GPU with another run for part of their window (their overlap's energy and busy time are split evenly among the runs open at each instant). [Development]"),
+		metric.WithUnit("{run}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.BuildjobPointsDropped, err = builder.meter.Int64Counter(

@@ -37,6 +37,38 @@ func AssertEqualBuildjobFlushesFailed(t *testing.T, tt *componenttest.Telemetry,
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualBuildjobGpuFiguresSkipped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_buildjob_gpu_figures_skipped",
+		Description: "GPU figures (with gpu_sampler) a counted run did not get, by figure and reason - never a guess. no_samples - NVML absent or no GPU; window_not_covered - the samples begin after the run's start (the sidecar started during the run) or end before its end; sample_gap - sampling stopped during the run (GPU lost); counter_reset - the energy counter went down (driver reload); no_window - the run's start or end is unknown (timed out, end only); gpu_not_found - the run names a GPU the sampler does not see; no_process_pid - the service has no process.pid resource attribute; process_not_on_gpu - its process held no GPU memory during the run. [Development]",
+		Unit:        "{figure}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_buildjob_gpu_figures_skipped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualBuildjobGpuOverlappingRuns(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_buildjob_gpu_overlapping_runs",
+		Description: "Counted runs that shared a GPU with another run for part of their window (their overlap's energy and busy time are split evenly among the runs open at each instant). [Development]",
+		Unit:        "{run}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_buildjob_gpu_overlapping_runs")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualBuildjobPointsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_buildjob_points_dropped",

@@ -20,6 +20,8 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.BuildjobFlushesFailed.Add(context.Background(), 1)
+	tb.BuildjobGpuFiguresSkipped.Add(context.Background(), 1)
+	tb.BuildjobGpuOverlappingRuns.Add(context.Background(), 1)
 	tb.BuildjobPointsDropped.Add(context.Background(), 1)
 	tb.BuildjobRecordsDeduplicated.Add(context.Background(), 1)
 	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
@@ -28,6 +30,12 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.BuildjobStateRunsEvicted.Add(context.Background(), 1)
 	tb.BuildjobStateWriteFailures.Add(context.Background(), 1)
 	AssertEqualBuildjobFlushesFailed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobGpuFiguresSkipped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualBuildjobGpuOverlappingRuns(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualBuildjobPointsDropped(t, testTel,

@@ -6,7 +6,8 @@
 // struct the real layout (a mismatch is a compile error). What it answers is
 // read from text files:
 //
-//   FAKE_NVML_SCENARIO  static truth, read once by nvmlInit:
+//   FAKE_NVML_SCENARIO  static truth, read by the first nvmlInit and by any
+//                       later one that names another file:
 //     driver <version>
 //     gpu <index> key=value ...          (see parse_gpu for the keys)
 //     sample <gpu> gpu|mem <ts_us> <percent>
@@ -14,6 +15,13 @@
 //     putil <gpu> <pid> <ts_us> <sm_percent>
 //     mig <gpu> <slot> <uuid> <gi> <ci> <total> <used> <reserved>
 //     migproc <gpu> <slot> <pid> <bytes>
+//     realtime                           with no clock in the state file, the
+//                                        clock is the wall clock (CLOCK_REALTIME)
+//     power <gpu> <from_us> <mw>         the power draw from a time on: the
+//                                        energy counter grows by it, and
+//                                        nvmlDeviceGetPowerUsage reports it
+//     procmem <gpu> <pid> <from_us> <bytes>  a process's memory from a time
+//                                        on (0: the process is gone)
 //   FAKE_NVML_STATE     what changes during a run, re-read when it changes:
 //     clock <us>        samples newer than this are not yet "taken"
 //     lost <gpu>        the GPU answers NVML_ERROR_GPU_IS_LOST; when the line
@@ -38,7 +46,7 @@
 #include <unistd.h>
 
 #define MAX_GPUS 16
-#define MAX_SAMPLES 64
+#define MAX_SAMPLES 4096
 #define MAX_PROCS 16
 #define MAX_MIG 8
 #define MAX_XID 64
@@ -46,6 +54,8 @@
 typedef struct { unsigned long long ts; unsigned int v; } fake_sample;
 typedef struct { unsigned int pid; unsigned long long ts; unsigned int sm; } fake_putil;
 typedef struct { unsigned int pid; unsigned long long mem; } fake_proc;
+typedef struct { unsigned long long from; unsigned long long mw; } fake_power;
+typedef struct { unsigned int pid; unsigned long long from, mem; } fake_procmem;
 
 struct fake_dev; // opaque nvmlDevice_st: the handle NVML hands out
 
@@ -64,13 +74,17 @@ typedef struct {
 	unsigned int temp, power_mw, power_limit_mw, clock_sm, clock_mem, clock_gfx;
 	unsigned long long ecc_corr, ecc_uncorr, throttle_supported, throttle_current;
 	unsigned int pcie_tx_kib, pcie_rx_kib, util_gpu, util_mem;
-	int power_unsupported, ecc_unsupported, mig_mode;
+	int power_unsupported, ecc_unsupported, mig_mode, samples_unsupported;
 	fake_sample gpu_samples[MAX_SAMPLES], mem_samples[MAX_SAMPLES];
 	int ngpu_samples, nmem_samples;
 	fake_proc procs[MAX_PROCS];
 	int nprocs;
 	fake_putil putil[MAX_SAMPLES];
 	int nputil;
+	fake_power power[MAX_SAMPLES];
+	int npower;
+	fake_procmem procmem[MAX_SAMPLES];
+	int nprocmem;
 	fake_mig mig[MAX_MIG];
 	int generation; // bumped when a lost GPU comes back
 } fake_gpu;
@@ -88,6 +102,8 @@ static int initialized;
 static char driver[64] = "999.99";
 static fake_gpu gpus[MAX_GPUS];
 static int ngpus;
+static int realtime;
+static char loaded_scenario[4096];
 
 // state
 static struct timespec state_mtime;
@@ -141,6 +157,7 @@ static void parse_gpu(char *rest) {
 		else if (!strcmp(k, "power")) g->power_unsupported = !strcmp(v, "unsupported");
 		else if (!strcmp(k, "ecc")) g->ecc_unsupported = !strcmp(v, "unsupported");
 		else if (!strcmp(k, "mig")) g->mig_mode = !strcmp(v, "on");
+		else if (!strcmp(k, "samples")) g->samples_unsupported = !strcmp(v, "unsupported");
 	}
 }
 
@@ -161,6 +178,12 @@ static int load_scenario(void) {
 		char kind[8], uuid[96];
 		if (!strcmp(kw, "driver")) sscanf(rest, "%63s", driver);
 		else if (!strcmp(kw, "gpu")) parse_gpu(rest);
+		else if (!strcmp(kw, "realtime")) realtime = 1;
+		else if (!strcmp(kw, "power") && sscanf(rest, "%d %llu %llu", &gi, &a, &b) == 3 && gi >= 0 && gi < MAX_GPUS && gpus[gi].npower < MAX_SAMPLES) {
+			gpus[gi].power[gpus[gi].npower++] = (fake_power){a, b};
+		} else if (!strcmp(kw, "procmem") && sscanf(rest, "%d %u %llu %llu", &gi, &pid, &a, &b) == 4 && gi >= 0 && gi < MAX_GPUS && gpus[gi].nprocmem < MAX_SAMPLES) {
+			gpus[gi].procmem[gpus[gi].nprocmem++] = (fake_procmem){pid, a, b};
+		}
 		else if (!strcmp(kw, "sample") && sscanf(rest, "%d %7s %llu %llu", &gi, kind, &a, &b) == 4 && gi >= 0 && gi < MAX_GPUS) {
 			fake_gpu *g = &gpus[gi];
 			if (!strcmp(kind, "gpu") && g->ngpu_samples < MAX_SAMPLES) g->gpu_samples[g->ngpu_samples++] = (fake_sample){a, (unsigned)b};
@@ -218,6 +241,35 @@ static void refresh_state(void) {
 		if (was_lost[i] && !lost[i]) gpus[i].generation++; // back, as a new device
 }
 
+// now_us is the fake's clock: the state file's, else the wall clock in
+// realtime mode, else "after every sample". Called with mu held.
+static unsigned long long now_us(void) {
+	if (clock_us != ~0ULL || !realtime) return clock_us;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000ULL;
+}
+
+// energy_at is the counter at t: the base plus each power step's draw over
+// its span before t (mW * us / 1e6 = mJ), truncated as NVML's integer is.
+static unsigned long long energy_at(const fake_gpu *g, unsigned long long t) {
+	double mj = 0;
+	for (int i = 0; i < g->npower; i++) {
+		unsigned long long from = g->power[i].from;
+		unsigned long long to = i + 1 < g->npower ? g->power[i + 1].from : ~0ULL;
+		if (t < to) to = t;
+		if (to > from) mj += (double)g->power[i].mw * (double)(to - from) / 1e6;
+	}
+	return g->energy_mj + (unsigned long long)mj;
+}
+
+// power_at is the scripted draw at t, or the static power_mw.
+static unsigned int power_at(const fake_gpu *g, unsigned long long t) {
+	unsigned int mw = g->power_mw;
+	for (int i = 0; i < g->npower && g->power[i].from <= t; i++) mw = (unsigned int)g->power[i].mw;
+	return mw;
+}
+
 static struct nvmlDevice_st *handle_of(int gpu, int mig_slot) {
 	int gen = gpus[gpu].generation % 64;
 	struct nvmlDevice_st **h = mig_slot < 0 ? &handles[gpu][gen] : &mig_handles[gpu][gen][mig_slot];
@@ -245,9 +297,16 @@ static nvmlReturn_t dev_check(struct nvmlDevice_st *d) {
 
 static nvmlReturn_t do_init(void) {
 	pthread_mutex_lock(&mu);
-	if (!initialized) {
+	// A process that keeps NVML open across tests (one library per
+	// process) gets each test's scenario: a new scenario path reloads.
+	const char *sc = getenv("FAKE_NVML_SCENARIO");
+	if (!sc) sc = "";
+	if (!initialized || strcmp(sc, loaded_scenario) != 0) {
+		snprintf(loaded_scenario, sizeof loaded_scenario, "%s", sc);
+		state_size = -1;
 		memset(gpus, 0, sizeof gpus);
 		ngpus = 0;
+		realtime = 0;
 		if (load_scenario() != 0) RET(NVML_ERROR_UNKNOWN);
 		refresh_state();
 	}
@@ -343,22 +402,23 @@ nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dv, nvmlSamplingType_t type, unsi
 	DEV(dv);
 	if (!valType || !count) RET(NVML_ERROR_INVALID_ARGUMENT);
 	fake_gpu *g = &gpus[d->gpu];
-	if (d->mig_slot >= 0 || g->mig_mode) RET(NVML_ERROR_NOT_SUPPORTED);
+	if (d->mig_slot >= 0 || g->mig_mode || g->samples_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
 	const fake_sample *src;
 	int n;
 	if (type == NVML_GPU_UTILIZATION_SAMPLES) { src = g->gpu_samples; n = g->ngpu_samples; }
 	else if (type == NVML_MEMORY_UTILIZATION_SAMPLES) { src = g->mem_samples; n = g->nmem_samples; }
 	else RET(NVML_ERROR_NOT_SUPPORTED);
+	unsigned long long vis = now_us();
 	unsigned int want = 0;
 	for (int i = 0; i < n; i++)
-		if (src[i].ts > lastSeen && src[i].ts <= clock_us) want++;
+		if (src[i].ts > lastSeen && src[i].ts <= vis) want++;
 	*valType = NVML_VALUE_TYPE_UNSIGNED_INT;
 	if (want == 0) RET(NVML_ERROR_NOT_FOUND);
 	if (!samples) { *count = want; RET(NVML_SUCCESS); }
 	if (*count < want) RET(NVML_ERROR_INSUFFICIENT_SIZE);
 	unsigned int k = 0;
 	for (int i = 0; i < n; i++) {
-		if (src[i].ts > lastSeen && src[i].ts <= clock_us) {
+		if (src[i].ts > lastSeen && src[i].ts <= vis) {
 			memset(&samples[k], 0, sizeof samples[k]);
 			samples[k].timeStamp = src[i].ts;
 			samples[k].sampleValue.uiVal = src[i].v;
@@ -427,7 +487,7 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dv, unsigned int *power) {
 	PHYS(d);
 	if (!power) RET(NVML_ERROR_INVALID_ARGUMENT);
 	if (gpus[d->gpu].power_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
-	*power = gpus[d->gpu].power_mw;
+	*power = power_at(&gpus[d->gpu], now_us());
 	RET(NVML_SUCCESS);
 }
 
@@ -445,7 +505,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dv, unsigned long 
 	PHYS(d);
 	if (!energy) RET(NVML_ERROR_INVALID_ARGUMENT);
 	if (gpus[d->gpu].power_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
-	*energy = gpus[d->gpu].energy_mj;
+	*energy = gpus[d->gpu].npower > 0 ? energy_at(&gpus[d->gpu], now_us()) : gpus[d->gpu].energy_mj;
 	RET(NVML_SUCCESS);
 }
 
@@ -504,6 +564,18 @@ static int procs_of(struct nvmlDevice_st *d, fake_proc *out, unsigned int *gi, u
 		return n;
 	}
 	for (int i = 0; i < g->nprocs && n < MAX_PROCS * (MAX_MIG + 1); i++) { out[n] = g->procs[i]; gi[n] = ci[n] = 0xFFFFFFFF; n++; }
+	// The timeline: each pid's latest step at or before now.
+	unsigned long long t = now_us();
+	for (int i = 0; i < g->nprocmem; i++) {
+		unsigned int pid = g->procmem[i].pid;
+		int seen = 0;
+		for (int j = 0; j < i; j++) if (g->procmem[j].pid == pid) seen = 1;
+		if (seen) continue; // handled at its first step
+		unsigned long long mem = 0;
+		for (int j = i; j < g->nprocmem; j++)
+			if (g->procmem[j].pid == pid && g->procmem[j].from <= t) mem = g->procmem[j].mem;
+		if (mem > 0 && n < MAX_PROCS * (MAX_MIG + 1)) { out[n] = (fake_proc){pid, mem}; gi[n] = ci[n] = 0xFFFFFFFF; n++; }
+	}
 	if (g->mig_mode)
 		for (int s = 0; s < MAX_MIG; s++)
 			for (int i = 0; g->mig[s].present && i < g->mig[s].nprocs; i++) {
@@ -556,14 +628,15 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dv, nvmlProcessUtiliza
 	if (!count) RET(NVML_ERROR_INVALID_ARGUMENT);
 	fake_gpu *g = &gpus[d->gpu];
 	if (d->mig_slot >= 0 || g->mig_mode) RET(NVML_ERROR_NOT_SUPPORTED);
+	unsigned long long vis = now_us();
 	unsigned int want = 0;
 	for (int i = 0; i < g->nputil; i++)
-		if (g->putil[i].ts > lastSeen && g->putil[i].ts <= clock_us) want++;
+		if (g->putil[i].ts > lastSeen && g->putil[i].ts <= vis) want++;
 	if (want == 0) { *count = 0; RET(NVML_ERROR_NOT_FOUND); }
 	if (!u || *count < want) { *count = want; RET(NVML_ERROR_INSUFFICIENT_SIZE); }
 	unsigned int k = 0;
 	for (int i = 0; i < g->nputil; i++) {
-		if (g->putil[i].ts > lastSeen && g->putil[i].ts <= clock_us) {
+		if (g->putil[i].ts > lastSeen && g->putil[i].ts <= vis) {
 			memset(&u[k], 0, sizeof u[k]);
 			u[k].pid = g->putil[i].pid;
 			u[k].timeStamp = g->putil[i].ts;

@@ -1,0 +1,39 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nvmlsamplerextension // import "github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
+
+import (
+	"time"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
+)
+
+// Sampler is what the extension offers other components: look the
+// extension up in component.Host.GetExtensions and assert this interface.
+type Sampler interface {
+	// Samples returns a copy of each GPU's samples that bear on the window
+	// [from, to]: from the last sample at or before from to the first at or
+	// after to. When to has passed but no sample is as new, it samples
+	// first, so a window that has just ended is covered. Samples in time
+	// order. No GPU (NVML absent, not loaded yet): nil.
+	Samples(from, to time.Time) []Series
+	// MaxGap is the longest time between two consecutive samples that is
+	// still continuous sampling; a longer one means the sampler (or the
+	// GPU) was away, and a window across it has no figure.
+	MaxGap() time.Duration
+}
+
+// Series is one GPU's samples.
+type Series struct {
+	// Index is NVML's index of the GPU; UUID its GPU-... identifier.
+	Index int
+	UUID  string
+	// Energy: the energy counter (mJ). Empty on GPUs without one.
+	Energy []gpucost.EnergySample
+	// Util: utilization periods, the driver's own samples where it keeps
+	// them, else the instantaneous reading at each sampling.
+	Util []gpucost.UtilSample
+	// Memory: the compute processes and their memory at each sampling.
+	Memory []gpucost.MemSample
+}

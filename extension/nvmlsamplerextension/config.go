@@ -1,0 +1,75 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package nvmlsamplerextension // import "github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	defaultSamplingInterval  = time.Second
+	defaultRetention         = 35 * time.Minute // longer than the buildjob connector's default job_timeout
+	defaultInitRetryInterval = time.Minute
+	// maxRingTicks bounds each GPU's ring whatever retention and interval say.
+	maxRingTicks = 1 << 20
+)
+
+// Config configures the nvml_sampler extension.
+type Config struct {
+	// SamplingInterval is how often each GPU is sampled. A run's energy is
+	// interpolated between the samples around its start and end, so a
+	// shorter interval follows power changes more closely.
+	SamplingInterval time.Duration `mapstructure:"sampling_interval"`
+	// Retention is how far back the ring keeps samples: a run longer than
+	// this gets no GPU figures.
+	Retention time.Duration `mapstructure:"retention"`
+	// InitRetryInterval is how often the extension tries again to load
+	// NVML (or to find GPUs) while it has none.
+	InitRetryInterval time.Duration `mapstructure:"init_retry_interval"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+func createDefaultConfig() *Config {
+	return &Config{
+		SamplingInterval:  defaultSamplingInterval,
+		Retention:         defaultRetention,
+		InitRetryInterval: defaultInitRetryInterval,
+	}
+}
+
+// Validate checks the settings.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if cfg.SamplingInterval <= 0 {
+		errs = append(errs, fmt.Errorf("sampling_interval: must be positive, got %s", cfg.SamplingInterval))
+	}
+	if cfg.InitRetryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("init_retry_interval: must be positive, got %s", cfg.InitRetryInterval))
+	}
+	switch {
+	case cfg.Retention <= 0:
+		errs = append(errs, fmt.Errorf("retention: must be positive, got %s", cfg.Retention))
+	case cfg.SamplingInterval > 0 && cfg.Retention < cfg.SamplingInterval:
+		errs = append(errs, fmt.Errorf("retention: must be at least sampling_interval (%s), got %s", cfg.SamplingInterval, cfg.Retention))
+	case cfg.SamplingInterval > 0 && cfg.Retention/cfg.SamplingInterval > maxRingTicks:
+		errs = append(errs, fmt.Errorf("retention: at most %d samplings per GPU, got %s at sampling_interval %s",
+			maxRingTicks, cfg.Retention, cfg.SamplingInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// ticks is how many samplings the ring keeps, with room for the sampling
+// on demand and one before the oldest window.
+func (cfg *Config) ticks() int {
+	return int(cfg.Retention/cfg.SamplingInterval) + 2
+}
+
+// maxGap tolerates one missed sampling (a slow NVML call, a busy machine).
+func (cfg *Config) maxGap() time.Duration {
+	return 2*cfg.SamplingInterval + cfg.SamplingInterval/2
+}

@@ -1,0 +1,242 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build cgo
+
+package nvmlsamplerextension
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
+	"github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
+	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
+)
+
+// fakeLibrary builds the fake libnvidia-ml.so.1 every test in this binary
+// loads, once: a process binds NVML's symbols to one library, which then
+// must stay loaded, so the first load keeps an NVML reference open for the
+// life of the process. The fake reads a test's scenario at each nvmlInit
+// that names another scenario file, so tests run one at a time.
+var fakeLibrary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "nvmlsampler-fakenvml")
+	if err != nil {
+		return "", err
+	}
+	path, err := fakenvml.Build(dir, ".")
+	if err != nil {
+		return "", err
+	}
+	if ret := nvml.New(nvml.WithLibraryPath(path)).Init(); ret != nvml.SUCCESS {
+		return "", fmt.Errorf("keeping the fake NVML loaded: %w", ret)
+	}
+	return path, nil
+})
+
+// fakeClock is the fake driver's clock (its state file) and the sampler's.
+type fakeClock struct {
+	t     *testing.T
+	state string
+	us    uint64
+}
+
+func (c *fakeClock) set(us uint64) {
+	c.us = us
+	require.NoError(c.t, fakenvml.State{ClockUs: us}.WriteFile(c.state))
+}
+
+func (c *fakeClock) now() time.Time { return time.UnixMicro(int64(c.us)) }
+
+// startFake writes sc, points the fake at it and returns a sampler on it
+// (not started: the test drives tick itself) with its clock.
+func startFake(t *testing.T, sc fakenvml.Scenario, cfg *Config) (*sampler, *fakeClock, *observer.ObservedLogs) {
+	dir := t.TempDir()
+	scPath := filepath.Join(dir, "scenario.txt")
+	require.NoError(t, sc.WriteFile(scPath))
+	clk := &fakeClock{t: t, state: filepath.Join(dir, "state.txt")}
+	clk.set(1)
+	t.Setenv(fakenvml.EnvScenario, scPath)
+	t.Setenv(fakenvml.EnvState, clk.state)
+	fakeLib, err := fakeLibrary()
+	require.NoError(t, err)
+	core, logs := observer.New(zapcore.DebugLevel)
+	s := newSamplerWith(cfg, zap.New(core), nvmlapi.NewSystemLoader(nvml.WithLibraryPath(fakeLib)), clk.now)
+	t.Cleanup(func() { require.NoError(t, s.Shutdown(t.Context())) })
+	return s, clk, logs
+}
+
+const (
+	sec  = uint64(1_000_000)
+	half = sec / 2
+)
+
+// costScenario: GPU 0 draws 200 W from 1 s and 300 W from 3 s; its driver
+// samples utilization every half second; process 4242 holds 1 GiB, 3 GiB
+// from 2 s, 2 GiB from 4.2 s and leaves at 4.9 s. GPU 1 has no samples of
+// its own: its utilization is the instantaneous reading.
+func costScenario() fakenvml.Scenario {
+	util := []uint32{10, 20, 20, 80, 80, 80, 50, 50, 50} // at 1.0, 1.5, ..., 5.0 s
+	g0 := fakenvml.GPU{
+		UUID: "GPU-c0570000-0000-4000-8000-000000000000", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:18:00.0",
+		MemTotal: 80 << 30, EnergyMJ: 5_000_000, PowerLimitMW: 700_000,
+		Power: []fakenvml.PowerStep{{FromUs: sec, MW: 200_000}, {FromUs: 3 * sec, MW: 300_000}},
+		ProcessMemory: []fakenvml.ProcessMemoryStep{
+			{PID: 4242, FromUs: 0, Bytes: 1 << 30}, {PID: 4242, FromUs: 2 * sec, Bytes: 3 << 30},
+			{PID: 4242, FromUs: 4*sec + sec/5, Bytes: 2 << 30}, {PID: 4242, FromUs: 4*sec + 9*sec/10, Bytes: 0},
+		},
+	}
+	for i, u := range util {
+		g0.GPUSamples = append(g0.GPUSamples, fakenvml.Sample{TimestampUs: sec + uint64(i)*half, Percent: u})
+	}
+	g1 := fakenvml.GPU{UUID: "GPU-c0570000-0000-4000-8000-000000000001", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:19:00.0",
+		MemTotal: 80 << 30, EnergyMJ: 7_000, UtilGPU: 35, SamplesUnsupported: true, Power: []fakenvml.PowerStep{{FromUs: 0, MW: 100_000}}}
+	return fakenvml.Scenario{Driver: "550.54.15", GPUs: []fakenvml.GPU{g0, g1}}
+}
+
+func near(t *testing.T, want, got float64) {
+	t.Helper()
+	assert.LessOrEqual(t, math.Abs(got-want), 1e-6*math.Abs(want), "want %v, got %v", want, got)
+}
+
+// TestSamplesGiveTheScenarioArithmetic samples the fake every half second
+// from 1 s to 5 s and checks the figures of the window [1.25 s, 4.75 s]
+// against the scenario worked out by hand.
+func TestSamplesGiveTheScenarioArithmetic(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.SamplingInterval = 500 * time.Millisecond
+	s, clk, _ := startFake(t, costScenario(), cfg)
+	s.tick() // loads NVML and takes the first samples at 1 µs
+	require.Len(t, s.gpus, 2)
+	for k := range 9 {
+		clk.set(sec + uint64(k)*half)
+		s.tick()
+	}
+	at := func(us uint64) time.Time { return time.UnixMicro(int64(us)) }
+	w := gpucost.Window{From: at(sec + sec/4), To: at(4*sec + 3*sec/4)}
+	series := s.Samples(w.From, w.To)
+	require.Len(t, series, 2)
+	g0, g1 := series[0], series[1]
+	assert.Equal(t, 0, g0.Index)
+	assert.Equal(t, "GPU-c0570000-0000-4000-8000-000000000001", g1.UUID)
+
+	// 200 W for 1.75 s and 300 W for 1.75 s.
+	j, r := gpucost.Energy(g0.Energy, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 875, j)
+	// 0.25 s at 20 %, 0.5 s at 20 %, 1.5 s at 80 %, 1.25 s at 50 %.
+	busy, r := gpucost.BusyTime(g0.Util, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 0.05+0.1+1.2+0.625, busy)
+	peak, found, r := gpucost.PeakMemory(g0.Memory, 4242, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	require.True(t, found)
+	assert.Equal(t, uint64(3<<30), peak)
+
+	// GPU 1: 100 W throughout; utilization from the instantaneous 35 %.
+	j, r = gpucost.Energy(g1.Energy, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 350, j)
+	busy, r = gpucost.BusyTime(g1.Util, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 0.35*3.5, busy)
+	_, found, _ = gpucost.PeakMemory(g1.Memory, 4242, w, s.MaxGap())
+	assert.False(t, found)
+
+	// A window that has just ended is sampled on demand: at 5.3 s, the
+	// window up to 5.2 s is covered without waiting for the next tick.
+	clk.set(5*sec + 3*sec/10)
+	w2 := gpucost.Window{From: at(4 * sec), To: at(5*sec + sec/5)}
+	series = s.Samples(w2.From, w2.To)
+	j, r = gpucost.Energy(series[0].Energy, w2, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 300*1.2, j)
+	// A window not yet ended is not covered: no guess.
+	series = s.Samples(w2.From, at(6*sec))
+	_, r = gpucost.Energy(series[0].Energy, gpucost.Window{From: w2.From, To: at(6 * sec)}, s.MaxGap())
+	assert.Equal(t, gpucost.NotCovered, r)
+}
+
+// TestLostGPULeavesAGap: while GPU 0 is lost the sampler skips it, so a
+// window across the gap gets no energy or memory figure.
+func TestLostGPULeavesAGap(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.SamplingInterval = 500 * time.Millisecond
+	cfg.InitRetryInterval = 500 * time.Millisecond
+	s, clk, logs := startFake(t, costScenario(), cfg)
+	s.tick()
+	for k := range 3 {
+		clk.set(sec + uint64(k)*half)
+		s.tick()
+	}
+	require.NoError(t, fakenvml.State{ClockUs: 2*sec + half, Lost: []int{0}}.WriteFile(clk.state))
+	clk.us = 2*sec + half
+	s.tick()
+	require.NoError(t, fakenvml.State{ClockUs: 3 * sec, Lost: []int{0}}.WriteFile(clk.state))
+	clk.us = 3 * sec
+	s.tick()
+	for k := range 3 {
+		clk.set(4*sec + uint64(k)*half)
+		s.tick()
+	}
+	assert.Equal(t, 1, logs.FilterMessageSnippet("GPU is lost").Len())
+	assert.Equal(t, 1, logs.FilterMessageSnippet("lost GPU is back").Len())
+	at := func(us uint64) time.Time { return time.UnixMicro(int64(us)) }
+	across := gpucost.Window{From: at(sec + half), To: at(4*sec + half)}
+	series := s.Samples(across.From, across.To)
+	_, r := gpucost.Energy(series[0].Energy, across, s.MaxGap())
+	assert.Equal(t, gpucost.Gap, r)
+	_, _, r = gpucost.PeakMemory(series[0].Memory, 4242, across, s.MaxGap())
+	assert.Equal(t, gpucost.Gap, r)
+	// Utilization comes from the driver's own samples, which the fake kept
+	// while the GPU was away: they are taken when it is back.
+	// GPU 1 was sampled throughout.
+	_, r = gpucost.Energy(series[1].Energy, across, s.MaxGap())
+	assert.Equal(t, gpucost.Covered, r)
+	// After it came back: covered again.
+	after := gpucost.Window{From: at(4*sec + sec/10), To: at(5 * sec)}
+	series = s.Samples(after.From, after.To)
+	j, r := gpucost.Energy(series[0].Energy, after, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 300*0.9, j)
+}
+
+// TestDormantWithoutNVMLAndRetries: with no library the sampler answers
+// with no samples, warns once, and loads NVML at a later attempt.
+func TestDormantWithoutNVMLAndRetries(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.InitRetryInterval = time.Second
+	s, clk, logs := startFake(t, costScenario(), cfg)
+	load := s.load
+	attempts := 0
+	s.load = func() (nvmlapi.Library, error) {
+		attempts++
+		if attempts < 3 {
+			return nil, errors.New("libnvidia-ml.so.1: cannot open shared object file")
+		}
+		return load()
+	}
+	for k := range 5 {
+		clk.set(sec + uint64(k)*half) // 1 s, 1.5 s, ... 3 s
+		s.tick()
+		if k < 4 {
+			assert.Nil(t, s.Samples(clk.now().Add(-time.Second), clk.now()), "tick %d", k)
+		}
+	}
+	assert.Equal(t, 3, attempts) // at 1 s, 2 s and 3 s: once per init_retry_interval
+	assert.Equal(t, 1, logs.FilterMessageSnippet("NVML is not available").Len())
+	require.Len(t, s.Samples(clk.now(), clk.now()), 2)
+}

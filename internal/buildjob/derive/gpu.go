@@ -1,0 +1,498 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package derive
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
+	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
+)
+
+// Input attributes naming the GPU a run used (optional, on the job span or
+// the status records), and the service's process id (resource).
+const (
+	attrHWID       = "hw.id"
+	attrGPUIndex   = "gpu.index"
+	attrProcessPID = "process.pid"
+)
+
+// Bucket bounds of the GPU figures: an H100 at 700 W for half an hour is
+// about 1.3 MJ; memory from 256 MiB to 128 GiB.
+var (
+	gpuEnergyBounds = []float64{10, 30, 100, 300, 1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6}
+	gpuBusyBounds   = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+	gpuMemoryBounds = []float64{1 << 28, 1 << 29, 1 << 30, 1 << 31, 1 << 32, 1 << 33, 1 << 34, 1 << 35, 1 << 36, 1 << 37}
+)
+
+// gpuHint is the GPU a run's records name: hw.id (the UUID) wins over
+// gpu.index.
+type gpuHint struct {
+	uuid     string
+	index    int64
+	hasIndex bool
+}
+
+func (h gpuHint) none() bool { return h.uuid == "" && !h.hasIndex }
+
+// own copies the UUID out of the input batch.
+func (h gpuHint) own() gpuHint {
+	h.uuid = strings.Clone(h.uuid)
+	return h
+}
+
+func (h gpuHint) matches(s *nvmlsamplerextension.Series) bool {
+	if h.uuid != "" {
+		return h.uuid == s.UUID
+	}
+	return h.hasIndex && h.index == int64(s.Index)
+}
+
+func gpuHintFrom(attrs pcommon.Map) gpuHint {
+	var h gpuHint
+	if v, ok := attrs.Get(attrHWID); ok && v.Type() == pcommon.ValueTypeStr {
+		h.uuid = v.Str()
+	}
+	if v, ok := attrs.Get(attrGPUIndex); ok {
+		switch v.Type() {
+		case pcommon.ValueTypeInt:
+			h.index, h.hasIndex = v.Int(), v.Int() >= 0
+		case pcommon.ValueTypeStr:
+			if i, err := strconv.ParseInt(v.Str(), 10, 64); err == nil && i >= 0 {
+				h.index, h.hasIndex = i, true
+			}
+		}
+	}
+	return h
+}
+
+// processPID reads the service's process.pid resource attribute.
+func processPID(res *resourceEntry) (uint32, bool) {
+	v, ok := res.attrs.Get(attrProcessPID)
+	if !ok {
+		return 0, false
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		if v.Int() > 0 && v.Int() <= 1<<32-1 {
+			return uint32(v.Int()), true
+		}
+	case pcommon.ValueTypeStr:
+		if p, err := strconv.ParseUint(v.Str(), 10, 32); err == nil && p > 0 {
+			return uint32(p), true
+		}
+	}
+	return 0, false
+}
+
+// gpuFigure is one of the per-run GPU figures.
+type gpuFigure uint8
+
+const (
+	figureEnergy gpuFigure = iota
+	figureBusy
+	figureMemory
+	figureStageEnergy
+	figureStageBusy
+	figureStageMemory
+	numGPUFigures
+)
+
+// stageFigures is the offset from a run's figure to the stage's.
+const stageFigures = figureStageEnergy - figureEnergy
+
+func (f gpuFigure) String() string {
+	return [...]string{"energy", "busy_time", "memory_peak", "stage_energy", "stage_busy_time", "stage_memory_peak"}[f]
+}
+
+// gpuSkipReason says why a run has no GPU figure: gpucost's reasons, then
+// the derivation's own.
+type gpuSkipReason uint8
+
+const (
+	gpuSkipNoWindow        = gpuSkipReason(gpucost.NumReasons) + iota // the run has no start or end (timed out, end only)
+	gpuSkipGPUNotFound                                                // the run names a GPU the sampler does not see
+	gpuSkipNoPID                                                      // the service has no process.pid resource attribute
+	gpuSkipProcessNotOnGPU                                            // the service's process held no memory on the run's GPUs
+	numGPUSkipReasons
+)
+
+func (r gpuSkipReason) String() string {
+	switch r {
+	case gpuSkipNoWindow:
+		return "no_window"
+	case gpuSkipGPUNotFound:
+		return "gpu_not_found"
+	case gpuSkipNoPID:
+		return "no_process_pid"
+	case gpuSkipProcessNotOnGPU:
+		return "process_not_on_gpu"
+	}
+	return gpucost.Reason(r).String()
+}
+
+// gpuCost joins counted runs to the GPU samples.
+type gpuCost struct {
+	sampler nvmlsamplerextension.Sampler
+	// recent holds, per GPU UUID, the windows of runs counted lately: a run
+	// counted later that overlaps one shares the overlap with it.
+	recent map[string][]recentWindow
+	nextID uint64        // identifies a run's window among the remembered ones
+	keep   time.Duration // how long a counted window can still overlap a later run
+	// pending: figures waiting for samples that reach their window's end.
+	pending []*pendingGPU
+}
+
+// recentWindow is a counted run's window on a GPU.
+type recentWindow struct {
+	w  gpucost.Window
+	id uint64
+}
+
+// maxRecentWindows bounds the windows remembered per GPU.
+const maxRecentWindows = 4096
+
+func newGPUCost(s nvmlsamplerextension.Sampler, keep time.Duration) *gpuCost {
+	return &gpuCost{sampler: s, recent: map[string][]recentWindow{}, keep: keep}
+}
+
+// lookupGPUSampler finds the gpu_sampler extension among the host's.
+func lookupGPUSampler(host component.Host, id component.ID) (nvmlsamplerextension.Sampler, error) {
+	ext, ok := host.GetExtensions()[id]
+	if !ok {
+		return nil, fmt.Errorf("gpu_sampler: no extension %q is configured and enabled in service::extensions", id)
+	}
+	s, ok := ext.(nvmlsamplerextension.Sampler)
+	if !ok {
+		return nil, fmt.Errorf("gpu_sampler: extension %q is not an nvml_sampler", id)
+	}
+	return s, nil
+}
+
+// setGPUSampler joins the GPU samples of s to the runs counted from now on.
+func (d *deriver) setGPUSampler(s nvmlsamplerextension.Sampler) {
+	d.gpu = newGPUCost(s, d.jobs.Timeout())
+}
+
+func (d *deriver) skipGPU(r gpuSkipReason, figures ...gpuFigure) {
+	for _, f := range figures {
+		d.stats.gpuSkipped[f][r]++
+	}
+}
+
+// gpuWindow is what the GPU figures of a run or a stage are taken for.
+type gpuWindow struct {
+	w    gpucost.Window
+	hint gpuHint
+	res  *resourceEntry
+	// share: a run shares overlaps with the other runs on its GPUs, and is
+	// remembered for later ones; a stage is within its run and does not.
+	share  bool
+	offset gpuFigure // 0 for a run, stageFigures for a stage
+	// id: the run's remembered window (share), not an overlap of its own.
+	id uint64
+}
+
+// gpuResult is what the samples give a window: each figure's value, or why
+// it has none.
+type gpuResult struct {
+	vals    [3]float64
+	reasons [3]gpuSkipReason // gpuCovered: the figure is in vals
+	// notYet: the samples end before the window does (its end has just
+	// passed, or the driver's next utilization sample is still to come):
+	// worth another try.
+	notYet     bool
+	overlapped bool
+	gpus       []string // the UUIDs of the GPUs it was charged to
+}
+
+const gpuCovered = gpuSkipReason(gpucost.Covered)
+
+// gpuFigures works out a window's energy (J), busy time (s) and peak memory
+// (bytes).
+func (d *deriver) gpuFigures(gw gpuWindow) gpuResult {
+	var out gpuResult
+	series := d.gpu.sampler.Samples(gw.w.From, gw.w.To)
+	if len(series) == 0 {
+		out.reasons = [3]gpuSkipReason{gpuSkipReason(gpucost.NoSamples), gpuSkipReason(gpucost.NoSamples), gpuSkipReason(gpucost.NoSamples)}
+		return out
+	}
+	maxGap := d.gpu.sampler.MaxGap()
+	pid, hasPID := processPID(gw.res)
+	gpus := d.pickGPUs(series, gw.hint, pid, hasPID, gw.w, maxGap)
+	if gpus == nil {
+		out.reasons = [3]gpuSkipReason{gpuSkipGPUNotFound, gpuSkipGPUNotFound, gpuSkipGPUNotFound}
+		return out
+	}
+	for _, g := range gpus {
+		out.gpus = append(out.gpus, g.UUID)
+		out.notYet = out.notYet || endsBefore(g, gw.w.To)
+		windows := []gpucost.Window{gw.w}
+		if gw.share {
+			windows = d.overlapping(g, gw, maxGap)
+		}
+		for i, figure := range [2]func(gpucost.Window) (float64, gpucost.Reason){
+			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.Energy(g.Energy, x, maxGap) },
+			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.BusyTime(g.Util, x, maxGap) },
+		} {
+			sh := gpucost.Share(windows, figure)[0]
+			if sh.Reason != gpucost.Covered && out.reasons[i] == gpuCovered {
+				out.reasons[i] = gpuSkipReason(sh.Reason)
+			}
+			out.vals[i] += sh.Value
+			out.overlapped = out.overlapped || sh.Overlapped > 0
+		}
+	}
+	for i := range 2 {
+		if out.reasons[i] != gpuCovered {
+			out.vals[i] = 0
+		}
+	}
+	if !hasPID {
+		out.reasons[2] = gpuSkipNoPID
+		return out
+	}
+	found := false
+	for _, g := range gpus {
+		p, ok, r := gpucost.PeakMemory(g.Memory, pid, gw.w, maxGap)
+		if r != gpucost.Covered {
+			out.reasons[2] = gpuSkipReason(r)
+			return out
+		}
+		if ok {
+			out.vals[2] += float64(p) // on several GPUs: the sum of each GPU's peak
+			found = true
+		}
+	}
+	if !found {
+		out.reasons[2] = gpuSkipProcessNotOnGPU
+	}
+	return out
+}
+
+// endsBefore reports whether g's samples of some kind end before t.
+func endsBefore(g *nvmlsamplerextension.Series, t time.Time) bool {
+	return (len(g.Energy) > 0 && g.Energy[len(g.Energy)-1].T.Before(t)) ||
+		(len(g.Util) > 0 && g.Util[len(g.Util)-1].T.Before(t)) ||
+		(len(g.Memory) > 0 && g.Memory[len(g.Memory)-1].T.Before(t))
+}
+
+var (
+	runGPUFamilies   = [3]family{familyGPUEnergy, familyGPUBusy, familyGPUMemory}
+	stageGPUFamilies = [3]family{familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory}
+)
+
+// pendingGPU is a run's or stage's GPU figures to emit: at once, or once
+// the samples reach the window's end.
+type pendingGPU struct {
+	gw       gpuWindow
+	res      *resourceEntry
+	a, b     string // the series labels: result; or stage, result
+	dims     []dimValue
+	families [3]family
+	deadline time.Time // give up waiting for samples then
+}
+
+// maxPendingGPU bounds the windows waiting for their samples.
+const maxPendingGPU = 4096
+
+// countGPU adds one counted run's GPU figures, or counts why it has none.
+func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
+	if !c.hasDuration {
+		d.skipGPU(gpuSkipNoWindow, figureEnergy, figureBusy, figureMemory)
+		return
+	}
+	d.emitGPU(&pendingGPU{
+		gw:  gpuWindow{w: gpucost.Window{From: c.start.AsTime(), To: c.end.AsTime()}, hint: c.gpu, res: c.res, share: true},
+		res: res, a: c.result, dims: c.dims, families: runGPUFamilies,
+	})
+}
+
+// countStageGPU adds one stage run's GPU figures, or counts why it has none.
+func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp, hint gpuHint, stage, result string, dims []dimValue) {
+	d.emitGPU(&pendingGPU{
+		gw:  gpuWindow{w: gpucost.Window{From: start.AsTime(), To: end.AsTime()}, hint: hint, res: res, offset: stageFigures},
+		res: res, a: stage, b: result, dims: dims, families: stageGPUFamilies,
+	})
+}
+
+// emitGPU emits p's figures, or keeps it for a later try when the samples
+// do not reach its end yet: a run counted the moment it ends may precede
+// the driver's next utilization sample. It gives up (and counts why) at
+// the deadline, or at the final flush.
+func (d *deriver) emitGPU(p *pendingGPU) {
+	if p.gw.share {
+		d.gpu.nextID++
+		p.gw.id = d.gpu.nextID
+	}
+	if !d.tryGPU(p, false) {
+		if len(d.gpu.pending) >= maxPendingGPU {
+			d.tryGPU(p, true)
+			return
+		}
+		p.deadline = time.Now().Add(gpuPendingGrace(d.gpu.sampler.MaxGap()))
+		p.a, p.b = strings.Clone(p.a), strings.Clone(p.b)
+		p.gw.hint = p.gw.hint.own()
+		p.dims = ownedDims(p.dims)
+		d.gpu.pending = append(d.gpu.pending, p)
+	}
+}
+
+// retryGPU tries the pending figures again (each flush); final gives up on
+// those still not covered.
+func (d *deriver) retryGPU(final bool) {
+	kept := d.gpu.pending[:0]
+	for _, p := range d.gpu.pending {
+		if !d.tryGPU(p, final || !time.Now().Before(p.deadline)) {
+			kept = append(kept, p)
+		}
+	}
+	clear(d.gpu.pending[len(kept):])
+	d.gpu.pending = kept
+}
+
+// gpuPendingGrace is how long after its end a window may wait for samples:
+// the driver's utilization samples come about every 1/6 s; the sampler's
+// own at most maxGap apart.
+func gpuPendingGrace(maxGap time.Duration) time.Duration {
+	return max(5*time.Second, 2*maxGap)
+}
+
+// tryGPU emits p's figures and returns true, or returns false when its
+// samples do not reach its end yet and final is false. A run waiting is
+// remembered on its GPUs at once, so that runs counted meanwhile share
+// their overlap with it.
+func (d *deriver) tryGPU(p *pendingGPU, final bool) bool {
+	r := d.gpuFigures(p.gw)
+	if r.notYet && !final {
+		for _, reason := range r.reasons {
+			if reason == gpuSkipReason(gpucost.NotCovered) {
+				if p.gw.share {
+					for _, uuid := range r.gpus {
+						d.gpu.remember(uuid, p.gw.w, p.gw.id)
+					}
+				}
+				return false
+			}
+		}
+	}
+	res := d.resources.reintern(p.res)
+	for i, fam := range p.families {
+		if r.reasons[i] == gpuCovered {
+			d.observeGPU(fam, res, p.a, p.b, p.dims, r.vals[i])
+		} else {
+			d.skipGPU(r.reasons[i], gpuFigure(i)+p.gw.offset)
+		}
+	}
+	if p.gw.share {
+		for _, uuid := range r.gpus {
+			d.gpu.remember(uuid, p.gw.w, p.gw.id)
+		}
+		if r.overlapped {
+			d.stats.gpuOverlappingRuns++
+		}
+	}
+	return true
+}
+
+// pickGPUs chooses the GPUs a run used: the one its records name; else
+// those where the service's process held memory during the run; else
+// every GPU. nil: the named GPU is not among the sampler's.
+func (d *deriver) pickGPUs(series []nvmlsamplerextension.Series, hint gpuHint, pid uint32, hasPID bool, w gpucost.Window, maxGap time.Duration) []*nvmlsamplerextension.Series {
+	if !hint.none() {
+		for i := range series {
+			if hint.matches(&series[i]) {
+				return []*nvmlsamplerextension.Series{&series[i]}
+			}
+		}
+		return nil
+	}
+	var out []*nvmlsamplerextension.Series
+	if hasPID {
+		for i := range series {
+			if _, found, _ := gpucost.PeakMemory(series[i].Memory, pid, w, maxGap); found {
+				out = append(out, &series[i])
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	for i := range series {
+		out = append(out, &series[i])
+	}
+	return out
+}
+
+// overlapping returns w first, then the windows of the other runs on g
+// that overlap it: runs counted before (remembered) and active runs whose
+// start is known, open until w's end. An active run is on g when it names
+// g, or names no GPU and is of the same service instance, or its
+// process held memory on g.
+func (d *deriver) overlapping(g *nvmlsamplerextension.Series, gw gpuWindow, maxGap time.Duration) []gpucost.Window {
+	w, res := gw.w, gw.res
+	out := []gpucost.Window{w}
+	for _, o := range d.gpu.recent[g.UUID] {
+		if o.id != gw.id && o.w.From.Before(w.To) && o.w.To.After(w.From) {
+			out = append(out, o.w)
+		}
+	}
+	end := pcommon.NewTimestampFromTime(w.To)
+	d.jobs.ForEachActiveRun(func(start pcommon.Timestamp, p runPayload) {
+		if start == 0 || start >= end {
+			return
+		}
+		o := gpucost.Window{From: start.AsTime(), To: w.To}
+		on := false
+		switch {
+		case !p.gpu.none():
+			on = p.gpu.matches(g)
+		case p.res == res:
+			on = true
+		default:
+			if pid, ok := processPID(p.res); ok {
+				_, on, _ = gpucost.PeakMemory(g.Memory, pid, o, maxGap)
+			}
+		}
+		if on {
+			out = append(out, o)
+		}
+	})
+	return out
+}
+
+// remember keeps w for later runs on the GPU, forgetting windows that
+// ended longer than a run can last before w's start.
+func (c *gpuCost) remember(uuid string, w gpucost.Window, id uint64) {
+	list := c.recent[uuid]
+	cut := w.From.Add(-c.keep)
+	i := 0
+	for i < len(list) && list[i].w.To.Before(cut) {
+		i++
+	}
+	for _, o := range list {
+		if o.id == id {
+			return // remembered when it began to wait for its samples
+		}
+	}
+	list = append(list[i:], recentWindow{w: w, id: id})
+	if len(list) > maxRecentWindows {
+		list = list[len(list)-maxRecentWindows:]
+	}
+	c.recent[uuid] = list
+}
+
+func (d *deriver) observeGPU(fam family, res *resourceEntry, a, b string, dims []dimValue, v float64) {
+	d.labels = seriesLabels{res: res, fam: fam, a: a, b: b, dims: dims}
+	s := d.series.get(&d.labels)
+	s.count++
+	s.hist.observe(v)
+	d.markDirty(s)
+}
