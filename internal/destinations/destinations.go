@@ -73,7 +73,6 @@ const (
 	EnvGatewayCAFile          = "GPUBUILD_GATEWAY_CA_FILE"
 	EnvGatewayClientCertFile  = "GPUBUILD_GATEWAY_CLIENT_CERT_FILE"
 	EnvGatewayClientKeyFile   = "GPUBUILD_GATEWAY_CLIENT_KEY_FILE"
-	EnvQueueBytes             = "GPUBUILD_QUEUE_BYTES"
 )
 
 // Destination names accepted in GPUBUILD_DESTINATIONS.
@@ -276,7 +275,7 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 			}
 			branch(name, []any{remoteWriteQueueExp}, toCumulative)
 		case Gateway:
-			exp, err := gatewayConfig(env, storage)
+			exp, err := gatewayConfig(env, common)
 			if err != nil {
 				return nil, err
 			}
@@ -664,7 +663,7 @@ func otlpConfig(env envReader, c common) (id string, cfg map[string]any, delta b
 // gatewayConfig is the exporter to a fleet's gateways (docs/fleet.md): OTLP
 // over gRPC, its queue on disk without batching (each request keeps the
 // identity the requestid processor stamped), retried without end.
-func gatewayConfig(env envReader, storage string) (map[string]any, error) {
+func gatewayConfig(env envReader, c common) (map[string]any, error) {
 	endpoint := env.get(EnvGatewayEndpoint, "")
 	if endpoint == "" {
 		return nil, fmt.Errorf("%s is required by %s=%s (the gateways' host:port, e.g. otelcol-gateway.observability.svc.cluster.local:4317)", EnvGatewayEndpoint, EnvDestinations, Gateway)
@@ -688,21 +687,11 @@ func gatewayConfig(env envReader, storage string) (map[string]any, error) {
 			tls[key] = v
 		}
 	}
-	queueBytes, err := env.positiveInt(EnvQueueBytes, "268435456")
-	if err != nil {
-		return nil, err
-	}
-	queue := map[string]any{
-		"enabled": true,
-		// Capped in bytes, as the cloudwatch exporter's queue, so it fits
-		// the volume. No batch: a batch would merge or split stamped
-		// requests.
-		"sizer":      "bytes",
-		"queue_size": queueBytes,
-	}
-	if storage != "" {
-		queue["storage"] = storage
-	}
+	// The destinations' queue (GPUBUILD_DESTINATION_QUEUE_SIZE requests,
+	// on disk), without its batch: a batch would merge or split stamped
+	// requests.
+	queue := cloneMap(c.queue)
+	delete(queue, "batch")
 	return map[string]any{
 		"endpoint": endpoint,
 		"tls":      tls,

@@ -307,6 +307,7 @@ func TestGateway(t *testing.T) {
 	q := exp["sending_queue"].(map[string]any)
 	assert.NotContains(t, q, "batch", "a batch would merge or split stamped requests")
 	assert.Equal(t, "file_storage/queue", q["storage"])
+	assert.Equal(t, 10000, q["queue_size"], "requests, GPUBUILD_DESTINATION_QUEUE_SIZE")
 	assert.Equal(t, 0, exp["retry_on_failure"].(map[string]any)["max_elapsed_time"])
 	assert.Equal(t, map[string]any{"insecure": true}, exp["tls"])
 	assert.NotContains(t, out["exporters"], "cloudwatch_otlp")
