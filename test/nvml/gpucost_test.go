@@ -171,20 +171,25 @@ func TestGPUCostPerRun(t *testing.T) {
 		}
 		return out
 	}
+	// Energy: each counter read is stamped on the host clock halfway through
+	// its NVML call, so a loaded machine (a call descheduled for a few ms)
+	// moves a window's edges by that much: up to 1 J at these 300 W. A run
+	// given another run's window or share is off by tens of joules.
 	type want struct {
 		metric, result string
 		value, rel     float64
+		abs            float64
 	}
 	wants := []want{
-		{"build.gpu.energy", "success", 850, 1e-4},
-		{"build.gpu.energy", "failure", 750, 1e-4},
-		{"build.gpu.busy_time", "success", 2.45, 1e-6},
-		{"build.gpu.busy_time", "failure", 2.15, 1e-6},
-		{"build.gpu.memory.peak", "success", float64(3 * gib), 0},
-		{"build.gpu.memory.peak", "failure", float64(6 * gib), 0},
-		{"build.stage.gpu.energy", "failure", 675, 1e-4},
-		{"build.stage.gpu.busy_time", "failure", 1.95, 1e-6},
-		{"build.stage.gpu.memory.peak", "failure", float64(6 * gib), 0},
+		{"build.gpu.energy", "success", 850, 1e-4, 1},
+		{"build.gpu.energy", "failure", 750, 1e-4, 1},
+		{"build.gpu.busy_time", "success", 2.45, 1e-6, 0},
+		{"build.gpu.busy_time", "failure", 2.15, 1e-6, 0},
+		{"build.gpu.memory.peak", "success", float64(3 * gib), 0, 0},
+		{"build.gpu.memory.peak", "failure", float64(6 * gib), 0, 0},
+		{"build.stage.gpu.energy", "failure", 675, 1e-4, 1},
+		{"build.stage.gpu.busy_time", "failure", 1.95, 1e-6, 0},
+		{"build.stage.gpu.memory.peak", "failure", float64(6 * gib), 0, 0},
 	}
 	for _, w := range wants {
 		ok := binarytest.Eventually(30*time.Second, func() bool { return len(values(w.metric, w.result)) > 0 || col.Exited() })
@@ -202,7 +207,7 @@ func TestGPUCostPerRun(t *testing.T) {
 		require.True(t, ok, "no %s datum for %s within 30 s:\n%s", w.metric, w.result, col.Output.String())
 		got := values(w.metric, w.result)
 		require.Len(t, got, 1, "%s %s: one run", w.metric, w.result)
-		assert.LessOrEqual(t, math.Abs(got[0]-w.value), w.rel*w.value, "%s %s: want %v, got %v", w.metric, w.result, w.value, got[0])
+		assert.LessOrEqual(t, math.Abs(got[0]-w.value), w.rel*w.value+w.abs, "%s %s: want %v, got %v", w.metric, w.result, w.value, got[0])
 	}
 }
 

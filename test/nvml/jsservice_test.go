@@ -187,9 +187,11 @@ func TestGPUCostWithJSService(t *testing.T) {
 		require.True(t, ok, "%+v: durations %v energy %v busy %v peak %v\n%s", c, durations, energy, busy, peak, col.Output.String())
 		for i, d := range durations {
 			// Each counter read is stamped halfway through its NVML call on
-			// the host clock: up to tens of µs off on a busy machine, at
-			// 250 W some mJ per window end.
-			assert.LessOrEqual(t, math.Abs(energy[i]-250*d), 1e-4*250*d+0.05, "%+v energy: %v J for %v s", c, energy[i], d)
+			// the host clock: a call descheduled for a few ms on a loaded
+			// machine moves a window's edge by that much, up to 1 J at
+			// 250 W (seen: 0.083 J under make test). A wrong window is off
+			// by tens of joules.
+			assert.LessOrEqual(t, math.Abs(energy[i]-250*d), 1e-4*250*d+1, "%+v energy: %v J for %v s", c, energy[i], d)
 			assert.LessOrEqual(t, math.Abs(busy[i]-0.6*d), 1e-6*0.6*d, "%+v busy: %v s for %v s", c, busy[i], d)
 			assert.Equal(t, float64(4*gib), peak[i], "%+v peak memory", c)
 		}
