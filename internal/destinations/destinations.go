@@ -22,17 +22,22 @@
 //     requestid processor stamps each request before the exporter's queue.
 //
 // Every destination that sends is its own exporter with its own queue and
-// retry. The component configurations are generated here (not in the YAML)
-// because an exporter that is defined is validated even when no pipeline
-// uses it, and most destinations have a required setting.
+// retry. Each destination's components and pipeline are a YAML fragment,
+// pipelines/<name>.yaml, rendered with the settings read (and checked) from
+// the environment and merged in only when the destination is named: an
+// exporter that is defined is validated even when no pipeline uses it, and
+// most destinations have a required setting.
 //
 // Unset or `cloudwatch` alone leaves the configuration untouched.
 package destinations
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -41,9 +46,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
+	"go.yaml.in/yaml/v3"
 )
 
 // Environment variables read by the converter.
@@ -92,20 +99,8 @@ var Names = []string{CloudWatch, CloudWatchOTLP, Prometheus, PrometheusRemoteWri
 const (
 	sourcePipeline      = "metrics"
 	fanout              = "fanout/destinations"
-	temporalityType     = "temporality"
-	toCumulative        = "cumulative"
-	toDelta             = "delta"
-	cloudWatchOTLPAuth  = "sigv4auth/cloudwatch_otlp"
-	cloudWatchOTLPExp   = "otlp_http/cloudwatch_otlp"
-	prometheusExp       = "prometheus/destination"
-	remoteWriteExp      = "prometheusremotewrite/destination"
-	remoteWriteQueueExp = "otlp_grpc/remote_write_queue"
-	remoteWriteQueueRcv = "otlp/remote_write_queue"
-	remoteWritePipeline = "metrics/remote_write"
 	otlpGRPCExp         = "otlp_grpc/destination"
 	otlpHTTPExp         = "otlp_http/destination"
-	gatewayExp          = "otlp_grpc/gateway"
-	requestID           = "requestid"
 	queueStorage        = "file_storage/queue"
 	cloudWatchType      = "cloudwatch"
 	defaultPromHost     = "127.0.0.1"
@@ -114,10 +109,6 @@ const (
 	defaultRetryElapsed = "1h"
 	defaultMaxStale     = "24h"
 	defaultMaxStreams   = "20000"
-	// Serialized bytes per CloudWatch OTLP request: at most 4 MiB, under
-	// the documented 5 MB; a batch leaves at 256 KiB or after a second.
-	cloudWatchOTLPMaxBatch = 4 << 20
-	cloudWatchOTLPMinBatch = 256 << 10
 )
 
 // NewFactory returns the converter factory that ocb wires into the distribution.
@@ -167,7 +158,9 @@ func Parse(lookupEnv func(string) (string, bool)) ([]string, error) {
 }
 
 // Apply rewrites a resolved collector configuration for the destinations
-// GPUBUILD_DESTINATIONS names. It does not modify cfg.
+// GPUBUILD_DESTINATIONS names. It does not modify cfg. Each destination's
+// components and pipeline are the YAML fragment pipelines/<name>.yaml,
+// rendered with the settings read from the environment and merged in.
 func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[string]any, error) {
 	names, err := Parse(lookupEnv)
 	if err != nil {
@@ -176,7 +169,6 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 	if slices.Equal(names, []string{CloudWatch}) {
 		return cfg, nil
 	}
-	env := envReader(lookupEnv)
 	out := cloneMap(cfg)
 	service := cloneMap(asMap(out["service"]))
 	pipelines := cloneMap(asMap(service["pipelines"]))
@@ -186,138 +178,155 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 	}
 	source = cloneMap(source)
 
-	extensions := cloneMap(asMap(out["extensions"]))
-	exporters := cloneMap(asMap(out["exporters"]))
-	processors := cloneMap(asMap(out["processors"]))
-	connectors := cloneMap(asMap(out["connectors"]))
-	receivers := cloneMap(asMap(out["receivers"]))
-	serviceExtensions := asList(service["extensions"])
-	storage := ""
-	if _, ok := extensions[queueStorage]; ok {
-		storage = queueStorage
-	}
-	common, err := commonSettings(env, storage)
+	storageCfg := asMap(asMap(out["extensions"])[queueStorage])
+	set, err := readSettings(envReader(lookupEnv), names, storageCfg, asMap(out["extensions"])[queueStorage] != nil)
 	if err != nil {
 		return nil, err
 	}
-
-	var cloudWatchExporters, sourceExporters []any
+	var sourceExporters []any
 	for _, id := range asList(source["exporters"]) {
 		if s, ok := id.(string); ok && componentType(s) == cloudWatchType {
-			cloudWatchExporters = append(cloudWatchExporters, id)
+			set.CloudWatchExporters = append(set.CloudWatchExporters, id)
 			continue
 		}
 		sourceExporters = append(sourceExporters, id)
 	}
-	if slices.Contains(names, CloudWatch) && len(cloudWatchExporters) == 0 {
+	if slices.Contains(names, CloudWatch) && len(set.CloudWatchExporters) == 0 {
 		return nil, fmt.Errorf("%s=cloudwatch: service::pipelines::%s has no cloudwatch exporter", EnvDestinations, sourcePipeline)
 	}
 
-	// Every destination is a pipeline of its own behind the fanout
-	// connector, which keeps one destination's refusal from making the
-	// others receive anything twice; each converts to the temporality its
-	// store reads with a state of its own, saved beside the queue.
-	connectors[fanout] = nil
-	sourceExporters = append(sourceExporters, fanout)
-	state := temporalityState(asMap(extensions[queueStorage]), storage)
-	branch := func(name string, exporters []any, to string) {
-		p := map[string]any{"receivers": []any{fanout}, "exporters": exporters}
-		if to != "" {
-			id := temporalityType + "/" + pipelineName(name)
-			processors[id] = map[string]any{
-				"to":         to,
-				"max_stale":  common.maxStale,
-				"max_series": common.maxStreams,
-				"state":      state,
-			}
-			p["processors"] = []any{id}
-		}
-		pipelines[sourcePipeline+"/"+pipelineName(name)] = p
-	}
-	for _, name := range names {
-		switch name {
-		case CloudWatch:
-			// The exporter converts to delta itself, with its own saved state.
-			branch(name, cloudWatchExporters, "")
-		case CloudWatchOTLP:
-			exp, ext, err := cloudWatchOTLPConfig(env, common)
-			if err != nil {
-				return nil, err
-			}
-			exporters[cloudWatchOTLPExp] = exp
-			extensions[cloudWatchOTLPAuth] = ext
-			if !slices.Contains(serviceExtensions, any(cloudWatchOTLPAuth)) {
-				serviceExtensions = append(serviceExtensions, cloudWatchOTLPAuth)
-			}
-			branch(name, []any{cloudWatchOTLPExp}, toCumulative)
-		case Prometheus:
-			exp, err := prometheusConfig(env, common)
-			if err != nil {
-				return nil, err
-			}
-			exporters[prometheusExp] = exp
-			branch(name, []any{prometheusExp}, toCumulative)
-		case PrometheusRemoteWrite:
-			rw, err := remoteWriteConfig(env, common, asMap(extensions[queueStorage]))
-			if err != nil {
-				return nil, err
-			}
-			exporters[remoteWriteExp] = rw.exporter
-			if rw.queue == nil {
-				branch(name, []any{remoteWriteExp}, toCumulative)
-				break
-			}
-			exporters[remoteWriteQueueExp] = rw.queue
-			receivers[remoteWriteQueueRcv] = rw.queueReceiver
-			pipelines[remoteWritePipeline] = map[string]any{
-				"receivers": []any{remoteWriteQueueRcv},
-				"exporters": []any{remoteWriteExp},
-			}
-			branch(name, []any{remoteWriteQueueExp}, toCumulative)
-		case Gateway:
-			exp, err := gatewayConfig(env, common)
-			if err != nil {
-				return nil, err
-			}
-			exporters[gatewayExp] = exp
-			// Deltas only, so a sidecar may move between gateways at any
-			// time; then each request's identity, fixed before the queue.
-			branch(name, []any{gatewayExp}, toDelta)
-			p := asMap(pipelines[sourcePipeline+"/"+name])
-			p["processors"] = append(asList(p["processors"]), requestID)
-			processors[requestID] = nil
-		case OTLP:
-			id, exp, delta, err := otlpConfig(env, common)
-			if err != nil {
-				return nil, err
-			}
-			exporters[id] = exp
-			to := toCumulative
-			if delta {
-				to = toDelta
-			}
-			branch(name, []any{id}, to)
-		}
-	}
-
-	source["exporters"] = sourceExporters
+	// The metrics pipeline ends in the fanout connector, which keeps one
+	// destination's refusal from making the others receive anything twice.
+	source["exporters"] = append(sourceExporters, fanout)
 	pipelines[sourcePipeline] = source
 	service["pipelines"] = pipelines
-	if len(serviceExtensions) > 0 {
-		service["extensions"] = serviceExtensions
-	}
 	out["service"] = service
-	out["exporters"] = exporters
-	setIfNotEmpty(out, "extensions", extensions)
-	setIfNotEmpty(out, "receivers", receivers)
-	setIfNotEmpty(out, "processors", processors)
-	setIfNotEmpty(out, "connectors", connectors)
+	connectors := cloneMap(asMap(out["connectors"]))
+	connectors[fanout] = nil
+	out["connectors"] = connectors
+	for _, name := range names {
+		fragment, err := render(name, set)
+		if err != nil {
+			return nil, err
+		}
+		merge(out, fragment)
+	}
 	return out, nil
 }
 
-// pipelineName is a destination's name as a component or pipeline name.
-func pipelineName(destination string) string {
-	return strings.ReplaceAll(destination, "-", "_")
+// settings are the values the fragments are rendered with, read from the
+// environment and checked (an error names the variable).
+type settings struct {
+	QueueSize       int
+	Storage         string // the queue's storage extension, or ""
+	RetryMaxElapsed string
+	MaxStale        string
+	MaxStreams      int
+	State           map[string]any // the temporality processors' state
+
+	CloudWatchExporters []any
+	CloudWatchOTLP      struct{ Region, Endpoint string }
+	Prometheus          struct{ Endpoint string }
+	RemoteWrite         struct {
+		Endpoint             string
+		Mode                 string // queue, wal or memory
+		Socket, WALDirectory string
+	}
+	OTLP struct {
+		ID, Endpoint, Temporality string
+		HTTP                      bool
+		Headers, TLS              map[string]any
+	}
+	Gateway struct {
+		Endpoint, Timeout string
+		TLS               map[string]any
+	}
+}
+
+func readSettings(env envReader, names []string, storageCfg map[string]any, hasStorage bool) (*settings, error) {
+	set := &settings{}
+	if hasStorage {
+		set.Storage = queueStorage
+	}
+	var err error
+	if set.QueueSize, err = env.positiveInt(EnvQueueSize, defaultQueueSize); err != nil {
+		return nil, err
+	}
+	if set.RetryMaxElapsed, err = env.duration(EnvRetryMaxElapsed, defaultRetryElapsed); err != nil {
+		return nil, err
+	}
+	if set.MaxStale, err = env.duration(EnvCumulativeMaxStale, defaultMaxStale); err != nil {
+		return nil, err
+	}
+	if set.MaxStreams, err = env.positiveInt(EnvCumulativeMaxStreams, defaultMaxStreams); err != nil {
+		return nil, err
+	}
+	set.State = temporalityState(storageCfg, set.Storage)
+	for _, name := range names {
+		switch name {
+		case CloudWatchOTLP:
+			err = set.readCloudWatchOTLP(env)
+		case Prometheus:
+			err = set.readPrometheus(env)
+		case PrometheusRemoteWrite:
+			err = set.readRemoteWrite(env, storageCfg)
+		case OTLP:
+			err = set.readOTLP(env)
+		case Gateway:
+			err = set.readGateway(env)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return set, nil
+}
+
+//go:embed pipelines/*.yaml
+var fragments embed.FS
+
+var fragmentTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	// json writes a value as a YAML flow value (JSON is YAML).
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+}).ParseFS(fragments, "pipelines/*.yaml"))
+
+// render is the fragment of destination name, rendered with set.
+func render(name string, set *settings) (map[string]any, error) {
+	var b bytes.Buffer
+	if err := fragmentTemplates.ExecuteTemplate(&b, name+".yaml", set); err != nil {
+		return nil, fmt.Errorf("%s=%s: %w", EnvDestinations, name, err)
+	}
+	var out map[string]any
+	if err := yaml.Unmarshal(b.Bytes(), &out); err != nil {
+		return nil, fmt.Errorf("%s=%s: the rendered pipeline is not YAML: %w", EnvDestinations, name, err)
+	}
+	return out, nil
+}
+
+// merge adds src's components and pipelines to dst: maps are merged key by
+// key, lists (service::extensions) are appended without repeats.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		switch sv := v.(type) {
+		case map[string]any:
+			dm := cloneMap(asMap(dst[k]))
+			merge(dm, sv)
+			dst[k] = dm
+		case []any:
+			list := asList(dst[k])
+			for _, e := range sv {
+				if !slices.Contains(list, e) {
+					list = append(list, e)
+				}
+			}
+			dst[k] = list
+		default:
+			dst[k] = v
+		}
+	}
 }
 
 // temporalityState is where a destination's temporality processor keeps its
@@ -339,215 +348,62 @@ func temporalityState(storageCfg map[string]any, storage string) map[string]any 
 	return state
 }
 
-// settings every sending destination shares.
-type common struct {
-	queue      map[string]any
-	queueSize  int
-	retry      map[string]any
-	maxStale   string
-	maxStreams int
-}
-
-func commonSettings(env envReader, storage string) (common, error) {
-	size, err := env.positiveInt(EnvQueueSize, defaultQueueSize)
-	if err != nil {
-		return common{}, err
-	}
-	elapsed, err := env.duration(EnvRetryMaxElapsed, defaultRetryElapsed)
-	if err != nil {
-		return common{}, err
-	}
-	maxStale, err := env.duration(EnvCumulativeMaxStale, defaultMaxStale)
-	if err != nil {
-		return common{}, err
-	}
-	maxStreams, err := env.positiveInt(EnvCumulativeMaxStreams, defaultMaxStreams)
-	if err != nil {
-		return common{}, err
-	}
-	queue := map[string]any{
-		"enabled":    true,
-		"queue_size": size,
-		// A full queue refuses rather than blocks: a store that is down
-		// must never hold up the pipeline that feeds the others.
-		"block_on_overflow": false,
-		"batch": map[string]any{
-			"flush_timeout": "1s",
-			"min_size":      1000,
-			"max_size":      20000,
-		},
-	}
-	if storage != "" {
-		queue["storage"] = storage
-	}
-	return common{
-		queue:     queue,
-		queueSize: size,
-		retry: map[string]any{
-			"enabled":          true,
-			"initial_interval": "1s",
-			"max_interval":     "30s",
-			"max_elapsed_time": elapsed,
-		},
-		maxStale:   maxStale,
-		maxStreams: maxStreams,
-	}, nil
-}
-
-func cloudWatchOTLPConfig(env envReader, c common) (exporter, extension map[string]any, err error) {
+func (set *settings) readCloudWatchOTLP(env envReader) error {
 	region := env.get(EnvAWSRegion, "")
 	if region == "" {
-		return nil, nil, fmt.Errorf("%s is required by %s=%s (the AWS region to sign for, e.g. us-east-1)", EnvAWSRegion, EnvDestinations, CloudWatchOTLP)
+		return fmt.Errorf("%s is required by %s=%s (the AWS region to sign for, e.g. us-east-1)", EnvAWSRegion, EnvDestinations, CloudWatchOTLP)
 	}
 	endpoint := env.get(EnvCloudWatchOTLPEndpoint, "https://monitoring."+region+".amazonaws.com/v1/metrics")
 	if err := checkURL(EnvCloudWatchOTLPEndpoint, endpoint); err != nil {
-		return nil, nil, err
+		return err
 	}
-	// AWS documents a 5 MB cap on the uncompressed body of a request to
-	// its OTLP endpoints (docs/destinations.md): batches are counted in
-	// serialized bytes and split under it, whatever request size the
-	// receivers are configured to accept (the shared batch's 20 000 points
-	// are about 5.2 MB at this sidecar's 258 B a point).
-	queue := cloneMap(c.queue)
-	queue["batch"] = map[string]any{
-		"sizer":         "bytes",
-		"flush_timeout": "1s",
-		"min_size":      cloudWatchOTLPMinBatch,
-		"max_size":      cloudWatchOTLPMaxBatch,
-	}
-	return map[string]any{
-			"metrics_endpoint": endpoint,
-			"auth":             map[string]any{"authenticator": cloudWatchOTLPAuth},
-			"encoding":         "proto",
-			"compression":      "gzip",
-			"timeout":          "10s",
-			"sending_queue":    queue,
-			"retry_on_failure": c.retry,
-		}, map[string]any{
-			"region":  region,
-			"service": "monitoring",
-		}, nil
+	set.CloudWatchOTLP.Region, set.CloudWatchOTLP.Endpoint = region, endpoint
+	return nil
 }
 
-func prometheusConfig(env envReader, c common) (map[string]any, error) {
+func (set *settings) readPrometheus(env envReader) error {
 	host := env.get(EnvPrometheusHost, defaultPromHost)
 	port, err := env.port(EnvPrometheusPort, defaultPromPort)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return map[string]any{
-		"endpoint": net.JoinHostPort(host, strconv.Itoa(port)),
-		// GPU and build resource attributes become labels, so series of
-		// different GPUs or builds never collapse into one.
-		"resource_to_telemetry_conversion": map[string]any{"enabled": true},
-		"metric_expiration":                c.maxStale,
-	}, nil
+	set.Prometheus.Endpoint = net.JoinHostPort(host, strconv.Itoa(port))
+	return nil
 }
 
-// remoteWrite is the generated configuration of prometheus-remote-write:
-// the contrib exporter, and, when the queue directory is configured, the
-// persistent queue in front of it (an OTLP exporter with the file_storage
-// queue, sending over a socket to an OTLP receiver whose pipeline ends in
-// the remote-write exporter).
-type remoteWrite struct {
-	exporter      map[string]any
-	queue         map[string]any // nil: the exporter's in-memory queue or log
-	queueReceiver map[string]any
-}
-
-func remoteWriteConfig(env envReader, c common, storage map[string]any) (remoteWrite, error) {
+// readRemoteWrite picks how remote write keeps what it has not sent: the
+// persistent queue in front of it (the default, with a queue directory),
+// the contrib write-ahead log (GPUBUILD_PROMETHEUS_REMOTE_WRITE_WAL=true), or
+// the exporter's in-memory queue (no queue directory: an outage's samples,
+// not a restart's).
+func (set *settings) readRemoteWrite(env envReader, storageCfg map[string]any) error {
 	endpoint := env.get(EnvRemoteWriteEndpoint, "")
 	if endpoint == "" {
-		return remoteWrite{}, fmt.Errorf("%s is required by %s=%s (the remote write URL, e.g. http://127.0.0.1:9090/api/v1/write)", EnvRemoteWriteEndpoint, EnvDestinations, PrometheusRemoteWrite)
+		return fmt.Errorf("%s is required by %s=%s (the remote write URL, e.g. http://127.0.0.1:9090/api/v1/write)", EnvRemoteWriteEndpoint, EnvDestinations, PrometheusRemoteWrite)
 	}
 	if err := checkURL(EnvRemoteWriteEndpoint, endpoint); err != nil {
-		return remoteWrite{}, err
-	}
-	cfg := map[string]any{
-		"endpoint": endpoint,
-		// Resource attributes become labels of every series, as in the
-		// scrape endpoint.
-		"resource_to_telemetry_conversion": map[string]any{"enabled": true},
-		// No target_info: the resource attributes are on every series
-		// already, and target_info is one series per resource stamped with
-		// the newest point of each batch. The service's SDK exports and the
-		// sidecar's derived flushes share the service's resource but carry
-		// their own clocks, so an SDK export collected before a flush and
-		// delivered after it gave target_info an older sample than the
-		// flush's, which Prometheus refuses (out of order sample, 400) with
-		// the whole request.
-		"target_info":      map[string]any{"enabled": false},
-		"retry_on_failure": c.retry,
-		"timeout":          "10s",
-		// Prometheus refuses a sample older than the newest of its series:
-		// requests in parallel would reorder them, so send one at a time.
-		"max_batch_request_parallelism": 1,
-		"remote_write_queue":            map[string]any{"enabled": true, "queue_size": c.queueSize, "num_consumers": 1},
+		return err
 	}
 	useWAL, err := env.boolean(EnvRemoteWriteWAL, "false")
 	if err != nil {
-		return remoteWrite{}, err
+		return err
 	}
-	dir, _ := storage["directory"].(string)
+	rw := &set.RemoteWrite
+	rw.Endpoint = endpoint
+	dir, _ := storageCfg["directory"].(string)
 	switch {
 	case dir != "" && *useWAL:
-		// The contrib write-ahead log keeps samples across a restart, but
-		// on any failed send it re-reads from its oldest unsent entry: a
-		// refused request is sent again for good, and the log is never
-		// truncated again.
-		cfg["wal"] = map[string]any{
-			"directory": strings.TrimRight(dir, "/") + "/prometheus-remote-write-wal",
-			// The log is sent (and truncated) this often: remote write
-			// lags by up to this much.
-			"truncate_frequency": "5s",
-		}
-		return remoteWrite{exporter: cfg}, nil
+		rw.Mode, rw.WALDirectory = "wal", strings.TrimRight(dir, "/")+"/prometheus-remote-write-wal"
 	case dir == "":
-		// No queue directory: the in-memory queue keeps an outage's
-		// samples, not a restart's.
-		return remoteWrite{exporter: cfg}, nil
+		rw.Mode = "memory"
+	default:
+		socket, err := remoteWriteSocket(dir)
+		if err != nil {
+			return err
+		}
+		rw.Mode, rw.Socket = "queue", socket
 	}
-	// The persistent queue: the contrib exporter has none, so an OTLP
-	// exporter with the file_storage queue holds the data, in order (one
-	// consumer), and hands it over a socket to a receiver whose pipeline
-	// ends in the remote-write exporter. That exporter sends synchronously
-	// (no queue of its own, no retry of its own): the receiver answers, and
-	// the queue deletes a request, only once Prometheus stored it. A
-	// refusal for good (4xx) comes back as a permanent error (gRPC
-	// InvalidArgument), which the queue drops; anything else is retried
-	// from the queue, across restarts. A request sent again after a lost
-	// answer holds the samples Prometheus already has (same series,
-	// timestamps and values), which it accepts as duplicates.
-	cfg["remote_write_queue"] = map[string]any{"enabled": false}
-	cfg["retry_on_failure"] = map[string]any{"enabled": false}
-	socket, err := remoteWriteSocket(dir)
-	if err != nil {
-		return remoteWrite{}, err
-	}
-	queue := cloneMap(c.queue)
-	queue["num_consumers"] = 1
-	return remoteWrite{
-		exporter: cfg,
-		queue: map[string]any{
-			"endpoint":    "unix://" + socket,
-			"tls":         map[string]any{"insecure": true},
-			"compression": "none",
-			// Longer than one remote-write request (its own timeout).
-			"timeout":          "30s",
-			"sending_queue":    queue,
-			"retry_on_failure": c.retry,
-		},
-		queueReceiver: map[string]any{
-			"protocols": map[string]any{
-				"grpc": map[string]any{
-					"endpoint":  socket,
-					"transport": "unix",
-					// A batch of the queue is up to 20,000 points.
-					"max_recv_msg_size_mib": 64,
-				},
-			},
-		},
-	}, nil
+	return nil
 }
 
 // remoteWriteSocket is the Unix socket between the remote-write queue and
@@ -590,50 +446,34 @@ func removeStaleSocket(path string) {
 	_ = os.Remove(path)
 }
 
-func otlpConfig(env envReader, c common) (id string, cfg map[string]any, delta bool, err error) {
+func (set *settings) readOTLP(env envReader) error {
 	endpoint := env.get(EnvOTLPEndpoint, "")
 	if endpoint == "" {
-		return "", nil, false, fmt.Errorf("%s is required by %s=%s (the OTLP endpoint, e.g. http://127.0.0.1:4318)", EnvOTLPEndpoint, EnvDestinations, OTLP)
+		return fmt.Errorf("%s is required by %s=%s (the OTLP endpoint, e.g. http://127.0.0.1:4318)", EnvOTLPEndpoint, EnvDestinations, OTLP)
 	}
 	protocol := env.get(EnvOTLPProtocol, "http/protobuf")
 	temporality := strings.ToLower(env.get(EnvOTLPTemporality, "cumulative"))
 	switch temporality {
 	case "cumulative", "delta":
 	default:
-		return "", nil, false, fmt.Errorf("%s: %q is not a temporality (accepted: cumulative, delta)", EnvOTLPTemporality, temporality)
+		return fmt.Errorf("%s: %q is not a temporality (accepted: cumulative, delta)", EnvOTLPTemporality, temporality)
 	}
 	headers, err := ParseHeaders(env.get(EnvOTLPHeaders, ""))
 	if err != nil {
-		return "", nil, false, err
+		return err
 	}
 	insecure, err := env.boolean(EnvOTLPInsecure, "")
 	if err != nil {
-		return "", nil, false, err
+		return err
 	}
-	tls := map[string]any{}
-	for key, name := range map[string]string{"ca_file": EnvOTLPCAFile, "cert_file": EnvOTLPClientCertFile, "key_file": EnvOTLPClientKeyFile} {
-		if v := env.get(name, ""); v != "" {
-			tls[key] = v
-		}
-	}
-	cfg = map[string]any{
-		"timeout":          "10s",
-		"compression":      "gzip",
-		"sending_queue":    c.queue,
-		"retry_on_failure": c.retry,
-	}
-	if len(headers) > 0 {
-		cfg["headers"] = headers
-	}
+	o := &set.OTLP
+	o.Temporality = temporality
 	switch protocol {
 	case "http/protobuf":
 		if err := checkURL(EnvOTLPEndpoint, endpoint); err != nil {
-			return "", nil, false, err
+			return err
 		}
-		// The exporter appends /v1/metrics, as OTEL_EXPORTER_OTLP_ENDPOINT does.
-		cfg["endpoint"] = endpoint
-		cfg["encoding"] = "proto"
-		id = otlpHTTPExp
+		o.ID, o.Endpoint, o.HTTP = otlpHTTPExp, endpoint, true
 	case "grpc":
 		hostPort := endpoint
 		if u, perr := url.Parse(endpoint); perr == nil && (u.Scheme == "http" || u.Scheme == "https") {
@@ -644,68 +484,59 @@ func otlpConfig(env envReader, c common) (id string, cfg map[string]any, delta b
 			}
 		}
 		if _, _, err := net.SplitHostPort(hostPort); err != nil {
-			return "", nil, false, fmt.Errorf("%s: %q is not host:port or a URL with a port", EnvOTLPEndpoint, endpoint)
+			return fmt.Errorf("%s: %q is not host:port or a URL with a port", EnvOTLPEndpoint, endpoint)
 		}
-		cfg["endpoint"] = hostPort
-		id = otlpGRPCExp
+		o.ID, o.Endpoint = otlpGRPCExp, hostPort
 	default:
-		return "", nil, false, fmt.Errorf("%s: %q is not a protocol (accepted: grpc, http/protobuf)", EnvOTLPProtocol, protocol)
+		return fmt.Errorf("%s: %q is not a protocol (accepted: grpc, http/protobuf)", EnvOTLPProtocol, protocol)
 	}
-	if insecure != nil {
-		tls["insecure"] = *insecure
+	if len(headers) > 0 {
+		o.Headers = headers
 	}
-	if len(tls) > 0 {
-		cfg["tls"] = tls
-	}
-	return id, cfg, temporality == "delta", nil
+	o.TLS = tlsSettings(env, insecure, EnvOTLPCAFile, EnvOTLPClientCertFile, EnvOTLPClientKeyFile)
+	return nil
 }
 
-// gatewayConfig is the exporter to a fleet's gateways (docs/fleet.md): OTLP
-// over gRPC, its queue on disk without batching (each request keeps the
-// identity the requestid processor stamped), retried without end.
-func gatewayConfig(env envReader, c common) (map[string]any, error) {
-	endpoint := env.get(EnvGatewayEndpoint, "")
-	if endpoint == "" {
-		return nil, fmt.Errorf("%s is required by %s=%s (the gateways' host:port, e.g. otelcol-gateway.observability.svc.cluster.local:4317)", EnvGatewayEndpoint, EnvDestinations, Gateway)
-	}
-	if _, port, err := net.SplitHostPort(endpoint); err != nil || strings.Contains(endpoint, "/") {
-		return nil, fmt.Errorf("%s: %q is not host:port", EnvGatewayEndpoint, endpoint)
-	} else if _, err := strconv.Atoi(port); err != nil {
-		return nil, fmt.Errorf("%s: %q is not host:port", EnvGatewayEndpoint, endpoint)
-	}
-	timeout, err := env.duration(EnvGatewayTimeout, "10s")
-	if err != nil {
-		return nil, err
-	}
-	insecure, err := env.boolean(EnvGatewayInsecure, "true")
-	if err != nil {
-		return nil, err
-	}
-	tls := map[string]any{"insecure": *insecure}
-	for key, name := range map[string]string{"ca_file": EnvGatewayCAFile, "cert_file": EnvGatewayClientCertFile, "key_file": EnvGatewayClientKeyFile} {
+// tlsSettings is an exporter's tls block from the three file variables and
+// insecure (nil: unset); nil when nothing is set.
+func tlsSettings(env envReader, insecure *bool, caFile, certFile, keyFile string) map[string]any {
+	tls := map[string]any{}
+	for key, name := range map[string]string{"ca_file": caFile, "cert_file": certFile, "key_file": keyFile} {
 		if v := env.get(name, ""); v != "" {
 			tls[key] = v
 		}
 	}
-	// The destinations' queue (GPUBUILD_DESTINATION_QUEUE_SIZE requests,
-	// on disk), without its batch: a batch would merge or split stamped
-	// requests.
-	queue := cloneMap(c.queue)
-	delete(queue, "batch")
-	return map[string]any{
-		"endpoint": endpoint,
-		"tls":      tls,
-		// A gateway answers once the request is in its receipt journal; a
-		// retry after a timeout is merged once.
-		"timeout":       timeout,
-		"sending_queue": queue,
-		"retry_on_failure": map[string]any{
-			"enabled":          true,
-			"initial_interval": "1s",
-			"max_interval":     "30s",
-			"max_elapsed_time": 0, // never give up on the gateways
-		},
-	}, nil
+	if insecure != nil {
+		tls["insecure"] = *insecure
+	}
+	if len(tls) == 0 {
+		return nil
+	}
+	return tls
+}
+
+// readGateway reads where a fleet's gateways are (docs/fleet.md).
+func (set *settings) readGateway(env envReader) error {
+	endpoint := env.get(EnvGatewayEndpoint, "")
+	if endpoint == "" {
+		return fmt.Errorf("%s is required by %s=%s (the gateways' host:port, e.g. otelcol-gateway.observability.svc.cluster.local:4317)", EnvGatewayEndpoint, EnvDestinations, Gateway)
+	}
+	if _, port, err := net.SplitHostPort(endpoint); err != nil || strings.Contains(endpoint, "/") {
+		return fmt.Errorf("%s: %q is not host:port", EnvGatewayEndpoint, endpoint)
+	} else if _, err := strconv.Atoi(port); err != nil {
+		return fmt.Errorf("%s: %q is not host:port", EnvGatewayEndpoint, endpoint)
+	}
+	timeout, err := env.duration(EnvGatewayTimeout, "10s")
+	if err != nil {
+		return err
+	}
+	insecure, err := env.boolean(EnvGatewayInsecure, "true")
+	if err != nil {
+		return err
+	}
+	set.Gateway.Endpoint, set.Gateway.Timeout = endpoint, timeout
+	set.Gateway.TLS = tlsSettings(env, insecure, EnvGatewayCAFile, EnvGatewayClientCertFile, EnvGatewayClientKeyFile)
+	return nil
 }
 
 // ParseHeaders reads the OTEL_EXPORTER_OTLP_HEADERS format: comma-separated
@@ -806,10 +637,4 @@ func cloneMap(m map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
-}
-
-func setIfNotEmpty(cfg map[string]any, key string, m map[string]any) {
-	if len(m) > 0 {
-		cfg[key] = m
-	}
 }
