@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/prometheustest"
 )
 
 // namespace is the shipped default (GPUBUILD_CLOUDWATCH_NAMESPACE): the
@@ -40,9 +40,6 @@ type prometheusServer struct {
 
 func startPrometheus(t testing.TB, port int, scrapeTarget string, ruleFiles []string) *prometheusServer {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
-	dir := t.TempDir()
 	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
 	if len(ruleFiles) > 0 {
 		cfg += "rule_files:\n"
@@ -53,25 +50,7 @@ func startPrometheus(t testing.TB, port int, scrapeTarget string, ruleFiles []st
 	if scrapeTarget != "" {
 		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: gpubuild-sidecar\n    static_configs:\n      - targets: [%q]\n", scrapeTarget)
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
-	proc, err := binarytest.Start([]string{bin,
-		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
-		"--web.enable-remote-write-receiver",
-		"--log.level=warn"}, os.Environ(), 0)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if _, err := proc.Stop(30 * time.Second); err != nil {
-			t.Logf("prometheus: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", proc.Output.String())
-		}
-	})
-	p := &prometheusServer{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	require.NoError(t, proc.AwaitHealthy(p.URL+"/-/ready", 60*time.Second), "prometheus did not become ready")
-	return p
+	return &prometheusServer{URL: prometheustest.StartWithConfig(t, port, cfg).URL}
 }
 
 // promSample is one series of an instant query's answer.

@@ -33,16 +33,24 @@ type Server struct {
 // second when it is set, and stops it when the test ends.
 func Start(t testing.TB, port int, scrapeTarget string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
-	dir := t.TempDir()
 	// No out-of-order window: like a default Prometheus, the store refuses
 	// a sample older than the newest of its series (HTTP 400).
 	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
 	if scrapeTarget != "" {
 		cfg += fmt.Sprintf("scrape_configs:\n  - job_name: sidecar\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", scrapeTarget)
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600))
+	return StartWithConfig(t, port, cfg)
+}
+
+// StartWithConfig runs the server on 127.0.0.1:port with config (its
+// prometheus.yml), a temporary TSDB and the remote-write receiver, and
+// stops it when the test ends.
+func StartWithConfig(t testing.TB, port int, config string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	require.NoError(t, err, "the Prometheus server is not installed: run `make deps` (Debian package prometheus)")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600))
 	proc, err := binarytest.Start([]string{bin,
 		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
