@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/prometheustest"
 )
@@ -348,8 +349,22 @@ func verifySigV4(r *http.Request, body []byte) error {
 
 // cumulativeTotal sums, over every series of the named metric whose point
 // attributes include want, the value of its latest point: a cumulative
-// series' total. Sums and histograms (the count) are read.
+// series' total. Sums and histograms (the count) are read. A new start
+// time is a new series (a restarted process's counts add up).
 func (s *otlpSink) cumulativeTotal(name string, want map[string]string) float64 {
+	return s.lastValues(name, want, true)
+}
+
+// latestTotal is cumulativeTotal with a series named by its resource and
+// attributes alone, whatever its start time: what a store reading each
+// series' last value shows.
+func (s *otlpSink) latestTotal(name string, want map[string]string) float64 {
+	return s.lastValues(name, want, false)
+}
+
+// lastValues sums the latest value of each series of the named metric whose
+// point attributes include want; byStart tells series apart by start time.
+func (s *otlpSink) lastValues(name string, want map[string]string, byStart bool) float64 {
 	latest := map[string]struct {
 		ts    pcommon.Timestamp
 		value float64
@@ -374,7 +389,10 @@ func (s *otlpSink) cumulativeTotal(name string, want map[string]string) float64 
 								return
 							}
 						}
-						id := fmt.Sprint(res, attrs.AsRaw(), start)
+						id := fmt.Sprint(res, attrs.AsRaw())
+						if byStart {
+							id += fmt.Sprint(start)
+						}
 						if cur, ok := latest[id]; !ok || ts >= cur.ts {
 							latest[id] = struct {
 								ts    pcommon.Timestamp
@@ -409,6 +427,22 @@ func (s *otlpSink) cumulativeTotal(name string, want map[string]string) float64 
 		total += l.value
 	}
 	return total
+}
+
+// deltaTotals reads the workload's totals from a delta series store: the
+// sums of every point (results: the build results to read).
+func (s *otlpSink) deltaTotals(results []string) totals {
+	out := totals{}
+	for _, r := range results {
+		if v := s.deltaTotal("build.jobs", map[string]string{"build.result": r}); v > 0 {
+			out["build.jobs{"+r+"}"] = v
+		}
+	}
+	out["build.stage.runs"] = s.deltaTotal("build.stage.runs", nil)
+	out["api.requests"] = s.deltaTotal("api.requests", nil)
+	out["sdk.counter"] = s.deltaTotal(buildsim.CounterName, nil)
+	out["sdk.histogram.count"] = s.deltaTotal(buildsim.HistogramName, nil)
+	return out
 }
 
 // deltaTotal sums every point of the named metric whose attributes include

@@ -6,11 +6,7 @@ package destinations
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,20 +65,7 @@ func sendFailedPoints(t testing.TB, p collectorPorts, exporter string) float64 {
 // exporterPoints sums the collector's own counter metric for one exporter,
 // read from its telemetry endpoint.
 func exporterPoints(t testing.TB, p collectorPorts, metric, exporter string) float64 {
-	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p.Telemetry))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + `(?:_total)?\{[^}]*exporter="` + regexp.QuoteMeta(exporter) + `"[^}]*\} (\S+)$`)
-	var total float64
-	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
-		v, err := strconv.ParseFloat(m[1], 64)
-		require.NoError(t, err)
-		total += v
-	}
-	return total
+	return telemetryCounter(t, p, metric, "exporter", exporter)
 }
 
 // The service's SDK metrics and the build metrics the sidecar derives from

@@ -15,10 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
@@ -34,54 +31,6 @@ func derivedOnly(t totals) totals {
 		}
 	}
 	return out
-}
-
-// latestTotal is the sum over the named metric's series (resource and
-// attributes, whatever their start time) of each one's newest value: what a
-// store reading the last value of a cumulative series shows.
-func (s *otlpSink) latestTotal(name string, want map[string]string) float64 {
-	type last struct {
-		ts    pcommon.Timestamp
-		value float64
-	}
-	latest := map[string]last{}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, md := range s.metrics {
-		rms := md.ResourceMetrics()
-		for i := 0; i < rms.Len(); i++ {
-			res := rms.At(i).Resource().Attributes().AsRaw()
-			sms := rms.At(i).ScopeMetrics()
-			for j := 0; j < sms.Len(); j++ {
-				ms := sms.At(j).Metrics()
-				for k := 0; k < ms.Len(); k++ {
-					m := ms.At(k)
-					if m.Name() != name || m.Type() != pmetric.MetricTypeSum {
-						continue
-					}
-					dps := m.Sum().DataPoints()
-				points:
-					for p := 0; p < dps.Len(); p++ {
-						dp := dps.At(p)
-						for wk, wv := range want {
-							if got, ok := dp.Attributes().Get(wk); !ok || got.AsString() != wv {
-								continue points
-							}
-						}
-						id := fmt.Sprint(res, dp.Attributes().AsRaw())
-						if cur, ok := latest[id]; !ok || dp.Timestamp() >= cur.ts {
-							latest[id] = last{dp.Timestamp(), float64(dp.IntValue()) + dp.DoubleValue()}
-						}
-					}
-				}
-			}
-		}
-	}
-	var total float64
-	for _, l := range latest {
-		total += l.value
-	}
-	return total
 }
 
 // latestDerived is latestTotal for the derived sums.
@@ -260,23 +209,10 @@ func TestOTLPDeltaExactAcrossAKill(t *testing.T) {
 		"GPUBUILD_OTLP_TEMPORALITY=delta",
 	)
 	c := startCollector(t, p, env)
-	deltaTotals := func(want totals) totals {
-		out := totals{}
-		for _, r := range resultsOf(want) {
-			if v := g.sink.deltaTotal("build.jobs", map[string]string{"build.result": r}); v > 0 {
-				out["build.jobs{"+r+"}"] = v
-			}
-		}
-		out["build.stage.runs"] = g.sink.deltaTotal("build.stage.runs", nil)
-		out["api.requests"] = g.sink.deltaTotal("api.requests", nil)
-		out["sdk.counter"] = g.sink.deltaTotal(buildsim.CounterName, nil)
-		out["sdk.histogram.count"] = g.sink.deltaTotal(buildsim.HistogramName, nil)
-		return out
-	}
 	await := func(want totals) {
 		t.Helper()
 		var got totals
-		if !binarytest.Eventually(2*time.Minute, func() bool { got = deltaTotals(want); return maps.Equal(got, want) }) {
+		if !binarytest.Eventually(2*time.Minute, func() bool { got = g.sink.deltaTotals(resultsOf(want)); return maps.Equal(got, want) }) {
 			t.Fatalf("otlp (delta): got %v, want %v", got, want)
 		}
 	}
