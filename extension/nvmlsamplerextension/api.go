@@ -36,4 +36,8 @@ type Series struct {
 	Util []gpucost.UtilSample
 	// Memory: the compute processes and their memory at each sampling.
 	Memory []gpucost.MemSample
+	// Power: the driver's power readings integrated, about every 100 ms,
+	// which place the counter's energy inside a sampling gap. Empty where
+	// the driver keeps no power readings.
+	Power []gpucost.PowerSample
 }

@@ -134,7 +134,7 @@ func TestSamplesGiveTheScenarioArithmetic(t *testing.T) {
 	assert.Equal(t, "GPU-c0570000-0000-4000-8000-000000000001", g1.UUID)
 
 	// 200 W for 1.75 s and 300 W for 1.75 s.
-	j, r := gpucost.Energy(g0.Energy, w, s.MaxGap())
+	j, r := gpucost.Energy(g0.Energy, g0.Power, w, s.MaxGap())
 	require.Equal(t, gpucost.Covered, r)
 	near(t, 875, j)
 	// 0.25 s at 20 %, 0.5 s at 20 %, 1.5 s at 80 %, 1.25 s at 50 %.
@@ -147,7 +147,7 @@ func TestSamplesGiveTheScenarioArithmetic(t *testing.T) {
 	assert.Equal(t, uint64(3<<30), peak)
 
 	// GPU 1: 100 W throughout; utilization from the instantaneous 35 %.
-	j, r = gpucost.Energy(g1.Energy, w, s.MaxGap())
+	j, r = gpucost.Energy(g1.Energy, g1.Power, w, s.MaxGap())
 	require.Equal(t, gpucost.Covered, r)
 	near(t, 350, j)
 	busy, r = gpucost.BusyTime(g1.Util, w, s.MaxGap())
@@ -161,12 +161,12 @@ func TestSamplesGiveTheScenarioArithmetic(t *testing.T) {
 	clk.set(5*sec + 3*sec/10)
 	w2 := gpucost.Window{From: at(4 * sec), To: at(5*sec + sec/5)}
 	series = s.Samples(w2.From, w2.To)
-	j, r = gpucost.Energy(series[0].Energy, w2, s.MaxGap())
+	j, r = gpucost.Energy(series[0].Energy, series[0].Power, w2, s.MaxGap())
 	require.Equal(t, gpucost.Covered, r)
 	near(t, 300*1.2, j)
 	// A window not yet ended is not covered: no guess.
 	series = s.Samples(w2.From, at(6*sec))
-	_, r = gpucost.Energy(series[0].Energy, gpucost.Window{From: w2.From, To: at(6 * sec)}, s.MaxGap())
+	_, r = gpucost.Energy(series[0].Energy, series[0].Power, gpucost.Window{From: w2.From, To: at(6 * sec)}, s.MaxGap())
 	assert.Equal(t, gpucost.NotCovered, r)
 }
 
@@ -197,19 +197,19 @@ func TestLostGPULeavesAGap(t *testing.T) {
 	at := func(us uint64) time.Time { return time.UnixMicro(int64(us)) }
 	across := gpucost.Window{From: at(sec + half), To: at(4*sec + half)}
 	series := s.Samples(across.From, across.To)
-	_, r := gpucost.Energy(series[0].Energy, across, s.MaxGap())
+	_, r := gpucost.Energy(series[0].Energy, series[0].Power, across, s.MaxGap())
 	assert.Equal(t, gpucost.Gap, r)
 	_, _, r = gpucost.PeakMemory(series[0].Memory, 4242, across, s.MaxGap())
 	assert.Equal(t, gpucost.Gap, r)
 	// Utilization comes from the driver's own samples, which the fake kept
 	// while the GPU was away: they are taken when it is back.
 	// GPU 1 was sampled throughout.
-	_, r = gpucost.Energy(series[1].Energy, across, s.MaxGap())
+	_, r = gpucost.Energy(series[1].Energy, series[1].Power, across, s.MaxGap())
 	assert.Equal(t, gpucost.Covered, r)
 	// After it came back: covered again.
 	after := gpucost.Window{From: at(4*sec + sec/10), To: at(5 * sec)}
 	series = s.Samples(after.From, after.To)
-	j, r := gpucost.Energy(series[0].Energy, after, s.MaxGap())
+	j, r := gpucost.Energy(series[0].Energy, series[0].Power, after, s.MaxGap())
 	require.Equal(t, gpucost.Covered, r)
 	near(t, 300*0.9, j)
 }
@@ -239,4 +239,63 @@ func TestDormantWithoutNVMLAndRetries(t *testing.T) {
 	assert.Equal(t, 3, attempts) // at 1 s, 2 s and 3 s: once per init_retry_interval
 	assert.Equal(t, 1, logs.FilterMessageSnippet("NVML is not available").Len())
 	require.Len(t, s.Samples(clk.now(), clk.now()), 2)
+}
+
+// TestPowerReadingsPlaceALoadInsideAGap: a GPU idles at 100 W and a load
+// (700 W) starts at 2.6 s, between the counter reads at 2 s and 3 s; a run
+// from 2.6 s to 4 s used 700 W x 1.4 s = 980 J. The driver's power
+// readings place the gap's energy; without them it would be smeared over
+// the gap (836 J).
+func TestPowerReadingsPlaceALoadInsideAGap(t *testing.T) {
+	sc := fakenvml.Scenario{Driver: "550.54.15", GPUs: []fakenvml.GPU{{
+		UUID: "GPU-c0570000-0000-4000-8000-000000000000", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:18:00.0",
+		MemTotal: 80 << 30, EnergyMJ: 1_000_000,
+		Power: []fakenvml.PowerStep{{FromUs: 0, MW: 100_000}, {FromUs: 2*sec + 6*sec/10, MW: 700_000}},
+	}}}
+	s, clk, logs := startFake(t, sc, createDefaultConfig())
+	s.tick()
+	for k := uint64(1); k <= 5; k++ {
+		clk.set(k * sec)
+		s.tick()
+	}
+	at := func(us uint64) time.Time { return time.UnixMicro(int64(us)) }
+	w := gpucost.Window{From: at(2*sec + 6*sec/10), To: at(4 * sec)}
+	series := s.Samples(w.From, w.To)
+	require.Len(t, series, 1)
+	require.NotEmpty(t, series[0].Power)
+	j, r := gpucost.Energy(series[0].Energy, series[0].Power, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 980, j)
+	j, r = gpucost.Energy(series[0].Energy, nil, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 836, j)
+	assert.Zero(t, logs.FilterMessageSnippet("does not support").Len())
+}
+
+// TestPowerReadingsLostToTheDriversBufferAreLinear: the driver keeps about
+// 2.4 s of power readings; samplings 4 s apart lose some, and the gap
+// between those counter reads is interpolated linearly, never along a
+// curve with a hole.
+func TestPowerReadingsLostToTheDriversBufferAreLinear(t *testing.T) {
+	sc := fakenvml.Scenario{Driver: "550.54.15", GPUs: []fakenvml.GPU{{
+		UUID: "GPU-c0570000-0000-4000-8000-000000000000", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:18:00.0",
+		MemTotal: 80 << 30, EnergyMJ: 1_000_000,
+		Power: []fakenvml.PowerStep{{FromUs: 0, MW: 100_000}, {FromUs: 6 * sec, MW: 700_000}},
+	}}}
+	cfg := createDefaultConfig()
+	cfg.SamplingInterval = 4 * time.Second
+	s, clk, _ := startFake(t, sc, cfg)
+	s.tick()
+	for _, us := range []uint64{sec, 5 * sec, 9 * sec} {
+		clk.set(us)
+		s.tick()
+	}
+	at := func(us uint64) time.Time { return time.UnixMicro(int64(us)) }
+	// 1 s at 100 W and 3 s at 700 W between the reads at 5 s and 9 s:
+	// 2,200 J; linearly, the window from 6 s gets 3/4 of it.
+	w := gpucost.Window{From: at(6 * sec), To: at(9 * sec)}
+	series := s.Samples(w.From, w.To)
+	j, r := gpucost.Energy(series[0].Energy, series[0].Power, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, 1650, j)
 }

@@ -54,6 +54,7 @@ type gpuRing struct {
 	energy *ring[gpucost.EnergySample]
 	util   *ring[gpucost.UtilSample]
 	mem    *ring[gpucost.MemSample]
+	power  *powerCurve
 
 	lastUtilTs   uint64 // newest driver sample taken, NVML's lastSeenTimeStamp
 	noDriverUtil bool   // the driver keeps no samples: the instantaneous reading instead
@@ -149,11 +150,13 @@ func (s *sampler) Samples(from, to time.Time) []Series {
 	}
 	out := make([]Series, 0, len(s.gpus))
 	for _, g := range s.gpus {
+		energy := g.energy.span(from, to)
 		out = append(out, Series{
 			Index: g.index, UUID: g.uuid,
-			Energy: g.energy.span(from, to),
+			Energy: energy,
 			Util:   g.util.span(from, to),
 			Memory: g.mem.span(from, to),
+			Power:  g.power.span(energy),
 		})
 	}
 	return out
@@ -212,6 +215,7 @@ func (s *sampler) initNVML() {
 			energy:       newRing(ticks, func(e *gpucost.EnergySample) time.Time { return e.T }),
 			util:         newRing(utilCap, func(u *gpucost.UtilSample) time.Time { return u.T }),
 			mem:          newRing(ticks, func(m *gpucost.MemSample) time.Time { return m.T }),
+			power:        newPowerCurve(s.cfg, !s.sym.Samples),
 			energyOff:    !s.sym.Energy,
 			noDriverUtil: !s.sym.Samples,
 			utilOff:      !s.sym.Samples && !s.sym.UtilRates,
@@ -249,6 +253,9 @@ func (s *sampler) sampleGPU(g *gpuRing) {
 		t1 := s.now()
 		if s.ok(g, "energy", ret, &g.energyOff) {
 			g.energy.push(gpucost.EnergySample{T: t0.Add(t1.Sub(t0) / 2), MilliJoules: float64(mj)})
+		}
+		if !g.lost && !g.energyOff && !g.power.off {
+			s.samplePower(g)
 		}
 	}
 	if !g.lost && !g.utilOff {

@@ -42,7 +42,7 @@ func BenchmarkRunFigures(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		series := s.Samples(w.From, w.To)
-		if _, r := gpucost.Energy(series[0].Energy, w, s.MaxGap()); r != gpucost.Covered {
+		if _, r := gpucost.Energy(series[0].Energy, series[0].Power, w, s.MaxGap()); r != gpucost.Covered {
 			b.Fatal(r)
 		}
 		if _, r := gpucost.BusyTime(series[0].Util, w, s.MaxGap()); r != gpucost.Covered {

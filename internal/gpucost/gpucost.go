@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package gpucost turns GPU samples into what one build run cost on a GPU:
-// energy from the energy counter interpolated at the run's start and end,
+// energy from the energy counter interpolated at the run's start and end
+// (along the driver's power readings between two counter reads),
 // busy time from the driver's utilization samples integrated over the
 // run's window, and the peak memory of one process. It is pure arithmetic;
 // the nvml_sampler extension provides the samples.
@@ -93,9 +94,10 @@ func (r Reason) String() string {
 }
 
 // Energy returns the joules the GPU used in w: the energy counter
-// interpolated linearly at w.From and w.To between the samples around
-// them. samples must be sorted by T.
-func Energy(samples []EnergySample, w Window, maxGap time.Duration) (float64, Reason) {
+// interpolated at w.From and w.To between the counter reads around them,
+// along the power curve where it covers the gap between the reads, else
+// linearly. samples and power must be sorted by T; power may be empty.
+func Energy(samples []EnergySample, power []PowerSample, w Window, maxGap time.Duration) (float64, Reason) {
 	if r := checkWindow(len(samples), w); r != Covered {
 		return 0, r
 	}
@@ -113,11 +115,11 @@ func Energy(samples []EnergySample, w Window, maxGap time.Duration) (float64, Re
 			return 0, CounterReset
 		}
 	}
-	return (energyAt(samples, w.To) - energyAt(samples, w.From)) / 1000, Covered
+	return (energyAt(samples, power, w.To) - energyAt(samples, power, w.From)) / 1000, Covered
 }
 
 // energyAt interpolates the counter at t, within the samples' span.
-func energyAt(samples []EnergySample, t time.Time) float64 {
+func energyAt(samples []EnergySample, power []PowerSample, t time.Time) float64 {
 	j := sort.Search(len(samples), func(k int) bool { return !samples[k].T.Before(t) })
 	if j == 0 {
 		return samples[0].MilliJoules
@@ -127,7 +129,10 @@ func energyAt(samples []EnergySample, t time.Time) float64 {
 	if span <= 0 {
 		return b.MilliJoules
 	}
-	frac := float64(t.Sub(a.T)) / float64(span)
+	frac, ok := shapedFraction(power, a.T, t, b.T)
+	if !ok {
+		frac = float64(t.Sub(a.T)) / float64(span)
+	}
 	return a.MilliJoules + frac*(b.MilliJoules-a.MilliJoules)
 }
 

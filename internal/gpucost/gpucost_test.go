@@ -37,11 +37,11 @@ func near(t *testing.T, want, got float64) {
 
 func TestEnergyInterpolatesBetweenSamples(t *testing.T) {
 	// E(0.5 s) = 1000 + 0.5*200 = 1100 mJ; E(2.25 s) = 1500 + 0.25*100 = 1525 mJ.
-	j, r := Energy(energySamples(), win(0.5, 2.25), time.Second)
+	j, r := Energy(energySamples(), nil, win(0.5, 2.25), time.Second)
 	require.Equal(t, Covered, r)
 	near(t, 0.425, j)
 	// On sample boundaries: exactly the counter difference.
-	j, r = Energy(energySamples(), win(0, 3), time.Second)
+	j, r = Energy(energySamples(), nil, win(0, 3), time.Second)
 	require.Equal(t, Covered, r)
 	near(t, 0.6, j)
 }
@@ -62,14 +62,14 @@ func TestEnergyRefusesWhatIsNotCovered(t *testing.T) {
 		"ends before it starts": {energySamples(), win(2, 1), time.Second, EmptyWindow},
 	} {
 		t.Run(name, func(t *testing.T) {
-			j, r := Energy(tc.samples, tc.w, tc.maxGap)
+			j, r := Energy(tc.samples, nil, tc.w, tc.maxGap)
 			assert.Equal(t, tc.want, r)
 			assert.Zero(t, j)
 		})
 	}
 	// A gap outside the window does not matter.
 	s := append(energySamples(), EnergySample{at(10), 2000})
-	_, r := Energy(s, win(0.5, 2.25), 1500*time.Millisecond)
+	_, r := Energy(s, nil, win(0.5, 2.25), 1500*time.Millisecond)
 	assert.Equal(t, Covered, r)
 }
 
@@ -113,7 +113,7 @@ func TestPeakMemoryOfOneProcess(t *testing.T) {
 }
 
 func TestShareSplitsOverlapsEvenly(t *testing.T) {
-	energy := func(w Window) (float64, Reason) { return Energy(energySamples(), w, time.Second) }
+	energy := func(w Window) (float64, Reason) { return Energy(energySamples(), nil, w, time.Second) }
 	// A [0,2], B [1,3]: (0,1] 0.2 J to A; (1,2] 0.3 J halved; (2,3] 0.1 J to B.
 	got := Share([]Window{win(0, 2), win(1, 3)}, energy)
 	require.Len(t, got, 2)

@@ -239,7 +239,7 @@ func (d *deriver) gpuFigures(gw gpuWindow) gpuResult {
 			windows = d.overlapping(g, gw, maxGap)
 		}
 		for i, figure := range [2]func(gpucost.Window) (float64, gpucost.Reason){
-			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.Energy(g.Energy, x, maxGap) },
+			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.Energy(g.Energy, g.Power, x, maxGap) },
 			func(x gpucost.Window) (float64, gpucost.Reason) { return gpucost.BusyTime(g.Util, x, maxGap) },
 		} {
 			sh := gpucost.Share(windows, figure)[0]

@@ -18,8 +18,11 @@
 //     realtime                           with no clock in the state file, the
 //                                        clock is the wall clock (CLOCK_REALTIME)
 //     power <gpu> <from_us> <mw>         the power draw from a time on: the
-//                                        energy counter grows by it, and
-//                                        nvmlDeviceGetPowerUsage reports it
+//                                        energy counter grows by it,
+//                                        nvmlDeviceGetPowerUsage reports it,
+//                                        and the power readings of
+//                                        nvmlDeviceGetSamples (one every 20 ms,
+//                                        the newest 120) are its means
 //     procmem <gpu> <pid> <from_us> <bytes>  a process's memory from a time
 //                                        on (0: the process is gone)
 //   FAKE_NVML_STATE     what changes during a run, re-read when it changes:
@@ -263,6 +266,19 @@ static unsigned long long energy_at(const fake_gpu *g, unsigned long long t) {
 	return g->energy_mj + (unsigned long long)mj;
 }
 
+// mean_mw is the mean draw over (a, b]: the scripted steps, else power_mw.
+static double mean_mw(const fake_gpu *g, unsigned long long a, unsigned long long b) {
+	if (g->npower == 0) return g->power_mw;
+	double mj = 0;
+	for (int i = 0; i < g->npower; i++) {
+		unsigned long long from = g->power[i].from > a ? g->power[i].from : a;
+		unsigned long long to = i + 1 < g->npower ? g->power[i + 1].from : ~0ULL;
+		if (to > b) to = b;
+		if (to > from) mj += (double)g->power[i].mw * (double)(to - from) / 1e6;
+	}
+	return mj * 1e6 / (double)(b - a);
+}
+
 // power_at is the scripted draw at t, or the static power_mw.
 static unsigned int power_at(const fake_gpu *g, unsigned long long t) {
 	unsigned int mw = g->power_mw;
@@ -397,12 +413,45 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dv, nvmlPciInfo_t *pci) {
 	RET(NVML_SUCCESS);
 }
 
+// power_samples answers NVML_TOTAL_POWER_SAMPLES as the driver does: a
+// reading every POWER_PERIOD_US, each the mean draw of the period it ends,
+// the newest POWER_BUFFER of them up to the clock. Called with mu held.
+#define POWER_PERIOD_US 20000ULL
+#define POWER_BUFFER 120ULL
+static nvmlReturn_t power_samples(const fake_gpu *g, unsigned long long lastSeen, nvmlValueType_t *valType,
+                                  unsigned int *count, nvmlSample_t *samples) {
+	*valType = NVML_VALUE_TYPE_UNSIGNED_INT;
+	unsigned long long vis = now_us();
+	if (vis == ~0ULL) return NVML_ERROR_NOT_FOUND; // no clock: no time has passed
+	unsigned long long last = vis / POWER_PERIOD_US * POWER_PERIOD_US;
+	unsigned long long first = (lastSeen / POWER_PERIOD_US + 1) * POWER_PERIOD_US;
+	unsigned long long oldest = last >= (POWER_BUFFER - 1) * POWER_PERIOD_US ? last - (POWER_BUFFER - 1) * POWER_PERIOD_US : 0;
+	if (first < oldest) first = oldest;
+	if (first < POWER_PERIOD_US) first = POWER_PERIOD_US;
+	if (first > last) return NVML_ERROR_NOT_FOUND;
+	unsigned int want = (unsigned int)((last - first) / POWER_PERIOD_US + 1);
+	if (!samples) { *count = want; return NVML_SUCCESS; }
+	if (*count < want) return NVML_ERROR_INSUFFICIENT_SIZE;
+	for (unsigned int k = 0; k < want; k++) {
+		unsigned long long ts = first + k * POWER_PERIOD_US;
+		memset(&samples[k], 0, sizeof samples[k]);
+		samples[k].timeStamp = ts;
+		samples[k].sampleValue.uiVal = (unsigned int)(mean_mw(g, ts - POWER_PERIOD_US, ts) + 0.5);
+	}
+	*count = want;
+	return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dv, nvmlSamplingType_t type, unsigned long long lastSeen,
                                   nvmlValueType_t *valType, unsigned int *count, nvmlSample_t *samples) {
 	DEV(dv);
 	if (!valType || !count) RET(NVML_ERROR_INVALID_ARGUMENT);
 	fake_gpu *g = &gpus[d->gpu];
 	if (d->mig_slot >= 0 || g->mig_mode || g->samples_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
+	if (type == NVML_TOTAL_POWER_SAMPLES) {
+		if (g->power_unsupported) RET(NVML_ERROR_NOT_SUPPORTED);
+		RET(power_samples(g, lastSeen, valType, count, samples));
+	}
 	const fake_sample *src;
 	int n;
 	if (type == NVML_GPU_UTILIZATION_SAMPLES) { src = g->gpu_samples; n = g->ngpu_samples; }
