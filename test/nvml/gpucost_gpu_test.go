@@ -1,0 +1,270 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build gpu
+
+package nvml
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otellog "go.opentelemetry.io/otel/log"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+)
+
+// gpuLoad is a PyTorch program that holds bf16 matrices on cuda:0, prints
+// "ready" and then, for each line "busy <seconds> <duty>", multiplies them
+// for that long (duty: the busy share of each 100 ms), synchronizes and
+// prints "done".
+const gpuLoad = `
+import sys, time, torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+b = a @ a
+torch.cuda.synchronize()
+print("ready", flush=True)
+for line in sys.stdin:
+    _, secs, duty = line.split()
+    end = time.time() + float(secs)
+    while time.time() < end:
+        busy_until = min(end, time.time() + 0.1 * float(duty))
+        while time.time() < busy_until:
+            for _ in range(8):
+                b = a @ a
+            torch.cuda.synchronize()
+        rest = min(end, time.time() + 0.1 * (1 - float(duty))) - time.time()
+        if rest > 0:
+            time.sleep(rest)
+    torch.cuda.synchronize()
+    print("done", flush=True)
+`
+
+// counterRead is GPU 0's energy counter read by this process, stamped
+// halfway through the call as the sidecar stamps its own reads.
+type counterRead struct {
+	at time.Time
+	mj uint64
+}
+
+// realRun is one build run of TestGPUCostOnRealGPU: idle, loaded and idle
+// again for these durations, named by its build.engine.
+type realRun struct {
+	engine            string
+	before, load, end time.Duration
+	duty              float64
+}
+
+// TestGPUCostOnRealGPU (make gpu-smoke; needs python3 with PyTorch) runs
+// the built distribution on the shipped configuration (sampling every 1 s)
+// beside a real GPU load, and a service whose runs of 10 s or more place
+// the load inside them, at their very edges, at half duty, or not at all.
+// Each run's build.gpu.energy is checked against GPU 0's energy counter
+// read by this test (another NVML client) at the run's start and end: within
+// 2 %. nvidia-smi (R580) has no query field for the counter, so the
+// driver's counter is read directly. The gpu_build stage's energy is
+// checked the same way; the busy time against the load's seconds (within
+// 10 % + 0.5 s); the peak memory against nvidia-smi's figure for the
+// load's process.
+func TestGPUCostOnRealGPU(t *testing.T) {
+	root := binarytest.RepoRoot()
+	dir := t.TempDir()
+
+	lib := nvml.New()
+	require.Equal(t, nvml.SUCCESS, lib.Init(), "NVML")
+	t.Cleanup(func() { lib.Shutdown() })
+	dev, ret := lib.DeviceGetHandleByIndex(0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	uuid, _ := dev.GetUUID()
+	read := func() counterRead {
+		t0 := time.Now()
+		mj, ret := dev.GetTotalEnergyConsumption()
+		t1 := time.Now()
+		require.Equal(t, nvml.SUCCESS, ret, "the energy counter")
+		return counterRead{t0.Add(t1.Sub(t0) / 2), mj}
+	}
+
+	load := exec.Command("python3", "-u", "-c", gpuLoad)
+	stdin, err := load.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := load.StdoutPipe()
+	require.NoError(t, err)
+	var loadErr strings.Builder
+	load.Stderr = &loadErr
+	require.NoError(t, load.Start(), "python3 with PyTorch runs the GPU load")
+	t.Cleanup(func() { _ = stdin.Close(); _ = load.Wait() })
+	lines := bufio.NewScanner(stdout)
+	await := func(want string) {
+		require.True(t, lines.Scan(), "the GPU load ended: %s", loadErr.String())
+		require.Equal(t, want, lines.Text())
+	}
+	await("ready")
+
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cw.Close() })
+	httpPort := binarytest.FreePort(t)
+	env := sidecarEnv(t, cw, dir, "GPUBUILD_FLUSH_INTERVAL=2s", "GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(httpPort))
+	col := binarytest.StartBinary(t, env, "--config", filepath.Join(root, "otelcol-config.yaml"))
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
+		return col.Exited() || containsAll(col.Output.String(), "sampling GPUs", "Everything is ready")
+	}), "the sidecar did not start sampling:\n%s", col.Output.String())
+	require.False(t, col.Exited(), "collector exited: %v\n%s", col.Err(), col.Output.String())
+
+	ctx := context.Background()
+	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/logs"))
+	require.NoError(t, err)
+	res := resource.NewSchemaless(attribute.String("service.name", "vector-index-build"),
+		attribute.String("service.instance.id", "pod-real-gpu"), attribute.Int("process.pid", load.Process.Pid))
+	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(exp)), sdklog.WithResource(res))
+	defer func() { _ = lp.Shutdown(ctx) }()
+	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/traces"))
+	require.NoError(t, err)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(texp), sdktrace.WithResource(res))
+	defer func() { _ = tp.Shutdown(ctx) }()
+	logger := lp.Logger("build-service")
+	status := func(id, engine, st string, at time.Time) {
+		var rec otellog.Record
+		rec.SetTimestamp(at)
+		rec.SetBody(attribute.StringValue("job " + id + " is " + st))
+		rec.AddAttributes(attribute.String("build.job.id", id), attribute.String("build.job.status", st),
+			attribute.String("build.engine", engine), attribute.String("build.data_type", "float"))
+		logger.Emit(ctx, rec)
+	}
+	// The workload's timeline is wall time: the sidecar's samples must
+	// reach back before the first run, and each run lasts what it says.
+	time.Sleep(2 * time.Second)
+
+	runs := []realRun{
+		{"load-inside", 2 * time.Second, 8 * time.Second, 2 * time.Second, 1},
+		{"load-at-the-edges", 0, 10 * time.Second, 0, 1},
+		{"half-duty", 3 * time.Second, 8 * time.Second, 3 * time.Second, 0.5},
+		{"idle", 5 * time.Second, 0, 5 * time.Second, 1},
+	}
+	type truth struct {
+		run, stage   [2]counterRead
+		loadSeconds  float64
+		duty         float64
+		smiMemoryMiB float64
+	}
+	truths := map[string]truth{}
+	for i, r := range runs {
+		id := fmt.Sprintf("real-%d", i)
+		var tr truth
+		tr.run[0] = read()
+		status(id, r.engine, "RUNNING_INDEX_BUILD", tr.run[0].at)
+		time.Sleep(r.before)
+		tr.stage[0] = read()
+		if r.load > 0 {
+			_, err := fmt.Fprintf(stdin, "busy %.3f %.2f\n", r.load.Seconds(), r.duty)
+			require.NoError(t, err)
+			if r.load > 2*time.Second {
+				time.Sleep(r.load / 2)
+				tr.smiMemoryMiB = smiProcessMemoryMiB(t, load.Process.Pid)
+			}
+			await("done")
+		}
+		tr.stage[1] = read()
+		time.Sleep(r.end)
+		tr.run[1] = read()
+		tr.loadSeconds, tr.duty = r.load.Seconds(), r.duty
+		if r.load > 0 {
+			_, span := tp.Tracer("build-service").Start(ctx, "gpu_build", trace.WithTimestamp(tr.stage[0].at),
+				trace.WithAttributes(attribute.String("build.job.id", id), attribute.String("build.stage", "gpu_build"),
+					attribute.String("build.stage.result", "success"), attribute.String("hw.id", uuid),
+					attribute.String("build.engine", r.engine), attribute.String("build.data_type", "float")))
+			span.End(trace.WithTimestamp(tr.stage[1].at))
+		}
+		status(id, r.engine, "COMPLETED_INDEX_BUILD", tr.run[1].at)
+		truths[r.engine] = tr
+	}
+
+	value := func(metric, engine string) (float64, bool) {
+		for _, d := range cw.Datums() {
+			if d.MetricName != metric || d.Dimensions["build.engine"] != engine ||
+				(strings.HasPrefix(metric, "build.stage.") && d.Dimensions["build.stage"] != "gpu_build") {
+				continue
+			}
+			switch {
+			case len(d.Values) == 1:
+				return d.Values[0], true
+			case d.Value != nil:
+				return *d.Value, true
+			case d.Statistics != nil && d.Statistics.SampleCount == 1:
+				return d.Statistics.Sum, true
+			}
+		}
+		return 0, false
+	}
+	for _, r := range runs {
+		tr := truths[r.engine]
+		runJ := float64(tr.run[1].mj-tr.run[0].mj) / 1000
+		stageJ := float64(tr.stage[1].mj-tr.stage[0].mj) / 1000
+		for _, c := range []struct {
+			metric string
+			want   float64
+		}{{"build.gpu.energy", runJ}, {"build.stage.gpu.energy", stageJ}} {
+			if c.metric == "build.stage.gpu.energy" && r.load == 0 {
+				continue
+			}
+			var got float64
+			ok := binarytest.Eventually(30*time.Second, func() bool {
+				var found bool
+				got, found = value(c.metric, r.engine)
+				return found || col.Exited()
+			})
+			require.True(t, ok, "%s: no %s datum within 30 s:\n%s", r.engine, c.metric, col.Output.String())
+			rel := (got - c.want) / c.want
+			t.Logf("%-18s %-24s sidecar %9.1f J  counter %9.1f J  (%+.2f %%)", r.engine, c.metric, got, c.want, rel*100)
+			if c.metric == "build.gpu.energy" || r.load >= 10*time.Second {
+				assert.LessOrEqual(t, math.Abs(rel), 0.02, "%s %s: within 2 %% of the driver's counter", r.engine, c.metric)
+			}
+		}
+		busy, ok := value("build.gpu.busy_time", r.engine)
+		require.True(t, ok, "%s: no busy time", r.engine)
+		wantBusy := tr.loadSeconds * tr.duty
+		t.Logf("%-18s build.gpu.busy_time      sidecar %9.2f s  load %6.2f s busy", r.engine, busy, wantBusy)
+		assert.InDelta(t, wantBusy, busy, 0.1*wantBusy+0.5, "%s busy time", r.engine)
+		peak, ok := value("build.gpu.memory.peak", r.engine)
+		require.True(t, ok, "%s: no peak memory", r.engine)
+		t.Logf("%-18s build.gpu.memory.peak    sidecar %9.1f MiB  nvidia-smi %6.0f MiB", r.engine, peak/(1<<20), tr.smiMemoryMiB)
+		if tr.smiMemoryMiB > 0 {
+			assert.InDelta(t, tr.smiMemoryMiB, peak/(1<<20), 2, "%s peak memory against nvidia-smi", r.engine)
+		}
+	}
+}
+
+// smiProcessMemoryMiB is nvidia-smi's used_memory of pid, MiB.
+func smiProcessMemoryMiB(t *testing.T, pid int) float64 {
+	out, err := exec.Command("nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits").Output()
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) == 2 && strings.TrimSpace(f[0]) == strconv.Itoa(pid) {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f[1]), 64)
+			require.NoError(t, err)
+			return v
+		}
+	}
+	t.Fatalf("nvidia-smi lists no process %d:\n%s", pid, out)
+	return 0
+}
