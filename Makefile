@@ -108,9 +108,11 @@ demo: build
 	@if [ -f scripts/demo.sh ]; then bash scripts/demo.sh; else echo "demo not available yet"; fi
 
 ## gpu-smoke: on a machine with NVIDIA GPUs and driver: the receiver on the real NVML (every metric, NVML's cost per step,
-## utilization beside nvidia-smi's) and the built distribution's GPU datums checked against nvidia-smi
+## utilization beside nvidia-smi's), the built distribution's GPU datums checked against nvidia-smi, the GPU sampler's
+## CPU per GPU, and the GPU cost per run against the driver's energy counter (needs python3 with PyTorch for the load)
 gpu-smoke: build
-	$(GO) test -tags gpu -run 'TestGPUSmoke|TestDistributionOnRealGPU' -v -count=1 ./receiver/nvmlreceiver/ ./test/nvml/
+	$(GO) test -tags gpu -run 'TestGPUSmoke|TestDistributionOnRealGPU|TestSamplingCostOnRealGPU|TestGPUCostOnRealGPU' -v -count=1 \
+		./receiver/nvmlreceiver/ ./test/nvml/ ./extension/nvmlsamplerextension/
 
 ## image: the sidecar image from the Dockerfile, built with podman (installed at pinned versions) on bases made from
 ## pinned Debian packages and the binaries of make build (no image registry needed): $(IMAGE)
