@@ -64,13 +64,13 @@ func joulesAt(power []PowerSample, t time.Time) (float64, bool) {
 		return 0, false
 	}
 	j := sort.Search(n, func(k int) bool { return !power[k].T.Before(t) })
-	switch {
-	case j == 0:
+	switch j {
+	case 0:
 		if power[0].T.Sub(t) > powerEdge {
 			return 0, false
 		}
 		j = 1
-	case j == n:
+	case n:
 		if t.Sub(power[n-1].T) > powerEdge {
 			return 0, false
 		}
