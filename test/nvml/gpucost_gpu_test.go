@@ -21,12 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	otellog "go.opentelemetry.io/otel/log"
-	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
@@ -131,24 +126,10 @@ func TestGPUCostOnRealGPU(t *testing.T) {
 	require.False(t, col.Exited(), "collector exited: %v\n%s", col.Err(), col.Output.String())
 
 	ctx := context.Background()
-	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/logs"))
-	require.NoError(t, err)
-	res := resource.NewSchemaless(attribute.String("service.name", "vector-index-build"),
-		attribute.String("service.instance.id", "pod-real-gpu"), attribute.Int("process.pid", load.Process.Pid))
-	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(exp)), sdklog.WithResource(res))
-	defer func() { _ = lp.Shutdown(ctx) }()
-	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/traces"))
-	require.NoError(t, err)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(texp), sdktrace.WithResource(res))
-	defer func() { _ = tp.Shutdown(ctx) }()
-	logger := lp.Logger("build-service")
+	svc := startBuildService(t, httpPort, resource.NewSchemaless(attribute.String("service.name", "vector-index-build"),
+		attribute.String("service.instance.id", "pod-real-gpu"), attribute.Int("process.pid", load.Process.Pid)))
 	status := func(id, engine, st string, at time.Time) {
-		var rec otellog.Record
-		rec.SetTimestamp(at)
-		rec.SetBody(attribute.StringValue("job " + id + " is " + st))
-		rec.AddAttributes(attribute.String("build.job.id", id), attribute.String("build.job.status", st),
-			attribute.String("build.engine", engine), attribute.String("build.data_type", "float"))
-		logger.Emit(ctx, rec)
+		svc.status(id, st, at, attribute.String("build.engine", engine), attribute.String("build.data_type", "float"))
 	}
 	// The workload's timeline is wall time: the sidecar's samples must
 	// reach back before the first run, and each run lasts what it says.
@@ -188,7 +169,7 @@ func TestGPUCostOnRealGPU(t *testing.T) {
 		tr.run[1] = read()
 		tr.loadSeconds, tr.duty = r.load.Seconds(), r.duty
 		if r.load > 0 {
-			_, span := tp.Tracer("build-service").Start(ctx, "gpu_build", trace.WithTimestamp(tr.stage[0].at),
+			_, span := svc.tracer.Start(ctx, "gpu_build", trace.WithTimestamp(tr.stage[0].at),
 				trace.WithAttributes(attribute.String("build.job.id", id), attribute.String("build.stage", "gpu_build"),
 					attribute.String("build.stage.result", "success"), attribute.String("hw.id", uuid),
 					attribute.String("build.engine", r.engine), attribute.String("build.data_type", "float")))

@@ -123,25 +123,9 @@ func TestGPUCostPerRun(t *testing.T) {
 
 	// The records go once every window has passed.
 	time.Sleep(time.Until(base.Add(8*time.Second + 500*time.Millisecond)))
-	ctx := context.Background()
-	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/logs"))
-	require.NoError(t, err)
-	res := resource.NewSchemaless(attribute.String("service.name", "vector-index-build"),
-		attribute.String("service.instance.id", "pod-gpu"), attribute.Int("process.pid", servicePID))
-	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(exp)), sdklog.WithResource(res))
-	defer func() { _ = lp.Shutdown(ctx) }()
-	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL("http://127.0.0.1:"+strconv.Itoa(httpPort)+"/v1/traces"))
-	require.NoError(t, err)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(texp), sdktrace.WithResource(res))
-	defer func() { _ = tp.Shutdown(ctx) }()
-	logger := lp.Logger("build-service")
-	status := func(id, st string, at time.Duration) {
-		var rec otellog.Record
-		rec.SetTimestamp(base.Add(at))
-		rec.SetBody(attribute.StringValue("job " + id + " is " + st))
-		rec.AddAttributes(attribute.String("build.job.id", id), attribute.String("build.job.status", st))
-		logger.Emit(ctx, rec)
-	}
+	svc := startBuildService(t, httpPort, resource.NewSchemaless(attribute.String("service.name", "vector-index-build"),
+		attribute.String("service.instance.id", "pod-gpu"), attribute.Int("process.pid", servicePID)))
+	status := func(id, st string, at time.Duration) { svc.status(id, st, base.Add(at)) }
 	// job-2's start is known when job-1 is counted: they share t+4..t+5 s.
 	status("job-1", "RUNNING_INDEX_BUILD", time.Second)
 	status("job-2", "RUNNING_INDEX_BUILD", 4*time.Second)
@@ -150,7 +134,7 @@ func TestGPUCostPerRun(t *testing.T) {
 	// job-2's gpu_build stage, naming GPU 0 by UUID: t+4.5..t+7.5 s, not
 	// split with anything: 300 W*1.5 s + 150 W*1.5 s = 675 J; busy
 	// 0.9*1.5 + 0.4*1.5 = 1.95 s; peak 6 GiB (from t+5.5 s).
-	_, stage := tp.Tracer("build-service").Start(ctx, "gpu_build", trace.WithTimestamp(base.Add(4500*time.Millisecond)),
+	_, stage := svc.tracer.Start(context.Background(), "gpu_build", trace.WithTimestamp(base.Add(4500*time.Millisecond)),
 		trace.WithAttributes(attribute.String("build.job.id", "job-2"), attribute.String("build.stage", "gpu_build"),
 			attribute.String("build.stage.result", "failure"), attribute.String("hw.id", "GPU-c0570000-0000-4000-8000-0000000000e0")))
 	stage.End(trace.WithTimestamp(base.Add(7500 * time.Millisecond)))
@@ -209,6 +193,36 @@ func TestGPUCostPerRun(t *testing.T) {
 		require.Len(t, got, 1, "%s %s: one run", w.metric, w.result)
 		assert.LessOrEqual(t, math.Abs(got[0]-w.value), w.rel*w.value+w.abs, "%s %s: want %v, got %v", w.metric, w.result, w.value, got[0])
 	}
+}
+
+// buildService is a build service's OTel Go SDK sending its job status
+// records and spans to the sidecar's OTLP/HTTP port, each as it is emitted.
+type buildService struct {
+	logger otellog.Logger
+	tracer trace.Tracer
+}
+
+func startBuildService(t *testing.T, httpPort int, res *resource.Resource) buildService {
+	ctx := context.Background()
+	url := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	exp, err := otlploghttp.New(ctx, otlploghttp.WithEndpointURL(url+"/v1/logs"))
+	require.NoError(t, err)
+	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(exp)), sdklog.WithResource(res))
+	texp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(url+"/v1/traces"))
+	require.NoError(t, err)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(texp), sdktrace.WithResource(res))
+	t.Cleanup(func() { _ = lp.Shutdown(ctx); _ = tp.Shutdown(ctx) })
+	return buildService{lp.Logger("build-service"), tp.Tracer("build-service")}
+}
+
+// status emits the job status record st of job id at at, with attrs.
+func (s buildService) status(id, st string, at time.Time, attrs ...attribute.KeyValue) {
+	var rec otellog.Record
+	rec.SetTimestamp(at)
+	rec.SetBody(attribute.StringValue("job " + id + " is " + st))
+	rec.AddAttributes(attribute.String("build.job.id", id), attribute.String("build.job.status", st))
+	rec.AddAttributes(attrs...)
+	s.logger.Emit(context.Background(), rec)
 }
 
 func containsAll(s string, subs ...string) bool {
