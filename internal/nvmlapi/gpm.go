@@ -101,8 +101,9 @@ func cMetrics(mg *nvml.GpmMetricsGetType) *[NumGPMMetrics]cMetric {
 // Take reads a new sample with get (a GPU's GpmSampleGet, or its parent's
 // GpmMigSampleGet for a GPU instance) and, when a previous sample exists,
 // returns the metrics between the two: ok is false on the first sampling.
-// ret is the first NVML failure (the previous sample is then dropped, so
-// no interval spans a failure).
+// ret is the first NVML failure; the previous
+// sample is then kept, so the next interval spans the failed sampling
+// (GPM counters accumulate: that interval's figures are still exact).
 func (p *GPMPair) Take(lib Library, get func(nvml.GpmSample) nvml.Return) (v GPMValues, ok bool, ret nvml.Return) {
 	for _, buf := range []*nvml.GpmSample{&p.prev, &p.cur} {
 		if *buf == nil {
@@ -114,7 +115,6 @@ func (p *GPMPair) Take(lib Library, get func(nvml.GpmSample) nvml.Return) (v GPM
 		}
 	}
 	if ret := get(p.cur); ret != nvml.SUCCESS {
-		p.havePrev = false
 		return v, false, ret
 	}
 	if p.havePrev {
@@ -125,8 +125,7 @@ func (p *GPMPair) Take(lib Library, get func(nvml.GpmSample) nvml.Return) (v GPM
 			metrics[i].metricID = uint32(id)
 		}
 		if ret := lib.GpmMetricsGet(mg); ret != nvml.SUCCESS {
-			p.prev, p.cur = p.cur, p.prev
-			return v, false, ret
+			return v, false, ret // prev kept, as for a failed sample
 		}
 		for i := range NumGPMMetrics {
 			if nvml.Return(metrics[i].nvmlReturn) == nvml.SUCCESS {
