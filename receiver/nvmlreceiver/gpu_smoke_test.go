@@ -86,7 +86,7 @@ func TestGPUSmoke(t *testing.T) {
 		require.NoError(t, err)
 		total += d
 		worst = max(worst, d)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(110 * time.Millisecond) // GPM wants 100 ms between two samples
 	}
 	cpu := processCPU(t) - cpu0
 	fmt.Printf("=== %d direct scrapes of %d GPU(s): mean %v, max %v, mean per GPU %v; process CPU per scrape %v\n",
@@ -149,11 +149,15 @@ func printGPM(t *testing.T, s *gpuScraper) {
 		fmt.Printf("GPM not supported: the NVML library lacks the GPM entry points\n")
 		return
 	}
-	_, err := s.scrape(context.Background())
-	require.NoError(t, err)
+	// Errors are printed, not judged: this is for comparing by eye.
+	if _, err := s.scrape(context.Background()); err != nil {
+		fmt.Printf("scrape error: %v\n", err)
+	}
 	time.Sleep(time.Second)
 	md, err := s.scrape(context.Background())
-	require.NoError(t, err)
+	if err != nil {
+		fmt.Printf("scrape error: %v\n", err)
+	}
 	for _, g := range s.gpus {
 		if g.gpm.off {
 			fmt.Printf("GPU %d (%s, %s): GPM not supported on this GPU\n", g.index, g.model, g.uuid)
