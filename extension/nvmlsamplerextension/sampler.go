@@ -60,6 +60,7 @@ type gpuRing struct {
 	// each period since.
 	gpm       nvmlapi.GPMPair
 	gpmKnown  bool // GPM support asked (or left to the first sample)
+	gpmProbe  bool // support unknown until the first sample succeeds
 	gpmOff    bool
 	smAct     *ring[gpucost.UtilSample]
 	tensorAct *ring[gpucost.UtilSample]
@@ -382,16 +383,19 @@ func (s *sampler) sampleGPM(g *gpuRing) {
 			var off bool
 			s.ok(g, "GPM support", ret, &off)
 			return
+		case nvmlapi.GPMUnknown:
+			g.gpmProbe = true
 		}
 		g.gpmKnown = true // supported, or the first sample decides
 	}
 	t0 := s.now()
 	v, _, ret := g.gpm.Take(s.lib, g.dev.GpmSampleGet)
 	t := t0.Add(s.now().Sub(t0) / 2)
-	if nvmlapi.IsUnsupported(ret) {
+	if nvmlapi.IsUnsupported(ret) || (g.gpmProbe && ret != nvml.SUCCESS && ret != nvml.ERROR_GPU_IS_LOST) {
 		s.noGPM(g, ret)
 		return
 	}
+	g.gpmProbe = g.gpmProbe && ret != nvml.SUCCESS
 	var off bool
 	if !s.ok(g, "GPM", ret, &off) {
 		return

@@ -21,6 +21,7 @@ type gpmState struct {
 	checked bool // nvmlGpmQueryDeviceSupport answered
 	off     bool // no GPM on this GPU (not supported, or the query failed so)
 	migOff  bool // no GPM per MIG GPU instance on this GPU
+	probing bool // support unknown until the first sample succeeds
 	dev     nvmlapi.GPMPair
 	mig     map[int]*gpmInstance // by MIG GPU instance id
 }
@@ -51,6 +52,8 @@ func (s *gpuScraper) gpmSupported(g *gpuState, errs *scrapererror.ScrapeErrors) 
 		return true
 	}
 	switch sup, ret := nvmlapi.QueryGPM(g.dev); sup {
+	case nvmlapi.GPMUnknown:
+		g.gpm.probing = true
 	case nvmlapi.GPMNotSupported:
 		g.gpm.off = true
 		s.reportNoGPM(g, featGPM, ret)
@@ -71,6 +74,15 @@ func (s *gpuScraper) recordGPM(g *gpuState, ts pcommon.Timestamp, errs *scrapere
 		return
 	}
 	v, ok, ret := g.gpm.dev.Take(s.lib, g.dev.GpmSampleGet)
+	if g.gpm.probing && ret != nvml.SUCCESS && ret != nvml.ERROR_GPU_IS_LOST {
+		// Support unknown and the first sample fails: no GPM here, said
+		// once, rather than a scrape error on every scrape of an older GPU.
+		g.gpm.off = true
+		s.reportNoGPM(g, featGPM, ret)
+		s.freeGPM(g)
+		return
+	}
+	g.gpm.probing = g.gpm.probing && ret != nvml.SUCCESS
 	if !s.gpmCheck(g, featGPM, ret, &g.gpm.off, errs) {
 		if g.gpm.off {
 			s.freeGPM(g)
