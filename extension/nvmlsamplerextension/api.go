@@ -40,4 +40,12 @@ type Series struct {
 	// which place the counter's energy inside a sampling gap. Empty where
 	// the driver keeps no power readings.
 	Power []gpucost.PowerSample
+	// GPM tells whether the GPU gives GPM profiling metrics (Hopper and
+	// later, with a driver that has them). SMActivity and TensorActivity
+	// are then its GPM SM activity and any-tensor activity (percent) over
+	// the period since the previous sampling, as Util; a NaN percent opens
+	// a period after a break (gpucost.MeanActivity). Physical GPUs only:
+	// the sampler does not sample MIG instances.
+	GPM                        bool
+	SMActivity, TensorActivity []gpucost.UtilSample
 }

@@ -26,8 +26,16 @@ import (
 // core_%_per_gpu is the share of one core it takes per GPU at the default
 // sampling_interval.
 func BenchmarkSampling(b *testing.B) {
-	for _, n := range []int{1, 8} {
-		b.Run(fmt.Sprintf("gpus=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n   int
+		gpm bool
+	}{{1, false}, {8, false}, {1, true}, {8, true}} {
+		n := c.n
+		name := fmt.Sprintf("gpus=%d", n)
+		if c.gpm {
+			name += ",gpm" // Hopper: a GPM sample and its metrics per sampling too
+		}
+		b.Run(name, func(b *testing.B) {
 			start := uint64(time.Now().UnixMicro())
 			sc := fakenvml.Scenario{Driver: "550.54.15", Realtime: true}
 			for i := range n {
@@ -35,6 +43,10 @@ func BenchmarkSampling(b *testing.B) {
 					UUID: fmt.Sprintf("GPU-be4c0000-0000-4000-8000-00000000000%d", i), Name: "NVIDIA H100 80GB HBM3",
 					MemTotal: 80 << 30, EnergyMJ: 1_000_000, Power: []fakenvml.PowerStep{{FromUs: start, MW: 300_000}},
 					Processes: []fakenvml.Process{{PID: 4242, UsedBytes: 3 << 30}, {PID: 4243, UsedBytes: 1 << 30}},
+				}
+				if c.gpm {
+					g.GPM = fakenvml.GPMOn
+					g.GPMSteps = []fakenvml.GPMStep{{GPUInstance: -1, FromUs: start, Values: [4]float64{50, 40, 30, 20}}}
 				}
 				for k := range 4000 {
 					g.GPUSamples = append(g.GPUSamples, fakenvml.Sample{TimestampUs: start + uint64(k)*166_667, Percent: uint32(k % 100)})

@@ -299,3 +299,54 @@ func TestPowerReadingsLostToTheDriversBufferAreLinear(t *testing.T) {
 	require.Equal(t, gpucost.Covered, r)
 	near(t, 1650, j)
 }
+
+// gpmScenario is costScenario with GPM on GPU 0: SM activity 20 % from
+// 0 s, 60 % from 2.2 s, 30 % from 3.7 s; tensor activity 5 %, 25 %, 0 %
+// at the same times. GPU 1 has none (a GPU before Hopper).
+func gpmScenario() fakenvml.Scenario {
+	sc := costScenario()
+	sc.GPUs[0].GPM = fakenvml.GPMOn
+	sc.GPUs[0].GPMSteps = []fakenvml.GPMStep{
+		{GPUInstance: -1, FromUs: 0, Values: [4]float64{20, 50, 5, 10}},
+		{GPUInstance: -1, FromUs: 2*sec + sec/5, Values: [4]float64{60, 70, 25, 40}},
+		{GPUInstance: -1, FromUs: 3*sec + 7*sec/10, Values: [4]float64{30, 45, 0, 20}},
+	}
+	return sc
+}
+
+// TestSamplesGiveGPMActivity samples every half second and checks the mean
+// SM and tensor activity of [1.25 s, 4.75 s] against the scenario by hand;
+// GPU 1, without GPM, says so once and has no activity samples.
+func TestSamplesGiveGPMActivity(t *testing.T) {
+	cfg := createDefaultConfig()
+	cfg.SamplingInterval = 500 * time.Millisecond
+	s, clk, logs := startFake(t, gpmScenario(), cfg)
+	s.tick()
+	for k := range 9 {
+		clk.set(sec + uint64(k)*half)
+		s.tick()
+	}
+	at := func(us uint64) time.Time { return time.UnixMicro(int64(us)) }
+	w := gpucost.Window{From: at(sec + sec/4), To: at(4*sec + 3*sec/4)}
+	series := s.Samples(w.From, w.To)
+	require.Len(t, series, 2)
+	g0, g1 := series[0], series[1]
+	require.True(t, g0.GPM)
+	// SM: 0.95 s at 20 %, 1.5 s at 60 %, 1.05 s at 30 %, over 3.5 s.
+	m, r := gpucost.MeanActivity(g0.SMActivity, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, (0.95*0.20+1.5*0.60+1.05*0.30)/3.5, m)
+	// Tensor: 0.95 s at 5 %, 1.5 s at 25 %, 1.05 s at 0 %.
+	m, r = gpucost.MeanActivity(g0.TensorActivity, w, s.MaxGap())
+	require.Equal(t, gpucost.Covered, r)
+	near(t, (0.95*0.05+1.5*0.25)/3.5, m)
+	// The first sampling (at 1 µs) only opens: a window from before it is
+	// not covered.
+	_, r = gpucost.MeanActivity(g0.SMActivity, gpucost.Window{From: at(0), To: at(sec)}, s.MaxGap())
+	assert.Equal(t, gpucost.NotCovered, r)
+
+	assert.False(t, g1.GPM)
+	assert.Empty(t, g1.SMActivity)
+	assert.Empty(t, g1.TensorActivity)
+	assert.Equal(t, 1, logs.FilterMessageSnippet("GPU has no GPM").Len())
+}

@@ -7,6 +7,7 @@ package nvmlsamplerextension // import "github.com/gpubuild/otelcol-gpubuild/ext
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +57,15 @@ type gpuRing struct {
 	mem    *ring[gpucost.MemSample]
 	power  *powerCurve
 
+	// GPM (Hopper and later): the previous sample, and the activity of
+	// each period since.
+	gpm       nvmlapi.GPMPair
+	gpmKnown  bool // GPM support asked (or left to the first sample)
+	gpmProbe  bool // support unknown until the first sample succeeds
+	gpmOff    bool
+	smAct     *ring[gpucost.UtilSample]
+	tensorAct *ring[gpucost.UtilSample]
+
 	lastUtilTs   uint64 // newest driver sample taken, NVML's lastSeenTimeStamp
 	noDriverUtil bool   // the driver keeps no samples: the instantaneous reading instead
 	energyOff    bool
@@ -92,6 +102,9 @@ func (s *sampler) Shutdown(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lib != nil {
+		for _, g := range s.gpus {
+			g.gpm.Free(s.lib)
+		}
 		if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
 			s.logger.Debug("NVML shutdown failed", zap.Error(ret))
 		}
@@ -157,6 +170,10 @@ func (s *sampler) Samples(from, to time.Time) []Series {
 			Util:   g.util.span(from, to),
 			Memory: g.mem.span(from, to),
 			Power:  g.power.span(energy),
+
+			GPM:            !g.gpmOff,
+			SMActivity:     g.smAct.span(from, to),
+			TensorActivity: g.tensorAct.span(from, to),
 		})
 	}
 	return out
@@ -220,6 +237,9 @@ func (s *sampler) initNVML() {
 			noDriverUtil: !s.sym.Samples,
 			utilOff:      !s.sym.Samples && !s.sym.UtilRates,
 			processesOff: !s.sym.Processes,
+			smAct:        newRing(ticks, func(u *gpucost.UtilSample) time.Time { return u.T }),
+			tensorAct:    newRing(ticks, func(u *gpucost.UtilSample) time.Time { return u.T }),
+			gpmOff:       !s.sym.GPM,
 		})
 	}
 	if len(gpus) == 0 {
@@ -260,6 +280,9 @@ func (s *sampler) sampleGPU(g *gpuRing) {
 	}
 	if !g.lost && !g.utilOff {
 		s.sampleUtil(g)
+	}
+	if !g.lost && !g.gpmOff {
+		s.sampleGPM(g)
 	}
 	if !g.lost && !g.processesOff {
 		t := s.now()
@@ -348,8 +371,63 @@ func (s *sampler) reacquire(g *gpuRing) bool {
 		return false
 	}
 	g.dev, g.lost = h, false
+	g.gpm.Reset() // the next GPM sample opens a new period
 	s.logger.Info("lost GPU is back", zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid))
 	return true
+}
+
+// sampleGPM takes a GPM sample, stamped like the energy reading, and
+// keeps the SM and tensor activity of the period since the previous one.
+// A GPU without GPM is said once and not asked again.
+func (s *sampler) sampleGPM(g *gpuRing) {
+	if !g.gpmKnown {
+		sup, ret := nvmlapi.QueryGPM(g.dev)
+		switch sup {
+		case nvmlapi.GPMNotSupported:
+			s.noGPM(g, ret)
+			return
+		case nvmlapi.GPMQueryFailed:
+			var off bool
+			s.ok(g, "GPM support", ret, &off)
+			return
+		case nvmlapi.GPMUnknown:
+			g.gpmProbe = true
+		}
+		g.gpmKnown = true // supported, or the first sample decides
+	}
+	t0 := s.now()
+	v, _, ret := g.gpm.Take(s.lib, g.dev.GpmSampleGet)
+	t := t0.Add(s.now().Sub(t0) / 2)
+	if nvmlapi.IsUnsupported(ret) || (g.gpmProbe && ret != nvml.SUCCESS && ret != nvml.ERROR_GPU_IS_LOST) {
+		s.noGPM(g, ret)
+		return
+	}
+	g.gpmProbe = g.gpmProbe && ret != nvml.SUCCESS
+	var off bool
+	if !s.ok(g, "GPM", ret, &off) {
+		return
+	}
+	// The first sample (or the first after a break) has no metrics: its
+	// NaN opens a period.
+	g.smAct.push(gpucost.UtilSample{T: t, Percent: orNaN(v, nvmlapi.GPMSMActivity)})
+	g.tensorAct.push(gpucost.UtilSample{T: t, Percent: orNaN(v, nvmlapi.GPMTensorActivity)})
+}
+
+// noGPM turns GPM off for the GPU, with one log line.
+func (s *sampler) noGPM(g *gpuRing, ret nvml.Return) {
+	g.gpmOff = true
+	g.gpm.Free(s.lib)
+	s.logger.Info("GPU has no GPM profiling metrics (Hopper and later); no SM or tensor activity per build on it",
+		zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid), zap.Error(ret))
+}
+
+// orNaN is metric i of v, or NaN (no figure for the period) when NVML gave
+// none.
+func orNaN(v nvmlapi.GPMValues, i int) float64 {
+	if !v.OK[i] {
+		return math.NaN()
+	}
+	return v.Percent[i]
 }
 
 func compareUint64(a, b uint64) int {

@@ -13,6 +13,7 @@
 package gpucost // import "github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 
 import (
+	"math"
 	"sort"
 	"time"
 )
@@ -162,6 +163,49 @@ func BusyTime(samples []UtilSample, w Window, maxGap time.Duration) (float64, Re
 		busy += samples[k].Percent / 100 * hi.Sub(lo).Seconds()
 	}
 	return busy, Covered
+}
+
+// MeanActivity returns the time-weighted mean of activity samples (GPM SM
+// or tensor activity, in percent) over w, as a fraction: each sample's
+// percent weighted by the part of its period inside w, divided by w's
+// length. Periods are as in UtilSample; a sample whose Percent is NaN
+// opens a period after a break (the first sampling, a GPU found again)
+// and the period it ends has no figure: a window across it gets Gap. A
+// window of no length takes the period it lies in. samples must be sorted
+// by T.
+func MeanActivity(samples []UtilSample, w Window, maxGap time.Duration) (float64, Reason) {
+	if r := checkWindow(len(samples), w); r != Covered {
+		return 0, r
+	}
+	if samples[0].T.After(w.From) || samples[len(samples)-1].T.Before(w.To) {
+		return 0, NotCovered
+	}
+	if w.From.Equal(w.To) {
+		k := max(sort.Search(len(samples), func(i int) bool { return !samples[i].T.Before(w.From) }), 1)
+		if k >= len(samples) {
+			return 0, NotCovered
+		}
+		if samples[k].T.Sub(samples[k-1].T) > maxGap || math.IsNaN(samples[k].Percent) {
+			return 0, Gap
+		}
+		return samples[k].Percent / 100, Covered
+	}
+	var sum float64
+	for k := 1; k < len(samples); k++ {
+		a, b := samples[k-1].T, samples[k].T
+		if !b.After(w.From) {
+			continue
+		}
+		if !a.Before(w.To) {
+			break
+		}
+		if b.Sub(a) > maxGap || math.IsNaN(samples[k].Percent) {
+			return 0, Gap
+		}
+		lo, hi := maxTime(a, w.From), minTime(b, w.To)
+		sum += samples[k].Percent / 100 * hi.Sub(lo).Seconds()
+	}
+	return sum / w.Seconds(), Covered
 }
 
 // PeakMemory returns the most GPU memory pid held in w: the largest sum of

@@ -146,3 +146,45 @@ func TestShareSplitsOverlapsEvenly(t *testing.T) {
 	assert.Equal(t, NotCovered, got[1].Reason)
 	assert.Zero(t, got[1].Value)
 }
+
+// activitySamples: SM activity periods (0 s, 1 s] at 40 %, (1 s, 3 s] at
+// 90 %, (3 s, 4 s] at 10 %; the first sample only opens.
+func activitySamples() []UtilSample {
+	return []UtilSample{{at(0), math.NaN()}, {at(1), 40}, {at(3), 90}, {at(4), 10}}
+}
+
+func TestMeanActivityIsTimeWeighted(t *testing.T) {
+	// [0.5 s, 3.5 s]: 0.5 s at 40 %, 2 s at 90 %, 0.5 s at 10 %, over 3 s.
+	m, r := MeanActivity(activitySamples(), win(0.5, 3.5), 2*time.Second)
+	require.Equal(t, Covered, r)
+	near(t, (0.5*0.40+2*0.90+0.5*0.10)/3, m)
+	// Inside one period: that period's figure.
+	m, r = MeanActivity(activitySamples(), win(1.5, 2.5), 2*time.Second)
+	require.Equal(t, Covered, r)
+	near(t, 0.90, m)
+	// No length: the period it lies in; on a boundary, the period it ends.
+	m, r = MeanActivity(activitySamples(), win(2, 2), 2*time.Second)
+	require.Equal(t, Covered, r)
+	near(t, 0.90, m)
+	m, r = MeanActivity(activitySamples(), win(1, 1), 2*time.Second)
+	require.Equal(t, Covered, r)
+	near(t, 0.40, m)
+}
+
+func TestMeanActivityHasNoFigureWithoutCoverage(t *testing.T) {
+	_, r := MeanActivity(nil, win(0, 1), time.Second)
+	assert.Equal(t, NoSamples, r)
+	_, r = MeanActivity(activitySamples(), win(0.5, 4.5), 2*time.Second)
+	assert.Equal(t, NotCovered, r)
+	_, r = MeanActivity(activitySamples(), win(0.5, 3.5), time.Second+time.Second/2)
+	assert.Equal(t, Gap, r, "the 2 s period is longer than the allowed gap")
+	// A break: the period a NaN sample ends has no figure.
+	s := []UtilSample{{at(0), math.NaN()}, {at(1), 40}, {at(2), math.NaN()}, {at(3), 50}}
+	_, r = MeanActivity(s, win(0.5, 2.5), 2*time.Second)
+	assert.Equal(t, Gap, r)
+	m, r := MeanActivity(s, win(2.25, 2.75), 2*time.Second)
+	require.Equal(t, Covered, r)
+	near(t, 0.50, m)
+	_, r = MeanActivity(s, win(2, 1), time.Second)
+	assert.Equal(t, EmptyWindow, r)
+}

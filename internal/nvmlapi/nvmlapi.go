@@ -25,6 +25,11 @@ type Library interface {
 	EventSetCreate() (nvml.EventSet, nvml.Return)
 	Extensions() nvml.ExtendedInterface
 	Shutdown() nvml.Return
+	// GPU Performance Monitoring (Hopper and later): sample buffers and
+	// the metrics of two samples.
+	GpmSampleAlloc() (nvml.GpmSample, nvml.Return)
+	GpmSampleFree(nvml.GpmSample) nvml.Return
+	GpmMetricsGet(*nvml.GpmMetricsGetType) nvml.Return
 }
 
 // Device is the part of nvml.Device the components use, for a physical GPU or
@@ -56,6 +61,11 @@ type Device interface {
 	GetGpuInstanceId() (int, nvml.Return)
 	GetComputeInstanceId() (int, nvml.Return)
 	RegisterEvents(uint64, nvml.EventSet) nvml.Return
+	GpmQueryDeviceSupport() (nvml.GpmSupport, nvml.Return)
+	GpmSampleGet(nvml.GpmSample) nvml.Return
+	// GpmMigSampleGet samples one GPU instance of a GPU in MIG mode: called
+	// on the parent GPU's handle with the MIG GPU instance id.
+	GpmMigSampleGet(int, nvml.GpmSample) nvml.Return
 }
 
 // LoadFunc initializes NVML. It returns a library only when nvmlInit
@@ -104,6 +114,10 @@ type Symbols struct {
 	ProcessUtil        bool // nvmlDeviceGetProcessUtilization
 	Mig                bool // nvmlDeviceGetMigMode and the MIG handle calls (R450+)
 	Events             bool // event set calls behind the XID errors
+	// GPM: nvmlGpmQueryDeviceSupport, nvmlGpmSampleAlloc/Free/Get and
+	// nvmlGpmMetricsGet (R520+); GPMMig: nvmlGpmMigSampleGet besides.
+	GPM    bool
+	GPMMig bool
 
 	// Missing lists the entry points not found, for one log line.
 	Missing []string
@@ -161,6 +175,12 @@ func LookupSymbols(lib Library) Symbols {
 	if !sym.ClocksEventReasons && !sym.ClocksThrottle {
 		missing = append(missing, "nvmlDeviceGetCurrentClocksEventReasons|nvmlDeviceGetCurrentClocksThrottleReasons")
 	}
+	// GPM exists from R520 on and only Hopper and later GPUs answer it:
+	// its absence is normal, not worth the missing list.
+	sym.GPM = ext.LookupSymbol("nvmlGpmQueryDeviceSupport") == nil && ext.LookupSymbol("nvmlGpmSampleAlloc") == nil &&
+		ext.LookupSymbol("nvmlGpmSampleFree") == nil && ext.LookupSymbol("nvmlGpmSampleGet") == nil &&
+		ext.LookupSymbol("nvmlGpmMetricsGet") == nil
+	sym.GPMMig = sym.GPM && sym.Mig && ext.LookupSymbol("nvmlGpmMigSampleGet") == nil
 	sym.Missing = missing
 	return sym
 }

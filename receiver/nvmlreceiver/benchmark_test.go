@@ -150,6 +150,13 @@ func (*stubLibrary) EventSetCreate() (nvml.EventSet, nvml.Return) {
 }
 func (*stubLibrary) Extensions() nvml.ExtendedInterface { return stubExtensions{} }
 func (*stubLibrary) Shutdown() nvml.Return              { return nvml.SUCCESS }
+func (*stubLibrary) GpmSampleAlloc() (nvml.GpmSample, nvml.Return) {
+	return nil, nvml.ERROR_NOT_SUPPORTED
+}
+func (*stubLibrary) GpmSampleFree(nvml.GpmSample) nvml.Return { return nvml.SUCCESS }
+func (*stubLibrary) GpmMetricsGet(*nvml.GpmMetricsGetType) nvml.Return {
+	return nvml.ERROR_NOT_SUPPORTED
+}
 
 type stubExtensions struct{}
 
@@ -179,6 +186,9 @@ func (d *stubDevice) GetUUID() (string, nvml.Return) {
 	return fmt.Sprintf("GPU-00000000-0000-0000-0000-%012d", d.index), nvml.SUCCESS
 }
 func (*stubDevice) GetName() (string, nvml.Return) { return "NVIDIA A100-SXM4-40GB", nvml.SUCCESS }
+func (*stubDevice) GpmQueryDeviceSupport() (nvml.GpmSupport, nvml.Return) {
+	return nvml.GpmSupport{}, nvml.SUCCESS // an A100: no GPM
+}
 func (*stubDevice) GetPciInfo() (nvml.PciInfo, nvml.Return) {
 	var p nvml.PciInfo
 	copy(p.BusId[:], "00000000:10:00.0")

@@ -357,6 +357,7 @@ type childResult struct {
 	logs    []map[string]any
 	err     error // exit status of the child
 	stderr  string
+	report  string // what the fake's last nvmlShutdown wrote (fakenvml.EnvReport)
 }
 
 // runFake builds the fake library with defines, writes the scenario and
@@ -406,10 +407,14 @@ func runFake(t *testing.T, sc fakenvml.Scenario, script childScript, defines ...
 		"LD_LIBRARY_PATH="+libDir,
 		fakenvml.EnvScenario+"="+scenarioPath,
 		fakenvml.EnvState+"="+script.StateFile,
+		fakenvml.EnvReport+"="+filepath.Join(script.OutDir, "report.txt"),
 	)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	res := childResult{err: cmd.Run(), stderr: stderr.String()}
+	if b, err := os.ReadFile(filepath.Join(script.OutDir, "report.txt")); err == nil {
+		res.report = string(b)
+	}
 	for i := range script.Steps {
 		raw, err := os.ReadFile(filepath.Join(script.OutDir, fmt.Sprintf("scrape-%d.json", i)))
 		if err != nil {

@@ -38,6 +38,7 @@ type gpuState struct {
 	migEnabled bool      // MIG mode on in this scrape
 	reported   uint64    // bit set of features already logged as unsupported
 	procUtil   procUtil  // reused per-process utilization accumulator
+	gpm        gpmState
 }
 
 // feature names one NVML query for "not supported" logging.
@@ -65,6 +66,8 @@ const (
 	featMIGMode
 	featMIGMemory
 	featMIGProcesses
+	featGPM
+	featGPMMIG
 	featCount
 )
 
@@ -90,6 +93,8 @@ var featureNames = [featCount]string{
 	featMIGMode:        "MIG mode",
 	featMIGMemory:      "MIG instance memory",
 	featMIGProcesses:   "MIG instance processes",
+	featGPM:            "GPM (gpu.sm.activity, gpu.sm.occupancy, gpu.tensor.activity, gpu.dram.bandwidth.utilization)",
+	featGPMMIG:         "GPM per MIG GPU instance",
 }
 
 func (f feature) String() string { return featureNames[f] }
@@ -100,6 +105,7 @@ type gpuStep func(*gpuScraper, *gpuState, pcommon.Timestamp, *scrapererror.Scrap
 // gpuSteps run in order; a lost GPU stops the sequence.
 var gpuSteps = [...]gpuStep{
 	(*gpuScraper).recordUtilization,
+	(*gpuScraper).recordGPM,
 	(*gpuScraper).recordMemory,
 	(*gpuScraper).recordTemperature,
 	(*gpuScraper).recordPower,

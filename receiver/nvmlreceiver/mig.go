@@ -30,13 +30,16 @@ func (s *gpuScraper) migEnabled(g *gpuState, errs *scrapererror.ScrapeErrors) bo
 // its memory and its processes' memory. NVML reports no utilization,
 // power, clocks or per-process utilization for MIG devices (those need
 // DCGM profiling or GPM); the parent GPU keeps its own resource with the
-// metrics NVML still answers in MIG mode.
+// metrics NVML still answers in MIG mode. GPM (Hopper and later) is the
+// exception: it is sampled per GPU instance through the parent's handle.
 func (s *gpuScraper) scrapeMIG(g *gpuState, ts pcommon.Timestamp, errs *scrapererror.ScrapeErrors) {
 	wantMem := s.wantMemory()
 	wantProcs := s.wantProcesses()
-	if !wantMem && !wantProcs {
+	wantGPM := s.wantGPM()
+	if !wantMem && !wantProcs && !wantGPM {
 		return
 	}
+	defer s.dropGoneGPMInstances(g, ts)
 	slots, ret := g.dev.GetMaxMigDeviceCount()
 	if !s.check(g, featMIGMode, ret, errs) {
 		return
@@ -69,6 +72,9 @@ func (s *gpuScraper) scrapeMIG(g *gpuState, ts pcommon.Timestamp, errs *scrapere
 		}
 		if wantProcs {
 			s.recordProcessesOf(g, mig, featMIGProcesses, false, ts, errs)
+		}
+		if wantGPM && !g.lost {
+			s.recordGPMOf(g, gi, ts, errs)
 		}
 		rb := s.gpuResource(g)
 		rb.SetGpuMigUUID(migUUID)

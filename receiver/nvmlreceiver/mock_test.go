@@ -135,6 +135,9 @@ func fillDevice(d *dgxa100.Device, i int) {
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) {
+		return nvml.GpmSupport{}, nvml.SUCCESS // an A100: no GPM
+	}
 }
 
 // newMockServer returns 8 mocked A100s with every receiver query answered.

@@ -93,6 +93,9 @@ func (s *gpuScraper) shutdown(context.Context) error {
 		s.xid = nil
 	}
 	if s.lib != nil {
+		for _, g := range s.gpus {
+			s.freeGPM(g)
+		}
 		if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
 			s.logger.Debug("NVML shutdown failed", zap.Error(ret))
 		}
@@ -324,6 +327,7 @@ func (s *gpuScraper) reacquire(g *gpuState) bool {
 	g.dev = h
 	g.gone = false
 	g.throttleKnown = false
+	g.resetGPM()
 	if s.xid != nil {
 		s.xid.register(g)
 	}

@@ -40,7 +40,9 @@ const (
 // 100 W, 300 W from t+2 s, 150 W from t+6 s; its driver samples
 // utilization every 100 ms: 20 %, 90 % from t+2 s, 40 % from t+6 s; the
 // service's process holds 1 GiB, 3 GiB from t+2 s, 6 GiB from t+5.5 s,
-// 2 GiB from t+7 s. GPU 1 draws 50 W and holds no process of the service.
+// 2 GiB from t+7 s; its GPM SM activity is 30 %, 80 % from t+2 s, 50 %
+// from t+6 s, its tensor activity 10 %, 40 %, 20 %. GPU 1 draws 50 W,
+// holds no process of the service and has no GPM.
 func costScenario(t uint64) fakenvml.Scenario {
 	const s = uint64(1_000_000)
 	g0 := fakenvml.GPU{
@@ -51,6 +53,12 @@ func costScenario(t uint64) fakenvml.Scenario {
 			{PID: servicePID, FromUs: t - 60*s, Bytes: gib}, {PID: servicePID, FromUs: t + 2*s, Bytes: 3 * gib},
 			{PID: servicePID, FromUs: t + 5*s + s/2, Bytes: 6 * gib}, {PID: servicePID, FromUs: t + 7*s, Bytes: 2 * gib},
 		},
+	}
+	g0.GPM = fakenvml.GPMOn
+	g0.GPMSteps = []fakenvml.GPMStep{
+		{GPUInstance: -1, FromUs: t - 60*s, Values: [4]float64{30, 25, 10, 15}},
+		{GPUInstance: -1, FromUs: t + 2*s, Values: [4]float64{80, 60, 40, 55}},
+		{GPUInstance: -1, FromUs: t + 6*s, Values: [4]float64{50, 35, 20, 30}},
 	}
 	// A sample at ts is the utilization of (ts-100 ms, ts].
 	for ts := t - 5*s; ts <= t+55*s; ts += s / 10 {
@@ -83,11 +91,18 @@ func costScenario(t uint64) fakenvml.Scenario {
 //	job-2: energy 300 W*1 s/2 + 300 W*1 s + 150 W*2 s = 750 J;
 //	       busy 0.9/2 + 0.9*1 + 0.4*2 = 2.15 s; peak 6 GiB
 //
+// and the mean GPM activity of each window (a mean: not split):
+//
+//	job-1: SM (0.3*1 + 0.8*3)/4 = 0.675; tensor (0.1*1 + 0.4*3)/4 = 0.325
+//	job-2: SM (0.8*2 + 0.5*2)/4 = 0.65;  tensor (0.4*2 + 0.2*2)/4 = 0.3
+//
 // and job-2's gpu_build stage span (naming GPU 0 by hw.id) its own.
 //
 // Energy is compared at 1e-4: the sidecar stamps each counter read with
 // the host clock around the NVML call, and the counter is whole mJ. Busy
 // time comes from the driver's own sample timestamps: 1e-6. Memory: exact.
+// GPM activity: its samples are stamped on the host clock as the energy
+// reads are; 0.005 (half a percentage point) absolute.
 func TestGPUCostPerRun(t *testing.T) {
 	root := binarytest.RepoRoot()
 	dir := t.TempDir()
@@ -133,7 +148,8 @@ func TestGPUCostPerRun(t *testing.T) {
 	status("job-2", "FAILED_INDEX_BUILD", 8*time.Second)
 	// job-2's gpu_build stage, naming GPU 0 by UUID: t+4.5..t+7.5 s, not
 	// split with anything: 300 W*1.5 s + 150 W*1.5 s = 675 J; busy
-	// 0.9*1.5 + 0.4*1.5 = 1.95 s; peak 6 GiB (from t+5.5 s).
+	// 0.9*1.5 + 0.4*1.5 = 1.95 s; peak 6 GiB (from t+5.5 s); SM activity
+	// (0.8*1.5 + 0.5*1.5)/3 = 0.65.
 	_, stage := svc.tracer.Start(context.Background(), "gpu_build", trace.WithTimestamp(base.Add(4500*time.Millisecond)),
 		trace.WithAttributes(attribute.String("build.job.id", "job-2"), attribute.String("build.stage", "gpu_build"),
 			attribute.String("build.stage.result", "failure"), attribute.String("hw.id", "GPU-c0570000-0000-4000-8000-0000000000e0")))
@@ -174,6 +190,11 @@ func TestGPUCostPerRun(t *testing.T) {
 		{"build.stage.gpu.energy", "failure", 675, 1e-4, 1},
 		{"build.stage.gpu.busy_time", "failure", 1.95, 1e-6, 0},
 		{"build.stage.gpu.memory.peak", "failure", float64(6 * gib), 0, 0},
+		{"build.gpu.sm_activity", "success", 0.675, 0, 0.005},
+		{"build.gpu.sm_activity", "failure", 0.65, 0, 0.005},
+		{"build.gpu.tensor_activity", "success", 0.325, 0, 0.005},
+		{"build.gpu.tensor_activity", "failure", 0.3, 0, 0.005},
+		{"build.stage.gpu.sm_activity", "failure", 0.65, 0, 0.005},
 	}
 	for _, w := range wants {
 		ok := binarytest.Eventually(30*time.Second, func() bool { return len(values(w.metric, w.result)) > 0 || col.Exited() })

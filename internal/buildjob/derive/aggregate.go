@@ -25,6 +25,12 @@ const (
 	familyStageGPUEnergy // build.stage.gpu.energy
 	familyStageGPUBusy   // build.stage.gpu.busy_time
 	familyStageGPUMemory // build.stage.gpu.memory.peak
+	// Mean GPM activity (Hopper and later) of runs and stage runs; after
+	// the others so that persisted family numbers keep their meaning.
+	familyGPUSMActivity          // build.gpu.sm_activity
+	familyGPUTensorActivity      // build.gpu.tensor_activity
+	familyStageGPUSMActivity     // build.stage.gpu.sm_activity
+	familyStageGPUTensorActivity // build.stage.gpu.tensor_activity
 	numFamilies
 )
 

@@ -97,6 +97,11 @@ func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, 
 		familyStageGPUEnergy: gpuEnergyBounds,
 		familyStageGPUBusy:   gpuBusyBounds,
 		familyStageGPUMemory: gpuMemoryBounds,
+
+		familyGPUSMActivity:          gpuActivityBounds,
+		familyGPUTensorActivity:      gpuActivityBounds,
+		familyStageGPUSMActivity:     gpuActivityBounds,
+		familyStageGPUTensorActivity: gpuActivityBounds,
 	}
 	startTS := pcommon.NewTimestampFromTime(start)
 	return &deriver{
@@ -413,6 +418,11 @@ var familyMetricNames = [numFamilies]familyNames{
 	familyStageGPUEnergy: {"", "", metricBuildStageGPUEnergy, "J"},
 	familyStageGPUBusy:   {"", "", metricBuildStageGPUBusyTime, "s"},
 	familyStageGPUMemory: {"", "", metricBuildStageGPUMemoryPeak, "By"},
+
+	familyGPUSMActivity:          {"", "", metricBuildGPUSMActivity, "1"},
+	familyGPUTensorActivity:      {"", "", metricBuildGPUTensor, "1"},
+	familyStageGPUSMActivity:     {"", "", metricBuildStageGPUSMActivity, "1"},
+	familyStageGPUTensorActivity: {"", "", metricBuildStageGPUTensor, "1"},
 }
 
 func (b *metricsBuilder) build() pmetric.Metrics {
@@ -507,11 +517,11 @@ func (b *metricsBuilder) setHistogramPoint(hp pmetric.HistogramDataPoint, s *ser
 
 func (b *metricsBuilder) putAttributes(attrs pcommon.Map, l *seriesLabels) {
 	switch l.fam {
-	case familyJobs, familyGPUEnergy, familyGPUBusy, familyGPUMemory:
+	case familyJobs, familyGPUEnergy, familyGPUBusy, familyGPUMemory, familyGPUSMActivity, familyGPUTensorActivity:
 		if l.a != "" {
 			attrs.PutStr(attrBuildResult, l.a)
 		}
-	case familyStages, familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory:
+	case familyStages, familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory, familyStageGPUSMActivity, familyStageGPUTensorActivity:
 		attrs.PutStr(attrBuildStage, l.a)
 		attrs.PutStr(attrBuildResult, l.b)
 	case familyAPI:

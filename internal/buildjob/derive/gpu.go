@@ -29,7 +29,9 @@ const (
 var (
 	gpuEnergyBounds = []float64{10, 30, 100, 300, 1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6}
 	gpuBusyBounds   = []float64{0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
-	gpuMemoryBounds = []float64{1 << 28, 1 << 29, 1 << 30, 1 << 31, 1 << 32, 1 << 33, 1 << 34, 1 << 35, 1 << 36, 1 << 37}
+	// SM and tensor activity: fractions.
+	gpuActivityBounds = []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95}
+	gpuMemoryBounds   = []float64{1 << 28, 1 << 29, 1 << 30, 1 << 31, 1 << 32, 1 << 33, 1 << 34, 1 << 35, 1 << 36, 1 << 37}
 )
 
 // gpuHint is the GPU a run's records name: hw.id (the UUID) wins over
@@ -99,17 +101,25 @@ const (
 	figureEnergy gpuFigure = iota
 	figureBusy
 	figureMemory
+	figureSMActivity
+	figureTensorActivity
 	figureStageEnergy
 	figureStageBusy
 	figureStageMemory
+	figureStageSMActivity
+	figureStageTensorActivity
 	numGPUFigures
 )
+
+// numFigures is how many figures a run (or a stage run) has.
+const numFigures = int(figureStageEnergy)
 
 // stageFigures is the offset from a run's figure to the stage's.
 const stageFigures = figureStageEnergy - figureEnergy
 
 func (f gpuFigure) String() string {
-	return [...]string{"energy", "busy_time", "memory_peak", "stage_energy", "stage_busy_time", "stage_memory_peak"}[f]
+	return [...]string{"energy", "busy_time", "memory_peak", "sm_activity", "tensor_activity",
+		"stage_energy", "stage_busy_time", "stage_memory_peak", "stage_sm_activity", "stage_tensor_activity"}[f]
 }
 
 // gpuSkipReason says why a run has no GPU figure: gpucost's reasons, then
@@ -121,6 +131,7 @@ const (
 	gpuSkipGPUNotFound                                                // the run names a GPU the sampler does not see
 	gpuSkipNoPID                                                      // the service has no process.pid resource attribute
 	gpuSkipProcessNotOnGPU                                            // the service's process held no memory on the run's GPUs
+	gpuSkipNoGPM                                                      // a GPU of the run has no GPM (before Hopper): no SM or tensor activity
 	numGPUSkipReasons
 )
 
@@ -134,6 +145,8 @@ func (r gpuSkipReason) String() string {
 		return "no_process_pid"
 	case gpuSkipProcessNotOnGPU:
 		return "process_not_on_gpu"
+	case gpuSkipNoGPM:
+		return "no_gpm"
 	}
 	return gpucost.Reason(r).String()
 }
@@ -201,10 +214,11 @@ type gpuWindow struct {
 }
 
 // gpuResult is what the samples give a window: each figure's value, or why
-// it has none.
+// it has none. In gpuFigure order: energy, busy time, peak memory, SM
+// activity, tensor activity.
 type gpuResult struct {
-	vals    [3]float64
-	reasons [3]gpuSkipReason // gpuCovered: the figure is in vals
+	vals    [numFigures]float64
+	reasons [numFigures]gpuSkipReason // gpuCovered: the figure is in vals
 	// notYet: the samples end before the window does (its end has just
 	// passed, or the driver's next utilization sample is still to come):
 	// worth another try.
@@ -215,22 +229,27 @@ type gpuResult struct {
 
 const gpuCovered = gpuSkipReason(gpucost.Covered)
 
-// gpuFigures works out a window's energy (J), busy time (s) and peak memory
-// (bytes).
+// gpuFigures works out a window's energy (J), busy time (s), peak memory
+// (bytes) and mean SM and tensor activity (fractions).
 func (d *deriver) gpuFigures(gw gpuWindow) gpuResult {
 	var out gpuResult
 	series := d.gpu.sampler.Samples(gw.w.From, gw.w.To)
 	if len(series) == 0 {
-		out.reasons = [3]gpuSkipReason{gpuSkipReason(gpucost.NoSamples), gpuSkipReason(gpucost.NoSamples), gpuSkipReason(gpucost.NoSamples)}
+		for i := range out.reasons {
+			out.reasons[i] = gpuSkipReason(gpucost.NoSamples)
+		}
 		return out
 	}
 	maxGap := d.gpu.sampler.MaxGap()
 	pid, hasPID := processPID(gw.res)
 	gpus := d.pickGPUs(series, gw.hint, pid, hasPID, gw.w, maxGap)
 	if gpus == nil {
-		out.reasons = [3]gpuSkipReason{gpuSkipGPUNotFound, gpuSkipGPUNotFound, gpuSkipGPUNotFound}
+		for i := range out.reasons {
+			out.reasons[i] = gpuSkipGPUNotFound
+		}
 		return out
 	}
+	d.activityFigures(&out, gpus, gw.w, maxGap)
 	for _, g := range gpus {
 		out.gpus = append(out.gpus, g.UUID)
 		out.notYet = out.notYet || endsBefore(g, gw.w.To)
@@ -256,37 +275,69 @@ func (d *deriver) gpuFigures(gw gpuWindow) gpuResult {
 		}
 	}
 	if !hasPID {
-		out.reasons[2] = gpuSkipNoPID
+		out.reasons[figureMemory] = gpuSkipNoPID
 		return out
 	}
 	found := false
 	for _, g := range gpus {
 		p, ok, r := gpucost.PeakMemory(g.Memory, pid, gw.w, maxGap)
 		if r != gpucost.Covered {
-			out.reasons[2] = gpuSkipReason(r)
+			out.reasons[figureMemory] = gpuSkipReason(r)
 			return out
 		}
 		if ok {
-			out.vals[2] += float64(p) // on several GPUs: the sum of each GPU's peak
+			out.vals[figureMemory] += float64(p) // on several GPUs: the sum of each GPU's peak
 			found = true
 		}
 	}
 	if !found {
-		out.reasons[2] = gpuSkipProcessNotOnGPU
+		out.reasons[figureMemory] = gpuSkipProcessNotOnGPU
 	}
 	return out
+}
+
+// activityFigures works out the mean SM and tensor activity of w: each
+// GPU's time-weighted mean of its GPM periods over w; on several GPUs, the
+// mean of theirs. A mean is not additive, so runs sharing a GPU each get
+// the GPU's activity over their own window, not a split of it. Any GPU of
+// the run without GPM: no figure (no_gpm).
+func (d *deriver) activityFigures(out *gpuResult, gpus []*nvmlsamplerextension.Series, w gpucost.Window, maxGap time.Duration) {
+	for i, pick := range [2]func(*nvmlsamplerextension.Series) []gpucost.UtilSample{
+		func(s *nvmlsamplerextension.Series) []gpucost.UtilSample { return s.SMActivity },
+		func(s *nvmlsamplerextension.Series) []gpucost.UtilSample { return s.TensorActivity },
+	} {
+		f := figureSMActivity + gpuFigure(i)
+		var sum float64
+		for _, g := range gpus {
+			if !g.GPM {
+				out.reasons[f] = gpuSkipNoGPM
+				break
+			}
+			m, r := gpucost.MeanActivity(pick(g), w, maxGap)
+			if r != gpucost.Covered {
+				out.reasons[f] = gpuSkipReason(r)
+				break
+			}
+			sum += m
+		}
+		if out.reasons[f] == gpuCovered {
+			out.vals[f] = sum / float64(len(gpus))
+		}
+	}
 }
 
 // endsBefore reports whether g's samples of some kind end before t.
 func endsBefore(g *nvmlsamplerextension.Series, t time.Time) bool {
 	return (len(g.Energy) > 0 && g.Energy[len(g.Energy)-1].T.Before(t)) ||
 		(len(g.Util) > 0 && g.Util[len(g.Util)-1].T.Before(t)) ||
-		(len(g.Memory) > 0 && g.Memory[len(g.Memory)-1].T.Before(t))
+		(len(g.Memory) > 0 && g.Memory[len(g.Memory)-1].T.Before(t)) ||
+		(len(g.SMActivity) > 0 && g.SMActivity[len(g.SMActivity)-1].T.Before(t))
 }
 
 var (
-	runGPUFamilies   = [3]family{familyGPUEnergy, familyGPUBusy, familyGPUMemory}
-	stageGPUFamilies = [3]family{familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory}
+	runGPUFamilies   = [numFigures]family{familyGPUEnergy, familyGPUBusy, familyGPUMemory, familyGPUSMActivity, familyGPUTensorActivity}
+	stageGPUFamilies = [numFigures]family{familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory,
+		familyStageGPUSMActivity, familyStageGPUTensorActivity}
 )
 
 // pendingGPU is a run's or stage's GPU figures to emit: at once, or once
@@ -296,7 +347,7 @@ type pendingGPU struct {
 	res      *resourceEntry
 	a, b     string // the series labels: result; or stage, result
 	dims     []dimValue
-	families [3]family
+	families [numFigures]family
 	deadline time.Time // give up waiting for samples then
 }
 
@@ -306,7 +357,7 @@ const maxPendingGPU = 4096
 // countGPU adds one counted run's GPU figures, or counts why it has none.
 func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
 	if !c.hasDuration {
-		d.skipGPU(gpuSkipNoWindow, figureEnergy, figureBusy, figureMemory)
+		d.skipGPU(gpuSkipNoWindow, figureEnergy, figureBusy, figureMemory, figureSMActivity, figureTensorActivity)
 		return
 	}
 	d.emitGPU(&pendingGPU{

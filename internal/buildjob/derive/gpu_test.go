@@ -285,3 +285,73 @@ func TestGPUOverlapWithARunWaitingForSamples(t *testing.T) {
 	nearly(t, 4000, e.min, "each run")
 	nearly(t, 4000, e.max, "each run")
 }
+
+// withGPM gives GPU 0 of a hand sampler GPM activity: SM activity 30 % in
+// the periods ending up to 25 s, 70 % up to 35 s, 10 % after; tensor
+// activity half of it. Its first sample (-5 s) opens the first period.
+// GPU 1 has no GPM.
+func withGPM(h *handSampler) *handSampler {
+	s := &h.series[0]
+	s.GPM = true
+	for sec := -5; sec <= 300; sec++ {
+		pct := math.NaN()
+		switch {
+		case sec == -5:
+		case sec <= 25:
+			pct = 30
+		case sec <= 35:
+			pct = 70
+		default:
+			pct = 10
+		}
+		t := at(time.Duration(sec) * time.Second)
+		s.SMActivity = append(s.SMActivity, gpucost.UtilSample{T: t, Percent: pct})
+		s.TensorActivity = append(s.TensorActivity, gpucost.UtilSample{T: t, Percent: pct / 2})
+	}
+	return h
+}
+
+// TestGPUActivityPerStageAndRun: each stage run and run gets the
+// time-weighted mean of the GPM periods over its window, worked out by
+// hand; a stage on the GPU without GPM gets none and is counted as no_gpm.
+func TestGPUActivityPerStageAndRun(t *testing.T) {
+	svc := gpuService(t)
+	d := newConnectorDeriver(testConfig(), t0)
+	d.setGPUSampler(withGPM(newHandSampler()))
+	sec := func(s float64) time.Time { return at(time.Duration(s * float64(time.Second))) }
+	svc.stageSpan("job-s", "download", sec(10), sec(20), 0)
+	svc.stageSpan("job-s", "gpu_build", sec(20.5), sec(40), 0, attribute.String("hw.id", "GPU-00000000-0000-4000-8000-00000000000a"))
+	svc.stageSpan("job-s", "upload", sec(41), sec(45), 0, attribute.String("hw.id", "GPU-00000000-0000-4000-8000-00000000000b"))
+	d.consumeTraces(svc.traces(), sec(46))
+	svc.status("job-a", running, sec(10))
+	svc.status("job-a", completed, sec(40))
+	d.consumeLogs(svc.logs(), sec(46))
+	st := d.peekStats()
+	ps := points(d.flush(sec(50), false))
+
+	// download [10 s, 20 s]: all at 30 %.
+	// gpu_build [20.5 s, 40 s]: 4.5 s at 30 %, 10 s at 70 %, 5 s at 10 %.
+	gpuBuild := (4.5*0.30 + 10*0.70 + 5*0.10) / 19.5
+	for _, tc := range []struct {
+		stage string
+		sm    float64
+	}{{"download", 0.30}, {"gpu_build", gpuBuild}} {
+		want := attrs("build.stage", tc.stage, "build.result", "success")
+		sm := one(t, ps, metricBuildStageGPUSMActivity, want)
+		assert.Equal(t, "1", sm.unit)
+		assert.Equal(t, uint64(1), sm.count)
+		nearly(t, tc.sm, sm.sum, tc.stage+" SM activity")
+		nearly(t, tc.sm/2, one(t, ps, metricBuildStageGPUTensor, want).sum, tc.stage+" tensor activity")
+	}
+	assert.Empty(t, matching(ps, metricBuildStageGPUSMActivity, attrs("build.stage", "upload", "build.result", "success")))
+	assert.Equal(t, int64(1), st.gpuSkipped[figureStageSMActivity][gpuSkipNoGPM])
+	assert.Equal(t, int64(1), st.gpuSkipped[figureStageTensorActivity][gpuSkipNoGPM])
+	// The upload stage still has its energy (GPU 1 has an energy counter).
+	nearly(t, 100*4, one(t, ps, metricBuildStageGPUEnergy, attrs("build.stage", "upload", "build.result", "success")).sum, "upload energy")
+
+	// job-a [10 s, 40 s] on GPU 0 (its process's memory): 15 s at 30 %,
+	// 10 s at 70 %, 5 s at 10 %.
+	run := one(t, ps, metricBuildGPUSMActivity, attrs("build.result", "success"))
+	nearly(t, (15*0.30+10*0.70+5*0.10)/30, run.sum, "run SM activity")
+	nearly(t, (15*0.15+10*0.35+5*0.05)/30, one(t, ps, metricBuildGPUTensor, attrs("build.result", "success")).sum, "run tensor activity")
+}

@@ -12,6 +12,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,9 @@ const LibraryName = "libnvidia-ml.so.1"
 const (
 	EnvScenario = "FAKE_NVML_SCENARIO"
 	EnvState    = "FAKE_NVML_STATE"
+	// EnvReport names a file every nvmlShutdown writes
+	// "gpm_samples_live <n>" to: GPM samples allocated and not freed.
+	EnvReport = "FAKE_NVML_REPORT"
 )
 
 // Compile-time variants.
@@ -120,6 +124,70 @@ type GPU struct {
 	// ProcessMemory scripts processes' memory over time (physical GPU),
 	// besides the static Processes. Steps in time order.
 	ProcessMemory []ProcessMemoryStep
+	// GPM is the answer to nvmlGpmQueryDeviceSupport: GPMNone (the
+	// default, a GPU before Hopper: not supported), GPMOn, or
+	// GPMUnsupported (NVML_ERROR_NOT_SUPPORTED).
+	GPM GPMSupport
+	// GPMSteps script the GPM metrics of the GPU and of its MIG GPU
+	// instances; each (GPU instance)'s steps in time order.
+	GPMSteps []GPMStep
+}
+
+// GPMSupport is how a GPU answers nvmlGpmQueryDeviceSupport.
+type GPMSupport int
+
+// How a GPU answers nvmlGpmQueryDeviceSupport; GPM samples succeed only
+// with GPMOn.
+const (
+	GPMNone        GPMSupport = iota // not supported (isSupportedDevice 0)
+	GPMOn                            // supported
+	GPMUnsupported                   // NVML_ERROR_NOT_SUPPORTED
+)
+
+// GPMStep is the GPM metrics (percent) of the GPU (GPUInstance -1) or of
+// one of its MIG GPU instances from a time (µs on the fake's clock) on.
+type GPMStep struct {
+	GPUInstance int
+	FromUs      uint64
+	// SM activity, SM occupancy, any tensor activity, DRAM bandwidth.
+	Values [4]float64
+}
+
+// GPMMean is what nvmlGpmMetricsGet reports for two samples taken at t1
+// and t2 (µs on the fake's clock) of the GPU (gi -1) or its GPU instance
+// gi: each metric's time-weighted mean of the steps over [t1, t2] (a step
+// holds until the next of the same instance; 0 before the first); the
+// value at t1 when t1 == t2.
+func (g GPU) GPMMean(gi int, t1, t2 uint64) [4]float64 {
+	var out [4]float64
+	for k := range out {
+		var sum, at float64
+		for i, st := range g.GPMSteps {
+			if st.GPUInstance != gi {
+				continue
+			}
+			to := uint64(math.MaxUint64)
+			for _, nx := range g.GPMSteps[i+1:] {
+				if nx.GPUInstance == gi {
+					to = nx.FromUs
+					break
+				}
+			}
+			if st.FromUs <= t1 && (t1 < to || to == math.MaxUint64) {
+				at = st.Values[k]
+			}
+			lo, hi := max(st.FromUs, t1), min(to, t2)
+			if hi > lo {
+				sum += st.Values[k] * float64(hi-lo)
+			}
+		}
+		if t2 > t1 {
+			out[k] = sum / float64(t2-t1)
+		} else {
+			out[k] = at
+		}
+	}
+	return out
 }
 
 // PowerStep is a power draw from a time (µs on the fake's clock) on.
@@ -205,6 +273,12 @@ func (s Scenario) WriteFile(path string) error {
 		if g.SamplesUnsupported {
 			b.WriteString(" samples=unsupported")
 		}
+		switch g.GPM {
+		case GPMOn:
+			b.WriteString(" gpm=on")
+		case GPMUnsupported:
+			b.WriteString(" gpm=unsupported")
+		}
 		b.WriteString("\n")
 		for _, smp := range g.GPUSamples {
 			fmt.Fprintf(&b, "sample %d gpu %d %d\n", i, smp.TimestampUs, smp.Percent)
@@ -223,6 +297,9 @@ func (s Scenario) WriteFile(path string) error {
 		}
 		for _, p := range g.ProcessMemory {
 			fmt.Fprintf(&b, "procmem %d %d %d %d\n", i, p.PID, p.FromUs, p.Bytes)
+		}
+		for _, st := range g.GPMSteps {
+			fmt.Fprintf(&b, "gpm %d %d %d %.17g %.17g %.17g %.17g\n", i, st.GPUInstance, st.FromUs, st.Values[0], st.Values[1], st.Values[2], st.Values[3])
 		}
 		for _, m := range g.MIG {
 			fmt.Fprintf(&b, "mig %d %d %s %d %d %d %d %d\n", i, m.Slot, m.UUID, m.GPUInstanceID, m.ComputeID, m.MemTotal, m.MemUsed, m.MemReserv)

@@ -75,7 +75,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.BuildjobGpuFiguresSkipped, err = builder.meter.Int64Counter(
 		"otelcol_buildjob_gpu_figures_skipped",
-		metric.WithDescription("GPU figures (with gpu_sampler) a counted run did not get, by figure and reason - never a guess. no_samples - NVML absent or no GPU; window_not_covered - the samples begin after the run's start (the sidecar started during the run) or end before its end; sample_gap - sampling stopped during the run (GPU lost); counter_reset - the energy counter went down (driver reload); no_window - the run's start or end is unknown (timed out, end only); gpu_not_found - the run names a GPU the sampler does not see; no_process_pid - the service has no process.pid resource attribute; process_not_on_gpu - its process held no GPU memory during the run. [Development]"),
+		metric.WithDescription("GPU figures (with gpu_sampler) a counted run did not get, by figure and reason - never a guess. no_samples - NVML absent or no GPU; window_not_covered - the samples begin after the run's start (the sidecar started during the run) or end before its end; sample_gap - sampling stopped during the run (GPU lost); counter_reset - the energy counter went down (driver reload); no_window - the run's start or end is unknown (timed out, end only); gpu_not_found - the run names a GPU the sampler does not see; no_process_pid - the service has no process.pid resource attribute; process_not_on_gpu - its process held no GPU memory during the run; no_gpm - a GPU of the run has no GPM (before Hopper), so no SM or tensor activity. [Development]"),
 		metric.WithUnit("{figure}"),
 	)
 	errs = errors.Join(errs, err)

@@ -25,11 +25,21 @@
 //                                        the newest 120) are its means
 //     procmem <gpu> <pid> <from_us> <bytes>  a process's memory from a time
 //                                        on (0: the process is gone)
+//     gpm <gpu> <gi> <from_us> <sm> <occupancy> <tensor> <dram>
+//                                        GPM metrics (percent) from a time
+//                                        on, of the GPU (gi -1) or of its
+//                                        MIG GPU instance gi; needs gpm=on.
+//                                        nvmlGpmMetricsGet gives the
+//                                        time-weighted mean of the steps
+//                                        between the two samples' times
 //   FAKE_NVML_STATE     what changes during a run, re-read when it changes:
 //     clock <us>        samples newer than this are not yet "taken"
 //     lost <gpu>        the GPU answers NVML_ERROR_GPU_IS_LOST; when the line
 //                       goes away the GPU is back with a new handle
 //     xid <gpu> <code>  one XID event each, delivered once, in order
+//   FAKE_NVML_REPORT    when set, every nvmlShutdown writes there how many
+//                       GPM samples are allocated and not freed:
+//     gpm_samples_live <n>
 //
 // Compile-time variants model older drivers and broken builds:
 // -DFAKE_NO_V3 drops nvmlDeviceGetComputeRunningProcesses_v3 (drivers before
@@ -59,6 +69,9 @@ typedef struct { unsigned int pid; unsigned long long ts; unsigned int sm; } fak
 typedef struct { unsigned int pid; unsigned long long mem; } fake_proc;
 typedef struct { unsigned long long from; unsigned long long mw; } fake_power;
 typedef struct { unsigned int pid; unsigned long long from, mem; } fake_procmem;
+#define GPM_VALUES 4 // SM activity, SM occupancy, any tensor, DRAM bandwidth
+typedef struct { int gi; unsigned long long from; double v[GPM_VALUES]; } fake_gpm;
+#define MAX_GPM 1024
 
 struct fake_dev; // opaque nvmlDevice_st: the handle NVML hands out
 
@@ -78,6 +91,9 @@ typedef struct {
 	unsigned long long ecc_corr, ecc_uncorr, throttle_supported, throttle_current;
 	unsigned int pcie_tx_kib, pcie_rx_kib, util_gpu, util_mem;
 	int power_unsupported, ecc_unsupported, mig_mode, samples_unsupported;
+	int gpm; // 0: not a GPM device (isSupportedDevice 0); 1: gpm=on; -1: gpm=unsupported (NOT_SUPPORTED)
+	fake_gpm gpm_steps[MAX_GPM];
+	int ngpm;
 	fake_sample gpu_samples[MAX_SAMPLES], mem_samples[MAX_SAMPLES];
 	int ngpu_samples, nmem_samples;
 	fake_proc procs[MAX_PROCS];
@@ -161,6 +177,7 @@ static void parse_gpu(char *rest) {
 		else if (!strcmp(k, "ecc")) g->ecc_unsupported = !strcmp(v, "unsupported");
 		else if (!strcmp(k, "mig")) g->mig_mode = !strcmp(v, "on");
 		else if (!strcmp(k, "samples")) g->samples_unsupported = !strcmp(v, "unsupported");
+		else if (!strcmp(k, "gpm")) g->gpm = !strcmp(v, "on") ? 1 : !strcmp(v, "unsupported") ? -1 : 0;
 	}
 }
 
@@ -186,6 +203,12 @@ static int load_scenario(void) {
 			gpus[gi].power[gpus[gi].npower++] = (fake_power){a, b};
 		} else if (!strcmp(kw, "procmem") && sscanf(rest, "%d %u %llu %llu", &gi, &pid, &a, &b) == 4 && gi >= 0 && gi < MAX_GPUS && gpus[gi].nprocmem < MAX_SAMPLES) {
 			gpus[gi].procmem[gpus[gi].nprocmem++] = (fake_procmem){pid, a, b};
+		}
+		else if (!strcmp(kw, "gpm")) {
+			fake_gpm st;
+			if (sscanf(rest, "%d %d %llu %lf %lf %lf %lf", &gi, &st.gi, &st.from, &st.v[0], &st.v[1], &st.v[2], &st.v[3]) == 7 &&
+			    gi >= 0 && gi < MAX_GPUS && gpus[gi].ngpm < MAX_GPM)
+				gpus[gi].gpm_steps[gpus[gi].ngpm++] = st;
 		}
 		else if (!strcmp(kw, "sample") && sscanf(rest, "%d %7s %llu %llu", &gi, kind, &a, &b) == 4 && gi >= 0 && gi < MAX_GPUS) {
 			fake_gpu *g = &gpus[gi];
@@ -334,10 +357,17 @@ nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
 nvmlReturn_t nvmlInit(void) { return do_init(); }
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return do_init(); }
 
+static int gpm_live; // GPM samples allocated and not freed
+
 nvmlReturn_t nvmlShutdown(void) {
 	pthread_mutex_lock(&mu);
 	if (!initialized) RET(NVML_ERROR_UNINITIALIZED);
 	initialized--;
+	const char *report = getenv("FAKE_NVML_REPORT");
+	if (report) {
+		FILE *f = fopen(report, "w");
+		if (f) { fprintf(f, "gpm_samples_live %d\n", gpm_live); fclose(f); }
+	}
 	RET(NVML_SUCCESS);
 }
 
@@ -779,4 +809,110 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
 	free(set.handle);
 	return NVML_SUCCESS;
+}
+
+// GPM. A sample records which GPU (or GPU instance) and the fake's time; the
+// metrics of two samples are the time-weighted means of the scripted steps
+// between their times.
+struct nvmlGpmSample_st {
+	int gpu, gi, filled;
+	unsigned long long t;
+};
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t dv, nvmlGpmSupport_t *support) {
+	DEV(dv);
+	if (!support) RET(NVML_ERROR_INVALID_ARGUMENT);
+	// The driver wants the raw version (1); go-nvml v0.13.0-1 sends a
+	// struct-versioned one (size | 1 << 24), which it refuses so.
+	if (support->version != NVML_GPM_SUPPORT_VERSION) RET(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+	if (gpus[d->gpu].gpm < 0) RET(NVML_ERROR_NOT_SUPPORTED);
+	support->isSupportedDevice = gpus[d->gpu].gpm > 0;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+	if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
+	sample->handle = calloc(1, sizeof *sample->handle);
+	if (!sample->handle) return NVML_ERROR_MEMORY;
+	pthread_mutex_lock(&mu);
+	gpm_live++;
+	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+	if (!sample.handle) return NVML_ERROR_INVALID_ARGUMENT;
+	free(sample.handle);
+	pthread_mutex_lock(&mu);
+	gpm_live--;
+	RET(NVML_SUCCESS);
+}
+
+static nvmlReturn_t gpm_take(struct nvmlDevice_st *d, int gi, nvmlGpmSample_t sample) {
+	fake_gpu *g = &gpus[d->gpu];
+	if (!sample.handle) return NVML_ERROR_INVALID_ARGUMENT;
+	if (g->gpm <= 0) return NVML_ERROR_NOT_SUPPORTED;
+	if (gi >= 0) {
+		if (!g->mig_mode) return NVML_ERROR_INVALID_ARGUMENT;
+		int found = 0;
+		for (int s = 0; s < MAX_MIG; s++) found |= g->mig[s].present && g->mig[s].gi == gi;
+		if (!found) return NVML_ERROR_NOT_FOUND;
+	}
+	sample.handle->gpu = d->gpu;
+	sample.handle->gi = gi;
+	sample.handle->t = now_us();
+	sample.handle->filled = 1;
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t dv, nvmlGpmSample_t sample) {
+	DEV(dv);
+	PHYS(d);
+	RET(gpm_take(d, -1, sample));
+}
+
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t dv, unsigned int gpuInstanceId, nvmlGpmSample_t sample) {
+	DEV(dv);
+	PHYS(d);
+	RET(gpm_take(d, (int)gpuInstanceId, sample));
+}
+
+// gpm_mean is the time-weighted mean of metric k of (gpu, gi) over [t1, t2]:
+// each step holds from its time to the next step's; before the first, 0.
+// An empty interval gives the value at t1.
+static double gpm_mean(const fake_gpu *g, int gi, int k, unsigned long long t1, unsigned long long t2) {
+	double sum = 0, at = 0;
+	for (int i = 0; i < g->ngpm; i++) {
+		const fake_gpm *st = &g->gpm_steps[i];
+		if (st->gi != gi) continue;
+		unsigned long long to = ~0ULL;
+		for (int j = i + 1; j < g->ngpm; j++)
+			if (g->gpm_steps[j].gi == gi) { to = g->gpm_steps[j].from; break; }
+		if (st->from <= t1 && (t1 < to || to == ~0ULL)) at = st->v[k];
+		unsigned long long lo = st->from > t1 ? st->from : t1, hi = to < t2 ? to : t2;
+		if (hi > lo) sum += st->v[k] * (double)(hi - lo);
+	}
+	return t2 > t1 ? sum / (double)(t2 - t1) : at;
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
+	if (!mg || mg->version != NVML_GPM_METRICS_GET_VERSION || mg->numMetrics > NVML_GPM_METRIC_MAX) return NVML_ERROR_INVALID_ARGUMENT;
+	struct nvmlGpmSample_st *a = mg->sample1.handle, *b = mg->sample2.handle;
+	if (!a || !b || !a->filled || !b->filled || a->gpu != b->gpu || a->gi != b->gi || b->t < a->t) return NVML_ERROR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&mu);
+	const fake_gpu *g = &gpus[a->gpu];
+	for (unsigned int i = 0; i < mg->numMetrics; i++) {
+		nvmlGpmMetric_t *m = &mg->metrics[i];
+		int k = -1;
+		switch (m->metricId) {
+		case NVML_GPM_METRIC_SM_UTIL: k = 0; break;
+		case NVML_GPM_METRIC_SM_OCCUPANCY: k = 1; break;
+		case NVML_GPM_METRIC_ANY_TENSOR_UTIL: k = 2; break;
+		case NVML_GPM_METRIC_DRAM_BW_UTIL: k = 3; break;
+		}
+		m->metricInfo.shortName = m->metricInfo.longName = m->metricInfo.unit = NULL;
+		if (k < 0) { m->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; m->value = 0; continue; }
+		m->nvmlReturn = NVML_SUCCESS;
+		m->value = gpm_mean(g, a->gi, k, a->t, b->t);
+	}
+	RET(NVML_SUCCESS);
 }

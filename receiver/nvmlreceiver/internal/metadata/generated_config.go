@@ -105,6 +105,26 @@ func (ms *GpuClockThrottledMetricConfig) Validate() error {
 	return nil
 }
 
+// GpuDramBandwidthUtilizationMetricConfig provides config for the gpu.dram.bandwidth.utilization metric.
+type GpuDramBandwidthUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuDramBandwidthUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
 // GpuMemoryControllerUtilizationMetricConfig provides config for the gpu.memory.controller.utilization metric.
 type GpuMemoryControllerUtilizationMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -310,6 +330,66 @@ func (ms *GpuProcessUtilizationMetricConfig) Validate() error {
 		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
 	}
 
+	return nil
+}
+
+// GpuSmActivityMetricConfig provides config for the gpu.sm.activity metric.
+type GpuSmActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuSmActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuSmOccupancyMetricConfig provides config for the gpu.sm.occupancy metric.
+type GpuSmOccupancyMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuSmOccupancyMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// GpuTensorActivityMetricConfig provides config for the gpu.tensor.activity metric.
+type GpuTensorActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+}
+
+func (ms *GpuTensorActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
 	return nil
 }
 
@@ -581,12 +661,16 @@ func (ms *HwTemperatureMetricConfig) Unmarshal(parser *confmap.Conf) error {
 type MetricsConfig struct {
 	GpuClockFrequency              GpuClockFrequencyMetricConfig              `mapstructure:"gpu.clock.frequency"`
 	GpuClockThrottled              GpuClockThrottledMetricConfig              `mapstructure:"gpu.clock.throttled"`
+	GpuDramBandwidthUtilization    GpuDramBandwidthUtilizationMetricConfig    `mapstructure:"gpu.dram.bandwidth.utilization"`
 	GpuMemoryControllerUtilization GpuMemoryControllerUtilizationMetricConfig `mapstructure:"gpu.memory.controller.utilization"`
 	GpuMemoryReserved              GpuMemoryReservedMetricConfig              `mapstructure:"gpu.memory.reserved"`
 	GpuPcieThroughput              GpuPcieThroughputMetricConfig              `mapstructure:"gpu.pcie.throughput"`
 	GpuPowerLimit                  GpuPowerLimitMetricConfig                  `mapstructure:"gpu.power.limit"`
 	GpuProcessMemoryUsage          GpuProcessMemoryUsageMetricConfig          `mapstructure:"gpu.process.memory.usage"`
 	GpuProcessUtilization          GpuProcessUtilizationMetricConfig          `mapstructure:"gpu.process.utilization"`
+	GpuSmActivity                  GpuSmActivityMetricConfig                  `mapstructure:"gpu.sm.activity"`
+	GpuSmOccupancy                 GpuSmOccupancyMetricConfig                 `mapstructure:"gpu.sm.occupancy"`
+	GpuTensorActivity              GpuTensorActivityMetricConfig              `mapstructure:"gpu.tensor.activity"`
 	GpuXidErrors                   GpuXidErrorsMetricConfig                   `mapstructure:"gpu.xid.errors"`
 	HwEnergy                       HwEnergyMetricConfig                       `mapstructure:"hw.energy"`
 	HwErrors                       HwErrorsMetricConfig                       `mapstructure:"hw.errors"`
@@ -609,6 +693,9 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuClockThrottledMetricAttributeKey{GpuClockThrottledMetricAttributeKeyGpuClockThrottleReason},
+		},
+		GpuDramBandwidthUtilization: GpuDramBandwidthUtilizationMetricConfig{
+			Enabled: true,
 		},
 		GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
 			Enabled: true,
@@ -633,6 +720,15 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpuProcessUtilizationMetricAttributeKey{GpuProcessUtilizationMetricAttributeKeyProcessPid, GpuProcessUtilizationMetricAttributeKeyProcessExecutableName, GpuProcessUtilizationMetricAttributeKeyContainerID},
+		},
+		GpuSmActivity: GpuSmActivityMetricConfig{
+			Enabled: true,
+		},
+		GpuSmOccupancy: GpuSmOccupancyMetricConfig{
+			Enabled: true,
+		},
+		GpuTensorActivity: GpuTensorActivityMetricConfig{
+			Enabled: true,
 		},
 		GpuXidErrors: GpuXidErrorsMetricConfig{
 			Enabled:             true,

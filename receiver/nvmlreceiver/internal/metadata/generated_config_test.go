@@ -36,6 +36,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockThrottledMetricAttributeKey{GpuClockThrottledMetricAttributeKeyGpuClockThrottleReason},
 					},
+					GpuDramBandwidthUtilization: GpuDramBandwidthUtilizationMetricConfig{
+						Enabled: true,
+					},
 					GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
 						Enabled: true,
 					},
@@ -59,6 +62,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuProcessUtilizationMetricAttributeKey{GpuProcessUtilizationMetricAttributeKeyProcessPid, GpuProcessUtilizationMetricAttributeKeyProcessExecutableName, GpuProcessUtilizationMetricAttributeKeyContainerID},
+					},
+					GpuSmActivity: GpuSmActivityMetricConfig{
+						Enabled: true,
+					},
+					GpuSmOccupancy: GpuSmOccupancyMetricConfig{
+						Enabled: true,
+					},
+					GpuTensorActivity: GpuTensorActivityMetricConfig{
+						Enabled: true,
 					},
 					GpuXidErrors: GpuXidErrorsMetricConfig{
 						Enabled:             true,
@@ -123,6 +135,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuClockThrottledMetricAttributeKey{GpuClockThrottledMetricAttributeKeyGpuClockThrottleReason},
 					},
+					GpuDramBandwidthUtilization: GpuDramBandwidthUtilizationMetricConfig{
+						Enabled: false,
+					},
 					GpuMemoryControllerUtilization: GpuMemoryControllerUtilizationMetricConfig{
 						Enabled: false,
 					},
@@ -146,6 +161,15 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpuProcessUtilizationMetricAttributeKey{GpuProcessUtilizationMetricAttributeKeyProcessPid, GpuProcessUtilizationMetricAttributeKeyProcessExecutableName, GpuProcessUtilizationMetricAttributeKeyContainerID},
+					},
+					GpuSmActivity: GpuSmActivityMetricConfig{
+						Enabled: false,
+					},
+					GpuSmOccupancy: GpuSmOccupancyMetricConfig{
+						Enabled: false,
+					},
+					GpuTensorActivity: GpuTensorActivityMetricConfig{
+						Enabled: false,
 					},
 					GpuXidErrors: GpuXidErrorsMetricConfig{
 						Enabled:             false,
@@ -200,7 +224,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuClockFrequencyMetricConfig{}, GpuClockThrottledMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryReservedMetricConfig{}, GpuPcieThroughputMetricConfig{}, GpuPowerLimitMetricConfig{}, GpuProcessMemoryUsageMetricConfig{}, GpuProcessUtilizationMetricConfig{}, GpuXidErrorsMetricConfig{}, HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwTemperatureMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuClockFrequencyMetricConfig{}, GpuClockThrottledMetricConfig{}, GpuDramBandwidthUtilizationMetricConfig{}, GpuMemoryControllerUtilizationMetricConfig{}, GpuMemoryReservedMetricConfig{}, GpuPcieThroughputMetricConfig{}, GpuPowerLimitMetricConfig{}, GpuProcessMemoryUsageMetricConfig{}, GpuProcessUtilizationMetricConfig{}, GpuSmActivityMetricConfig{}, GpuSmOccupancyMetricConfig{}, GpuTensorActivityMetricConfig{}, GpuXidErrorsMetricConfig{}, HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwTemperatureMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}

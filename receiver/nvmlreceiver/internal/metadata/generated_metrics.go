@@ -186,6 +186,9 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpu.clock.throttled",
 		Attributes: []string{"gpu.clock.throttle_reason"},
 	},
+	GpuDramBandwidthUtilization: metricInfo{
+		Name: "gpu.dram.bandwidth.utilization",
+	},
 	GpuMemoryControllerUtilization: metricInfo{
 		Name: "gpu.memory.controller.utilization",
 	},
@@ -206,6 +209,15 @@ var MetricsInfo = metricsInfo{
 	GpuProcessUtilization: metricInfo{
 		Name:       "gpu.process.utilization",
 		Attributes: []string{"process.pid", "process.executable.name", "container.id"},
+	},
+	GpuSmActivity: metricInfo{
+		Name: "gpu.sm.activity",
+	},
+	GpuSmOccupancy: metricInfo{
+		Name: "gpu.sm.occupancy",
+	},
+	GpuTensorActivity: metricInfo{
+		Name: "gpu.tensor.activity",
 	},
 	GpuXidErrors: metricInfo{
 		Name:       "gpu.xid.errors",
@@ -242,12 +254,16 @@ var MetricsInfo = metricsInfo{
 type metricsInfo struct {
 	GpuClockFrequency              metricInfo
 	GpuClockThrottled              metricInfo
+	GpuDramBandwidthUtilization    metricInfo
 	GpuMemoryControllerUtilization metricInfo
 	GpuMemoryReserved              metricInfo
 	GpuPcieThroughput              metricInfo
 	GpuPowerLimit                  metricInfo
 	GpuProcessMemoryUsage          metricInfo
 	GpuProcessUtilization          metricInfo
+	GpuSmActivity                  metricInfo
+	GpuSmOccupancy                 metricInfo
+	GpuTensorActivity              metricInfo
 	GpuXidErrors                   metricInfo
 	HwEnergy                       metricInfo
 	HwErrors                       metricInfo
@@ -434,6 +450,56 @@ func (m *metricGpuClockThrottled) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuClockThrottled(cfg GpuClockThrottledMetricConfig) metricGpuClockThrottled {
 	m := metricGpuClockThrottled{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuDramBandwidthUtilization struct {
+	data     pmetric.Metric                          // data buffer for generated metric.
+	config   GpuDramBandwidthUtilizationMetricConfig // metric config provided by user.
+	capacity int                                     // max observed number of data points added to the metric.
+}
+
+// init fills gpu.dram.bandwidth.utilization metric with initial data.
+func (m *metricGpuDramBandwidthUtilization) init() {
+	m.data.SetName("gpu.dram.bandwidth.utilization")
+	m.data.SetDescription("DRAM bandwidth used as a fraction of the theoretical maximum, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuDramBandwidthUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuDramBandwidthUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuDramBandwidthUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuDramBandwidthUtilization(cfg GpuDramBandwidthUtilizationMetricConfig) metricGpuDramBandwidthUtilization {
+	m := metricGpuDramBandwidthUtilization{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -867,6 +933,156 @@ func (m *metricGpuProcessUtilization) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpuProcessUtilization(cfg GpuProcessUtilizationMetricConfig) metricGpuProcessUtilization {
 	m := metricGpuProcessUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuSmActivity struct {
+	data     pmetric.Metric            // data buffer for generated metric.
+	config   GpuSmActivityMetricConfig // metric config provided by user.
+	capacity int                       // max observed number of data points added to the metric.
+}
+
+// init fills gpu.sm.activity metric with initial data.
+func (m *metricGpuSmActivity) init() {
+	m.data.SetName("gpu.sm.activity")
+	m.data.SetDescription("Fraction of the SMs that were busy, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance). Absent on the first scrape and on GPUs without GPM.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuSmActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuSmActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuSmActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuSmActivity(cfg GpuSmActivityMetricConfig) metricGpuSmActivity {
+	m := metricGpuSmActivity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuSmOccupancy struct {
+	data     pmetric.Metric             // data buffer for generated metric.
+	config   GpuSmOccupancyMetricConfig // metric config provided by user.
+	capacity int                        // max observed number of data points added to the metric.
+}
+
+// init fills gpu.sm.occupancy metric with initial data.
+func (m *metricGpuSmOccupancy) init() {
+	m.data.SetName("gpu.sm.occupancy")
+	m.data.SetDescription("Fraction of the SMs' warp slots that held an active warp, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuSmOccupancy) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuSmOccupancy) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuSmOccupancy) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuSmOccupancy(cfg GpuSmOccupancyMetricConfig) metricGpuSmOccupancy {
+	m := metricGpuSmOccupancy{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuTensorActivity struct {
+	data     pmetric.Metric                // data buffer for generated metric.
+	config   GpuTensorActivityMetricConfig // metric config provided by user.
+	capacity int                           // max observed number of data points added to the metric.
+}
+
+// init fills gpu.tensor.activity metric with initial data.
+func (m *metricGpuTensorActivity) init() {
+	m.data.SetName("gpu.tensor.activity")
+	m.data.SetDescription("Fraction of time the SMs ran tensor (any tensor pipe) instructions, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+}
+
+func (m *metricGpuTensorActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+	if !m.config.Enabled {
+		return
+	}
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	dp.SetDoubleValue(val)
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuTensorActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuTensorActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuTensorActivity(cfg GpuTensorActivityMetricConfig) metricGpuTensorActivity {
+	m := metricGpuTensorActivity{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1464,12 +1680,16 @@ type MetricsBuilder struct {
 	resourceAttributeExcludeFilter       map[string]filter.Filter
 	metricGpuClockFrequency              metricGpuClockFrequency
 	metricGpuClockThrottled              metricGpuClockThrottled
+	metricGpuDramBandwidthUtilization    metricGpuDramBandwidthUtilization
 	metricGpuMemoryControllerUtilization metricGpuMemoryControllerUtilization
 	metricGpuMemoryReserved              metricGpuMemoryReserved
 	metricGpuPcieThroughput              metricGpuPcieThroughput
 	metricGpuPowerLimit                  metricGpuPowerLimit
 	metricGpuProcessMemoryUsage          metricGpuProcessMemoryUsage
 	metricGpuProcessUtilization          metricGpuProcessUtilization
+	metricGpuSmActivity                  metricGpuSmActivity
+	metricGpuSmOccupancy                 metricGpuSmOccupancy
+	metricGpuTensorActivity              metricGpuTensorActivity
 	metricGpuXidErrors                   metricGpuXidErrors
 	metricHwEnergy                       metricHwEnergy
 	metricHwErrors                       metricHwErrors
@@ -1506,12 +1726,16 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		buildInfo:                            settings.BuildInfo,
 		metricGpuClockFrequency:              newMetricGpuClockFrequency(mbc.Metrics.GpuClockFrequency),
 		metricGpuClockThrottled:              newMetricGpuClockThrottled(mbc.Metrics.GpuClockThrottled),
+		metricGpuDramBandwidthUtilization:    newMetricGpuDramBandwidthUtilization(mbc.Metrics.GpuDramBandwidthUtilization),
 		metricGpuMemoryControllerUtilization: newMetricGpuMemoryControllerUtilization(mbc.Metrics.GpuMemoryControllerUtilization),
 		metricGpuMemoryReserved:              newMetricGpuMemoryReserved(mbc.Metrics.GpuMemoryReserved),
 		metricGpuPcieThroughput:              newMetricGpuPcieThroughput(mbc.Metrics.GpuPcieThroughput),
 		metricGpuPowerLimit:                  newMetricGpuPowerLimit(mbc.Metrics.GpuPowerLimit),
 		metricGpuProcessMemoryUsage:          newMetricGpuProcessMemoryUsage(mbc.Metrics.GpuProcessMemoryUsage),
 		metricGpuProcessUtilization:          newMetricGpuProcessUtilization(mbc.Metrics.GpuProcessUtilization),
+		metricGpuSmActivity:                  newMetricGpuSmActivity(mbc.Metrics.GpuSmActivity),
+		metricGpuSmOccupancy:                 newMetricGpuSmOccupancy(mbc.Metrics.GpuSmOccupancy),
+		metricGpuTensorActivity:              newMetricGpuTensorActivity(mbc.Metrics.GpuTensorActivity),
 		metricGpuXidErrors:                   newMetricGpuXidErrors(mbc.Metrics.GpuXidErrors),
 		metricHwEnergy:                       newMetricHwEnergy(mbc.Metrics.HwEnergy),
 		metricHwErrors:                       newMetricHwErrors(mbc.Metrics.HwErrors),
@@ -1661,12 +1885,16 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricGpuClockFrequency.emit(ils.Metrics())
 	mb.metricGpuClockThrottled.emit(ils.Metrics())
+	mb.metricGpuDramBandwidthUtilization.emit(ils.Metrics())
 	mb.metricGpuMemoryControllerUtilization.emit(ils.Metrics())
 	mb.metricGpuMemoryReserved.emit(ils.Metrics())
 	mb.metricGpuPcieThroughput.emit(ils.Metrics())
 	mb.metricGpuPowerLimit.emit(ils.Metrics())
 	mb.metricGpuProcessMemoryUsage.emit(ils.Metrics())
 	mb.metricGpuProcessUtilization.emit(ils.Metrics())
+	mb.metricGpuSmActivity.emit(ils.Metrics())
+	mb.metricGpuSmOccupancy.emit(ils.Metrics())
+	mb.metricGpuTensorActivity.emit(ils.Metrics())
 	mb.metricGpuXidErrors.emit(ils.Metrics())
 	mb.metricHwEnergy.emit(ils.Metrics())
 	mb.metricHwErrors.emit(ils.Metrics())
@@ -1717,6 +1945,11 @@ func (mb *MetricsBuilder) RecordGpuClockThrottledDataPoint(ts pcommon.Timestamp,
 	mb.metricGpuClockThrottled.recordDataPoint(mb.startTime, ts, val, gpuClockThrottleReasonAttributeValue.String())
 }
 
+// RecordGpuDramBandwidthUtilizationDataPoint adds a data point to gpu.dram.bandwidth.utilization metric.
+func (mb *MetricsBuilder) RecordGpuDramBandwidthUtilizationDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuDramBandwidthUtilization.recordDataPoint(mb.startTime, ts, val)
+}
+
 // RecordGpuMemoryControllerUtilizationDataPoint adds a data point to gpu.memory.controller.utilization metric.
 func (mb *MetricsBuilder) RecordGpuMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64) {
 	mb.metricGpuMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val)
@@ -1745,6 +1978,21 @@ func (mb *MetricsBuilder) RecordGpuProcessMemoryUsageDataPoint(ts pcommon.Timest
 // RecordGpuProcessUtilizationDataPoint adds a data point to gpu.process.utilization metric.
 func (mb *MetricsBuilder) RecordGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string) {
 	mb.metricGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue)
+}
+
+// RecordGpuSmActivityDataPoint adds a data point to gpu.sm.activity metric.
+func (mb *MetricsBuilder) RecordGpuSmActivityDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuSmActivity.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuSmOccupancyDataPoint adds a data point to gpu.sm.occupancy metric.
+func (mb *MetricsBuilder) RecordGpuSmOccupancyDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuSmOccupancy.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpuTensorActivityDataPoint adds a data point to gpu.tensor.activity metric.
+func (mb *MetricsBuilder) RecordGpuTensorActivityDataPoint(ts pcommon.Timestamp, val float64) {
+	mb.metricGpuTensorActivity.recordDataPoint(mb.startTime, ts, val)
 }
 
 // RecordGpuXidErrorsDataPoint adds a data point to gpu.xid.errors metric.

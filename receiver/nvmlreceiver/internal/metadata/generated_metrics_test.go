@@ -97,6 +97,9 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpuDramBandwidthUtilizationDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpuMemoryControllerUtilizationDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -122,6 +125,15 @@ func TestMetricsBuilder(t *testing.T) {
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpuProcessUtilizationDataPoint(ts, 3, 12, "process.executable.name-val-2", "container.id-val-2")
 			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuSmActivityDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuSmOccupancyDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuTensorActivityDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuXidErrorsDataPoint(ts, 1, 7)
@@ -289,6 +301,18 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("gpu.clock.throttle_reason")
 						assert.False(t, ok)
 					}
+				case "gpu.dram.bandwidth.utilization":
+					assert.False(t, validatedMetrics["gpu.dram.bandwidth.utilization"], "Found a duplicate in the metrics slice: gpu.dram.bandwidth.utilization")
+					validatedMetrics["gpu.dram.bandwidth.utilization"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "DRAM bandwidth used as a fraction of the theoretical maximum, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu.memory.controller.utilization":
 					assert.False(t, validatedMetrics["gpu.memory.controller.utilization"], "Found a duplicate in the metrics slice: gpu.memory.controller.utilization")
 					validatedMetrics["gpu.memory.controller.utilization"] = true
@@ -471,6 +495,42 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("container.id")
 						assert.False(t, ok)
 					}
+				case "gpu.sm.activity":
+					assert.False(t, validatedMetrics["gpu.sm.activity"], "Found a duplicate in the metrics slice: gpu.sm.activity")
+					validatedMetrics["gpu.sm.activity"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Fraction of the SMs that were busy, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance). Absent on the first scrape and on GPUs without GPM.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpu.sm.occupancy":
+					assert.False(t, validatedMetrics["gpu.sm.occupancy"], "Found a duplicate in the metrics slice: gpu.sm.occupancy")
+					validatedMetrics["gpu.sm.occupancy"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Fraction of the SMs' warp slots that held an active warp, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpu.tensor.activity":
+					assert.False(t, validatedMetrics["gpu.tensor.activity"], "Found a duplicate in the metrics slice: gpu.tensor.activity")
+					validatedMetrics["gpu.tensor.activity"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "Fraction of time the SMs ran tensor (any tensor pipe) instructions, averaged over the collection interval (NVML GPM, Hopper and later; per GPU and per MIG GPU instance).", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
 				case "gpu.xid.errors":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpu.xid.errors"], "Found a duplicate in the metrics slice: gpu.xid.errors")
