@@ -12,8 +12,10 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,7 +81,8 @@ type realRun struct {
 // driver's counter is read directly. The gpu_build stage's energy is
 // checked the same way; the busy time against the load's seconds (within
 // 10 % + 0.5 s); the peak memory against nvidia-smi's figure for the
-// load's process.
+// load's process; on GPUs with GPM the SM and tensor activity against
+// nvidia-smi dmon's GPM readings over the run (within 0.1).
 func TestGPUCostOnRealGPU(t *testing.T) {
 	root := binarytest.RepoRoot()
 	dir := t.TempDir()
@@ -135,6 +138,7 @@ func TestGPUCostOnRealGPU(t *testing.T) {
 	// reach back before the first run, and each run lasts what it says.
 	time.Sleep(2 * time.Second)
 
+	dmon := startDmon(t)
 	runs := []realRun{
 		{"load-inside", 2 * time.Second, 8 * time.Second, 2 * time.Second, 1},
 		{"load-at-the-edges", 0, 10 * time.Second, 0, 1},
@@ -220,6 +224,19 @@ func TestGPUCostOnRealGPU(t *testing.T) {
 				assert.LessOrEqual(t, math.Abs(rel), 0.02, "%s %s: within 2 %% of the driver's counter", r.engine, c.metric)
 			}
 		}
+		for _, a := range []struct {
+			metric, column string
+		}{{"build.gpu.sm_activity", "smutil"}, {"build.gpu.tensor_activity", "mmaact"}} {
+			got, ok := value(a.metric, r.engine)
+			ref, n := dmon.mean(a.column, tr.run[0].at, tr.run[1].at)
+			t.Logf("%-18s %-24s sidecar %9.3f    nvidia-smi dmon %6.3f (%d readings)", r.engine, a.metric, got, ref, n)
+			if ok && n >= 5 {
+				assert.InDelta(t, ref, got, 0.1, "%s %s against nvidia-smi dmon's GPM %s", r.engine, a.metric, a.column)
+			}
+			if !ok {
+				t.Logf("%s: no %s datum (no GPM on this GPU: see otelcol_buildjob_gpu_figures_skipped)", r.engine, a.metric)
+			}
+		}
 		busy, ok := value("build.gpu.busy_time", r.engine)
 		require.True(t, ok, "%s: no busy time", r.engine)
 		wantBusy := tr.loadSeconds * tr.duty
@@ -232,6 +249,75 @@ func TestGPUCostOnRealGPU(t *testing.T) {
 			assert.InDelta(t, tr.smiMemoryMiB, peak/(1<<20), 2, "%s peak memory against nvidia-smi", r.engine)
 		}
 	}
+}
+
+// dmonReadings is nvidia-smi dmon's GPM columns for GPU 0, one reading a
+// second, each the figure of the second that ends at its time stamp.
+type dmonReadings struct {
+	mu      sync.Mutex
+	columns []string
+	rows    []dmonRow
+}
+
+type dmonRow struct {
+	at     time.Time
+	values []string
+}
+
+// startDmon runs nvidia-smi dmon with the GPM SM activity (2) and
+// any-tensor activity (5) of GPU 0 for the rest of the test.
+func startDmon(t *testing.T) *dmonReadings {
+	d := &dmonReadings{}
+	cmd := exec.Command("nvidia-smi", "dmon", "-i", "0", "-s", "p", "--gpm-metrics", "2,5", "-o", "T")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	go func() {
+		lines := bufio.NewScanner(out)
+		for lines.Scan() {
+			f := strings.Fields(strings.TrimPrefix(lines.Text(), "#"))
+			d.mu.Lock()
+			switch {
+			case d.columns == nil && slices.Contains(f, "smutil"):
+				d.columns = f
+			case d.columns != nil && len(f) == len(d.columns) && !strings.HasPrefix(lines.Text(), "#"):
+				if at, err := time.ParseInLocation("15:04:05", f[0], time.Local); err == nil {
+					now := time.Now()
+					at = time.Date(now.Year(), now.Month(), now.Day(), at.Hour(), at.Minute(), at.Second(), 0, time.Local)
+					d.rows = append(d.rows, dmonRow{at, f})
+				}
+			}
+			d.mu.Unlock()
+		}
+	}()
+	return d
+}
+
+// mean is the mean of column over the readings whose second lies inside
+// [from, to], as a fraction; n is how many there were.
+func (d *dmonReadings) mean(column string, from, to time.Time) (float64, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := slices.Index(d.columns, column)
+	if i < 0 {
+		return 0, 0
+	}
+	var sum float64
+	n := 0
+	for _, r := range d.rows {
+		if r.at.Add(-time.Second).Before(from) || r.at.After(to) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(r.values[i], 64); err == nil {
+			sum += v / 100
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n), n
 }
 
 // smiProcessMemoryMiB is nvidia-smi's used_memory of pid, MiB.
