@@ -35,6 +35,7 @@ type sampler struct {
 
 	mu          sync.Mutex
 	lib         nvmlapi.Library // nil until nvmlInit returned SUCCESS
+	gpmLock     nvmlapi.GPMLock // lent with lib: the receiver's GPM calls take it too
 	sym         nvmlapi.Symbols
 	gpus        []*gpuRing
 	nextInit    time.Time
@@ -103,7 +104,7 @@ func (s *sampler) Shutdown(context.Context) error {
 	defer s.mu.Unlock()
 	if s.lib != nil {
 		for _, g := range s.gpus {
-			g.gpm.Free(s.lib)
+			g.gpm.Free(s.lib, &s.gpmLock)
 		}
 		if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
 			s.logger.Debug("NVML shutdown failed", zap.Error(ret))
@@ -143,13 +144,14 @@ func (s *sampler) tick() {
 
 func (s *sampler) MaxGap() time.Duration { return s.cfg.maxGap() }
 
-// NVMLLibrary lends the extension's NVML session (the nvml receiver's
-// nvml_session): false until NVML is loaded. The borrower must not shut it
-// down; the extension does, after the pipelines.
-func (s *sampler) NVMLLibrary() (nvmlapi.Library, bool) {
+// NVMLSession lends the extension's NVML session (the nvml receiver's
+// nvml_session) and the lock its GPM calls share: false until NVML is
+// loaded. The borrower must not shut it down; the extension does, after the
+// pipelines.
+func (s *sampler) NVMLSession() (nvmlapi.Library, *nvmlapi.GPMLock, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lib, s.lib != nil
+	return s.lib, &s.gpmLock, s.lib != nil
 }
 
 func (s *sampler) Samples(from, to time.Time) []Series {
@@ -381,7 +383,7 @@ func (s *sampler) reacquire(g *gpuRing) bool {
 // A GPU without GPM is said once and not asked again.
 func (s *sampler) sampleGPM(g *gpuRing) {
 	if !g.gpmKnown {
-		sup, ret := nvmlapi.QueryGPM(g.dev)
+		sup, ret := nvmlapi.QueryGPM(g.dev, &s.gpmLock)
 		switch sup {
 		case nvmlapi.GPMNotSupported:
 			s.noGPM(g, ret)
@@ -396,7 +398,7 @@ func (s *sampler) sampleGPM(g *gpuRing) {
 		g.gpmKnown = true // supported, or the first sample decides
 	}
 	t0 := s.now()
-	v, _, ret := g.gpm.Take(s.lib, g.dev.GpmSampleGet)
+	v, _, ret := g.gpm.Take(s.lib, &s.gpmLock, g.dev.GpmSampleGet)
 	t := t0.Add(s.now().Sub(t0) / 2)
 	if nvmlapi.IsUnsupported(ret) || (g.gpmProbe && ret != nvml.SUCCESS && ret != nvml.ERROR_GPU_IS_LOST) {
 		s.noGPM(g, ret)
@@ -416,7 +418,7 @@ func (s *sampler) sampleGPM(g *gpuRing) {
 // noGPM turns GPM off for the GPU, with one log line.
 func (s *sampler) noGPM(g *gpuRing, ret nvml.Return) {
 	g.gpmOff = true
-	g.gpm.Free(s.lib)
+	g.gpm.Free(s.lib, &s.gpmLock)
 	s.logger.Info("GPU has no GPM profiling metrics (Hopper and later); no SM or tensor activity per build on it",
 		zap.Int("gpu.index", g.index), zap.String("gpu.uuid", g.uuid), zap.Error(ret))
 }

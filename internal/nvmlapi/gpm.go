@@ -6,6 +6,7 @@
 package nvmlapi // import "github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -45,9 +46,19 @@ const (
 	GPMQueryFailed
 )
 
+// GPMLock serializes the GPM calls made through one NVML session. NVML's
+// GPM calls are not safe to make from several threads at once: the nvml
+// receiver and the nvml_sampler sampling one GPU's GPM concurrently through
+// a shared session crashed the sidecar on an H200 (other GPM users
+// serialize them too). Whoever loads NVML owns the session's lock and lends
+// it with the session.
+type GPMLock struct{ mu sync.Mutex }
+
 // QueryGPM asks dev whether it has GPM; ret is NVML's answer.
-func QueryGPM(dev Device) (GPMSupport, nvml.Return) {
+func QueryGPM(dev Device, lock *GPMLock) (GPMSupport, nvml.Return) {
+	lock.mu.Lock()
 	sup, ret := dev.GpmQueryDeviceSupport()
+	lock.mu.Unlock()
 	switch {
 	case ret == nvml.SUCCESS && sup.IsSupportedDevice != 0:
 		return GPMSupported, ret
@@ -104,7 +115,9 @@ func cMetrics(mg *nvml.GpmMetricsGetType) *[NumGPMMetrics]cMetric {
 // ret is the first NVML failure; the previous
 // sample is then kept, so the next interval spans the failed sampling
 // (GPM counters accumulate: that interval's figures are still exact).
-func (p *GPMPair) Take(lib Library, get func(nvml.GpmSample) nvml.Return) (v GPMValues, ok bool, ret nvml.Return) {
+func (p *GPMPair) Take(lib Library, lock *GPMLock, get func(nvml.GpmSample) nvml.Return) (v GPMValues, ok bool, ret nvml.Return) {
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
 	for _, buf := range []*nvml.GpmSample{&p.prev, &p.cur} {
 		if *buf == nil {
 			s, ret := lib.GpmSampleAlloc()
@@ -144,7 +157,9 @@ func (p *GPMPair) Take(lib Library, get func(nvml.GpmSample) nvml.Return) (v GPM
 func (p *GPMPair) Reset() { p.havePrev = false }
 
 // Free releases the sample buffers.
-func (p *GPMPair) Free(lib Library) {
+func (p *GPMPair) Free(lib Library, lock *GPMLock) {
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
 	for _, buf := range []*nvml.GpmSample{&p.prev, &p.cur} {
 		if *buf != nil {
 			_ = lib.GpmSampleFree(*buf) // nothing to do about a failure

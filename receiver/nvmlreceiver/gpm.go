@@ -51,7 +51,7 @@ func (s *gpuScraper) gpmSupported(g *gpuState, errs *scrapererror.ScrapeErrors) 
 	if g.gpm.checked {
 		return true
 	}
-	switch sup, ret := nvmlapi.QueryGPM(g.dev); sup {
+	switch sup, ret := nvmlapi.QueryGPM(g.dev, s.gpmLock); sup {
 	case nvmlapi.GPMUnknown:
 		g.gpm.probing = true
 	case nvmlapi.GPMNotSupported:
@@ -73,7 +73,7 @@ func (s *gpuScraper) recordGPM(g *gpuState, ts pcommon.Timestamp, errs *scrapere
 	if !s.wantGPM() || !s.gpmSupported(g, errs) {
 		return
 	}
-	v, ok, ret := g.gpm.dev.Take(s.lib, g.dev.GpmSampleGet)
+	v, ok, ret := g.gpm.dev.Take(s.lib, s.gpmLock, g.dev.GpmSampleGet)
 	if g.gpm.probing && ret != nvml.SUCCESS && ret != nvml.ERROR_GPU_IS_LOST {
 		// Support unknown and the first sample fails: no GPM here, said
 		// once, rather than a scrape error on every scrape of an older GPU.
@@ -110,12 +110,12 @@ func (s *gpuScraper) recordGPMOf(g *gpuState, gi int, ts pcommon.Timestamp, errs
 	}
 	if inst.at != ts {
 		inst.at = ts
-		v, ok, ret := inst.pair.Take(s.lib, func(smp nvml.GpmSample) nvml.Return { return g.dev.GpmMigSampleGet(gi, smp) })
+		v, ok, ret := inst.pair.Take(s.lib, s.gpmLock, func(smp nvml.GpmSample) nvml.Return { return g.dev.GpmMigSampleGet(gi, smp) })
 		inst.values, inst.ok = v, ok
 		if !s.gpmCheck(g, featGPMMIG, ret, &g.gpm.migOff, errs) {
 			inst.ok = false
 			if g.gpm.migOff {
-				inst.pair.Free(s.lib)
+				inst.pair.Free(s.lib, s.gpmLock)
 			}
 			return
 		}
@@ -130,7 +130,7 @@ func (s *gpuScraper) recordGPMOf(g *gpuState, gi int, ts pcommon.Timestamp, errs
 func (s *gpuScraper) dropGoneGPMInstances(g *gpuState, ts pcommon.Timestamp) {
 	for gi, inst := range g.gpm.mig {
 		if inst.at != ts {
-			inst.pair.Free(s.lib)
+			inst.pair.Free(s.lib, s.gpmLock)
 			delete(g.gpm.mig, gi)
 		}
 	}
@@ -186,9 +186,9 @@ func (g *gpuState) resetGPM() {
 
 // freeGPM releases a GPU's GPM sample buffers.
 func (s *gpuScraper) freeGPM(g *gpuState) {
-	g.gpm.dev.Free(s.lib)
+	g.gpm.dev.Free(s.lib, s.gpmLock)
 	for gi, inst := range g.gpm.mig {
-		inst.pair.Free(s.lib)
+		inst.pair.Free(s.lib, s.gpmLock)
 		delete(g.gpm.mig, gi)
 	}
 }

@@ -139,5 +139,5 @@ func TestFakeNVMLGPM(t *testing.T) {
 	noGPM := res.logsWith("GPU has no GPM")
 	require.Len(t, noGPM, 1, "one line for the GPU without GPM over four scrapes")
 	assert.Equal(t, float64(1), noGPM[0]["gpu.index"])
-	assert.Equal(t, "gpm_samples_live 0\n", res.report, "every GPM sample buffer freed at shutdown")
+	assert.Contains(t, res.report, "gpm_samples_live 0\n", "every GPM sample buffer freed at shutdown")
 }

@@ -73,14 +73,29 @@ func cString(b []uint8) string {
 
 // sessionProvider is an extension that owns an NVML session (nvml_sampler).
 type sessionProvider interface {
-	NVMLLibrary() (nvmlapi.Library, bool)
+	NVMLSession() (nvmlapi.Library, *nvmlapi.GPMLock, bool)
 }
 
 // sharedLibrary is an NVML session the receiver borrows: its owner shuts
-// it down, not the receiver.
-type sharedLibrary struct{ library }
+// it down, not the receiver, and its GPM calls take the owner's lock.
+type sharedLibrary struct {
+	library
+	gpm *nvmlapi.GPMLock
+}
 
 func (sharedLibrary) Shutdown() nvml.Return { return nvml.SUCCESS }
+
+// GPMLock is the owner's lock on the session's GPM calls.
+func (l sharedLibrary) GPMLock() *nvmlapi.GPMLock { return l.gpm }
+
+// gpmLockOf is the lock lib's GPM calls take: a borrowed session's owner's,
+// else own (the receiver's own session).
+func gpmLockOf(lib library, own *nvmlapi.GPMLock) *nvmlapi.GPMLock {
+	if l, ok := lib.(interface{ GPMLock() *nvmlapi.GPMLock }); ok {
+		return l.GPMLock()
+	}
+	return own
+}
 
 // sharedLoader borrows the session of the extension id; it fails while the
 // extension has not loaded NVML, and the receiver retries as it does for
@@ -95,10 +110,10 @@ func sharedLoader(host component.Host, id component.ID) (loadFunc, error) {
 		return nil, fmt.Errorf("nvml_session: extension %q does not own an NVML session (want an nvml_sampler)", id)
 	}
 	return func() (library, error) {
-		lib, ok := p.NVMLLibrary()
+		lib, gpm, ok := p.NVMLSession()
 		if !ok {
 			return nil, errors.New("the NVML session's extension has not loaded NVML")
 		}
-		return sharedLibrary{lib}, nil
+		return sharedLibrary{lib, gpm}, nil
 	}, nil
 }

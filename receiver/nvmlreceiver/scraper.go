@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
 
@@ -31,8 +32,11 @@ type gpuScraper struct {
 	settings receiver.Settings
 	logger   *zap.Logger
 	load     loadFunc
-	now      func() time.Time
-	hostname string
+
+	gpmLock    *nvmlapi.GPMLock // the session's: the sampler's when borrowed
+	ownGPMLock nvmlapi.GPMLock
+	now        func() time.Time
+	hostname   string
 
 	mb    *metadata.MetricsBuilder
 	procs *processResolver
@@ -133,6 +137,7 @@ func (s *gpuScraper) initNVML() {
 			return
 		}
 		s.lib = lib
+		s.gpmLock = gpmLockOf(lib, &s.ownGPMLock)
 		s.sym = sym
 		if sym.DriverVersion {
 			if v, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {

@@ -25,9 +25,12 @@ type lender struct {
 	component.StartFunc
 	component.ShutdownFunc
 	lib nvmlapi.Library
+	gpm nvmlapi.GPMLock
 }
 
-func (l *lender) NVMLLibrary() (nvmlapi.Library, bool) { return l.lib, l.lib != nil }
+func (l *lender) NVMLSession() (nvmlapi.Library, *nvmlapi.GPMLock, bool) {
+	return l.lib, &l.gpm, l.lib != nil
+}
 
 type hostWith map[component.ID]component.Component
 
@@ -62,6 +65,7 @@ func TestSharedNVMLSession(t *testing.T) {
 	md, err = s.scrape(ctx)
 	require.NoError(t, err)
 	assert.Positive(t, md.DataPointCount())
+	assert.Same(t, &ext.gpm, s.gpmLock, "GPM calls take the session owner's lock")
 	require.NoError(t, s.shutdown(ctx))
 	assert.Zero(t, shutdowns, "the session is the extension's")
 	assert.Zero(t, ownLoads, "the receiver loads no NVML of its own")

@@ -123,6 +123,17 @@ func TestGPUCostOnRealGPU(t *testing.T) {
 	httpPort := binarytest.FreePort(t)
 	env := sidecarEnv(t, cw, dir, "GPUBUILD_FLUSH_INTERVAL=2s", "GPUBUILD_OTLP_HTTP_PORT="+strconv.Itoa(httpPort))
 	col := binarytest.StartBinary(t, env, "--config", filepath.Join(root, "otelcol-config.yaml"))
+	t.Cleanup(func() {
+		// A crash's cause is at the head of its dump, which the tail the
+		// harness logs leaves out.
+		out := col.Output.String()
+		for _, mark := range []string{"fatal error:", "panic:", "SIGSEGV", "SIGABRT"} {
+			if i := strings.Index(out, mark); i >= 0 {
+				t.Logf("collector crashed:\n%s", out[max(0, i-2000):min(len(out), i+6000)])
+				return
+			}
+		}
+	})
 	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
 		return col.Exited() || containsAll(col.Output.String(), "sampling GPUs", "Everything is ready")
 	}), "the sidecar did not start sampling:\n%s", col.Output.String())

@@ -359,6 +359,17 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return do_init
 
 static int gpm_live; // GPM samples allocated and not freed
 
+// GPM calls under way at once, and how many calls found another under way:
+// a real driver's GPM is not safe to call from several threads at once. A
+// call lasts at least 200 us here, as a driver's does, so that callers
+// that do not serialize them are caught.
+static int gpm_in_flight, gpm_overlaps;
+static void gpm_enter(void) {
+	if (__atomic_add_fetch(&gpm_in_flight, 1, __ATOMIC_SEQ_CST) > 1) __atomic_add_fetch(&gpm_overlaps, 1, __ATOMIC_SEQ_CST);
+	usleep(200);
+}
+static void gpm_leave(void) { __atomic_sub_fetch(&gpm_in_flight, 1, __ATOMIC_SEQ_CST); }
+
 nvmlReturn_t nvmlShutdown(void) {
 	pthread_mutex_lock(&mu);
 	if (!initialized) RET(NVML_ERROR_UNINITIALIZED);
@@ -366,7 +377,10 @@ nvmlReturn_t nvmlShutdown(void) {
 	const char *report = getenv("FAKE_NVML_REPORT");
 	if (report) {
 		FILE *f = fopen(report, "w");
-		if (f) { fprintf(f, "gpm_samples_live %d\n", gpm_live); fclose(f); }
+		if (f) {
+			fprintf(f, "gpm_samples_live %d\ngpm_overlapping_calls %d\n", gpm_live, __atomic_load_n(&gpm_overlaps, __ATOMIC_SEQ_CST));
+			fclose(f);
+		}
 	}
 	RET(NVML_SUCCESS);
 }
@@ -819,7 +833,7 @@ struct nvmlGpmSample_st {
 	unsigned long long t;
 };
 
-nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t dv, nvmlGpmSupport_t *support) {
+static nvmlReturn_t nvmlGpmQueryDeviceSupport_impl(nvmlDevice_t dv, nvmlGpmSupport_t *support) {
 	DEV(dv);
 	if (!support) RET(NVML_ERROR_INVALID_ARGUMENT);
 	// The driver wants the raw version (1); go-nvml v0.13.0-1 sends a
@@ -830,7 +844,14 @@ nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t dv, nvmlGpmSupport_t *suppor
 	RET(NVML_SUCCESS);
 }
 
-nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t dv, nvmlGpmSupport_t *support) {
+	gpm_enter();
+	nvmlReturn_t r = nvmlGpmQueryDeviceSupport_impl(dv, support);
+	gpm_leave();
+	return r;
+}
+
+static nvmlReturn_t nvmlGpmSampleAlloc_impl(nvmlGpmSample_t *sample) {
 	if (!sample) return NVML_ERROR_INVALID_ARGUMENT;
 	sample->handle = calloc(1, sizeof *sample->handle);
 	if (!sample->handle) return NVML_ERROR_MEMORY;
@@ -839,12 +860,26 @@ nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
 	RET(NVML_SUCCESS);
 }
 
-nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+	gpm_enter();
+	nvmlReturn_t r = nvmlGpmSampleAlloc_impl(sample);
+	gpm_leave();
+	return r;
+}
+
+static nvmlReturn_t nvmlGpmSampleFree_impl(nvmlGpmSample_t sample) {
 	if (!sample.handle) return NVML_ERROR_INVALID_ARGUMENT;
 	free(sample.handle);
 	pthread_mutex_lock(&mu);
 	gpm_live--;
 	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+	gpm_enter();
+	nvmlReturn_t r = nvmlGpmSampleFree_impl(sample);
+	gpm_leave();
+	return r;
 }
 
 static nvmlReturn_t gpm_take(struct nvmlDevice_st *d, int gi, nvmlGpmSample_t sample) {
@@ -864,16 +899,30 @@ static nvmlReturn_t gpm_take(struct nvmlDevice_st *d, int gi, nvmlGpmSample_t sa
 	return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t dv, nvmlGpmSample_t sample) {
+static nvmlReturn_t nvmlGpmSampleGet_impl(nvmlDevice_t dv, nvmlGpmSample_t sample) {
 	DEV(dv);
 	PHYS(d);
 	RET(gpm_take(d, -1, sample));
 }
 
-nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t dv, unsigned int gpuInstanceId, nvmlGpmSample_t sample) {
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t dv, nvmlGpmSample_t sample) {
+	gpm_enter();
+	nvmlReturn_t r = nvmlGpmSampleGet_impl(dv, sample);
+	gpm_leave();
+	return r;
+}
+
+static nvmlReturn_t nvmlGpmMigSampleGet_impl(nvmlDevice_t dv, unsigned int gpuInstanceId, nvmlGpmSample_t sample) {
 	DEV(dv);
 	PHYS(d);
 	RET(gpm_take(d, (int)gpuInstanceId, sample));
+}
+
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t dv, unsigned int gpuInstanceId, nvmlGpmSample_t sample) {
+	gpm_enter();
+	nvmlReturn_t r = nvmlGpmMigSampleGet_impl(dv, gpuInstanceId, sample);
+	gpm_leave();
+	return r;
 }
 
 // gpm_mean is the time-weighted mean of metric k of (gpu, gi) over [t1, t2]:
@@ -894,7 +943,7 @@ static double gpm_mean(const fake_gpu *g, int gi, int k, unsigned long long t1, 
 	return t2 > t1 ? sum / (double)(t2 - t1) : at;
 }
 
-nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
+static nvmlReturn_t nvmlGpmMetricsGet_impl(nvmlGpmMetricsGet_t *mg) {
 	if (!mg || mg->version != NVML_GPM_METRICS_GET_VERSION || mg->numMetrics > NVML_GPM_METRIC_MAX) return NVML_ERROR_INVALID_ARGUMENT;
 	struct nvmlGpmSample_st *a = mg->sample1.handle, *b = mg->sample2.handle;
 	if (!a || !b || !a->filled || !b->filled || a->gpu != b->gpu || a->gi != b->gi || b->t < a->t) return NVML_ERROR_INVALID_ARGUMENT;
@@ -915,4 +964,11 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
 		m->value = gpm_mean(g, a->gi, k, a->t, b->t);
 	}
 	RET(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *mg) {
+	gpm_enter();
+	nvmlReturn_t r = nvmlGpmMetricsGet_impl(mg);
+	gpm_leave();
+	return r;
 }
