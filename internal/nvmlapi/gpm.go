@@ -5,7 +5,40 @@
 
 package nvmlapi // import "github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+
+// nvmlGpmMetricsGet_t as nvml.h lays it out (NVML_GPM_METRICS_GET_VERSION 1).
+// NVML reads and writes the first numMetrics entries of metrics.
+typedef struct {
+	unsigned int metricId;
+	unsigned int nvmlReturn;
+	double value;
+	struct { char *shortName; char *longName; char *unit; } metricInfo;
+} gpmMetric;
+
+#define GPM_METRICS 4
+
+typedef struct {
+	unsigned int version;
+	unsigned int numMetrics;
+	void *sample1;
+	void *sample2;
+	gpmMetric metrics[GPM_METRICS];
+} gpmMetricsGet;
+
+// NVML is loaded by go-nvml with RTLD_GLOBAL: its symbols are in the
+// global scope.
+static void *gpm_metrics_get_fn(void) { return dlsym(RTLD_DEFAULT, "nvmlGpmMetricsGet"); }
+static int gpm_metrics_get(void *fn, gpmMetricsGet *mg) { return ((int (*)(gpmMetricsGet *))fn)(mg); }
+*/
+import "C"
+
 import (
+	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -81,40 +114,26 @@ type GPMValues struct {
 }
 
 // GPMPair keeps the previous GPM sample of one GPU or MIG GPU instance and
-// a buffer for the next, so that each sampling gives the metrics of the
-// interval since the previous one. Not safe for concurrent use.
+// the C request for the metrics between it and the next, so that each
+// sampling gives the metrics of the interval since the previous one. Not
+// safe for concurrent use.
+//
+// nvmlGpmMetricsGet is called directly, on a request in C memory: go-nvml
+// v0.13.0-1's binding lays the metrics out wrongly (its GpmMetric is 1,624
+// bytes, C's 40) and copies its 330 KB request twice per call.
 type GPMPair struct {
 	prev, cur nvml.GpmSample
 	havePrev  bool
-	mg        nvml.GpmMetricsGetType // 330 KB with go-nvml v0.13.0-1: kept, not on the stack each time
-}
-
-// cMetric is nvmlGpmMetric_t as C lays it out (40 bytes on 64-bit).
-type cMetric struct {
-	metricID   uint32
-	nvmlReturn uint32
-	value      float64
-	_          [3]uintptr // metricInfo: shortName, longName, unit (C strings, or NULL)
-}
-
-// cMetrics views mg's metrics array in C's layout. go-nvml v0.13.0-1's
-// GpmMetric is not C's nvmlGpmMetric_t: cgo resolved the anonymous
-// metricInfo struct to another one, making it 1624 bytes instead of 40, so
-// mg.Metrics[i] for i > 0 is not where the library reads and writes
-// metric i. go-nvml copies the array's bytes to and from the C call
-// unchanged, so reading and writing them in C's layout is right, whatever
-// size go-nvml gives GpmMetric (TestGpmMetricLayout checks it is at least
-// C's and holds no Go pointers that C's values would overwrite).
-func cMetrics(mg *nvml.GpmMetricsGetType) *[NumGPMMetrics]cMetric {
-	return (*[NumGPMMetrics]cMetric)(unsafe.Pointer(&mg.Metrics[0]))
+	req       *C.gpmMetricsGet // allocated at the first metrics request
+	fn        unsafe.Pointer   // nvmlGpmMetricsGet
 }
 
 // Take reads a new sample with get (a GPU's GpmSampleGet, or its parent's
 // GpmMigSampleGet for a GPU instance) and, when a previous sample exists,
 // returns the metrics between the two: ok is false on the first sampling.
-// ret is the first NVML failure; the previous
-// sample is then kept, so the next interval spans the failed sampling
-// (GPM counters accumulate: that interval's figures are still exact).
+// ret is the first NVML failure; the previous sample is then kept, so the
+// next interval spans the failed sampling (GPM counters accumulate: that
+// interval's figures are still exact).
 func (p *GPMPair) Take(lib Library, lock *GPMLock, get func(nvml.GpmSample) nvml.Return) (v GPMValues, ok bool, ret nvml.Return) {
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
@@ -131,32 +150,68 @@ func (p *GPMPair) Take(lib Library, lock *GPMLock, get func(nvml.GpmSample) nvml
 		return v, false, ret
 	}
 	if p.havePrev {
-		mg := &p.mg
-		*mg = nvml.GpmMetricsGetType{NumMetrics: NumGPMMetrics, Sample1: p.prev, Sample2: p.cur}
-		metrics := cMetrics(mg)
-		for i, id := range gpmMetricIDs {
-			metrics[i].metricID = uint32(id)
-		}
-		if ret := lib.GpmMetricsGet(mg); ret != nvml.SUCCESS {
+		if v, ret = p.metrics(); ret != nvml.SUCCESS {
 			return v, false, ret // prev kept, as for a failed sample
 		}
-		for i := range NumGPMMetrics {
-			if nvml.Return(metrics[i].nvmlReturn) == nvml.SUCCESS {
-				v.Percent[i], v.OK[i] = metrics[i].value, true
-				ok = true
-			}
-		}
+		ok = slices.Contains(v.OK[:], true)
 	}
 	p.prev, p.cur = p.cur, p.prev
 	p.havePrev = true
 	return v, ok, nvml.SUCCESS
 }
 
+// metrics asks NVML for the metrics between p.prev and p.cur.
+func (p *GPMPair) metrics() (v GPMValues, ret nvml.Return) {
+	s1, ok1 := rawSample(p.prev)
+	s2, ok2 := rawSample(p.cur)
+	if !ok1 || !ok2 {
+		return v, nvml.ERROR_NOT_SUPPORTED // not go-nvml's samples (a mock): no GPM
+	}
+	if p.fn == nil {
+		if p.fn = C.gpm_metrics_get_fn(); p.fn == nil {
+			return v, nvml.ERROR_FUNCTION_NOT_FOUND
+		}
+	}
+	if p.req == nil {
+		p.req = (*C.gpmMetricsGet)(C.calloc(1, C.sizeof_gpmMetricsGet))
+	}
+	req := p.req
+	*req = C.gpmMetricsGet{version: C.uint(nvml.GPM_METRICS_GET_VERSION), numMetrics: C.GPM_METRICS, sample1: s1, sample2: s2}
+	for i, id := range gpmMetricIDs {
+		req.metrics[i].metricId = C.uint(id)
+	}
+	if ret := nvml.Return(C.gpm_metrics_get(p.fn, req)); ret != nvml.SUCCESS {
+		return v, ret
+	}
+	for i := range NumGPMMetrics {
+		if nvml.Return(req.metrics[i].nvmlReturn) == nvml.SUCCESS {
+			v.Percent[i], v.OK[i] = float64(req.metrics[i].value), true
+		}
+	}
+	return v, nvml.SUCCESS
+}
+
+// The request's layout, checked against nvml.h's by TestGPMRequestLayout.
+const (
+	cMetricSize     = unsafe.Sizeof(C.gpmMetric{})
+	cMetricsOffset  = unsafe.Offsetof(C.gpmMetricsGet{}.metrics)
+	cNumMetricsSlot = unsafe.Offsetof(C.gpmMetricsGet{}.numMetrics)
+)
+
+// rawSample is the C handle inside go-nvml's GPM sample (its one field).
+func rawSample(s any) (unsafe.Pointer, bool) {
+	v := reflect.ValueOf(s)
+	if v.Kind() != reflect.Struct || v.NumField() != 1 || v.Field(0).Kind() != reflect.Pointer || v.Field(0).IsNil() {
+		return nil, false
+	}
+	return v.Field(0).UnsafePointer(), true
+}
+
 // Reset drops the previous sample (a GPU lost and found again: its
 // counters may have restarted).
 func (p *GPMPair) Reset() { p.havePrev = false }
 
-// Free releases the sample buffers.
+// Free releases the sample buffers and the request.
 func (p *GPMPair) Free(lib Library, lock *GPMLock) {
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
@@ -165,6 +220,10 @@ func (p *GPMPair) Free(lib Library, lock *GPMLock) {
 			_ = lib.GpmSampleFree(*buf) // nothing to do about a failure
 			*buf = nil
 		}
+	}
+	if p.req != nil {
+		C.free(unsafe.Pointer(p.req))
+		p.req = nil
 	}
 	p.havePrev = false
 }

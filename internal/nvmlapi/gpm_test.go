@@ -6,40 +6,38 @@
 package nvmlapi
 
 import (
-	"reflect"
 	"testing"
 	"unsafe"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
-// hasPointers reports whether a value of t holds a pointer the garbage
-// collector follows.
-func hasPointers(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Pointer, reflect.UnsafePointer, reflect.Map, reflect.Chan, reflect.Func, reflect.Interface, reflect.Slice, reflect.String:
-		return true
-	case reflect.Array:
-		return t.Len() > 0 && hasPointers(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if hasPointers(t.Field(i).Type) {
-				return true
-			}
-		}
-	}
-	return false
+// TestGPMRequestLayout checks the request nvmlGpmMetricsGet is given
+// against nvml.h on 64-bit: version and numMetrics (4 bytes each), the two
+// sample handles, then nvmlGpmMetric_t entries of 40 bytes (id, return,
+// value, three C strings).
+func TestGPMRequestLayout(t *testing.T) {
+	assert.Equal(t, uintptr(40), cMetricSize)
+	assert.Equal(t, uintptr(4), cNumMetricsSlot)
+	assert.Equal(t, uintptr(24), cMetricsOffset)
 }
 
-// TestGpmMetricLayout checks what cMetrics relies on: go-nvml's metrics
-// array is at least as large as C's, and C's values written over it never
-// land on a Go pointer.
-func TestGpmMetricLayout(t *testing.T) {
-	require.Equal(t, uintptr(40), unsafe.Sizeof(cMetric{}), "nvmlGpmMetric_t on 64-bit")
-	var mg nvml.GpmMetricsGetType
-	require.GreaterOrEqual(t, unsafe.Sizeof(mg.Metrics), uintptr(len(mg.Metrics))*unsafe.Sizeof(cMetric{}))
-	assert.False(t, hasPointers(reflect.TypeOf(mg.Metrics)), "C's metric values are written over go-nvml's GpmMetric array")
-	t.Logf("go-nvml GpmMetric: %d bytes (C: 40)", unsafe.Sizeof(nvml.GpmMetric{}))
+// TestRawSample: the C handle is read out of go-nvml's sample; anything
+// else (a mock's, none) is not a sample NVML can be given.
+func TestRawSample(t *testing.T) {
+	var handle [8]byte
+	type nvmlGpmSample struct{ Handle *[8]byte } // go-nvml's shape
+	p, ok := rawSample(nvmlGpmSample{&handle})
+	assert.True(t, ok)
+	assert.Equal(t, unsafe.Pointer(&handle), p)
+	_, ok = rawSample(nil)
+	assert.False(t, ok)
+	_, ok = rawSample(nvmlGpmSample{})
+	assert.False(t, ok)
+	_, ok = rawSample(struct{ a, b *int }{})
+	assert.False(t, ok)
+	var none nvml.GpmSample
+	_, ok = rawSample(none)
+	assert.False(t, ok)
 }
