@@ -23,6 +23,7 @@ package statejournal // import "github.com/gpubuild/otelcol-gpubuild/internal/st
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -30,6 +31,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +127,24 @@ type Client struct {
 	// checkpointErr is the last failed checkpoint's error, until one
 	// succeeds (CheckpointError).
 	checkpointErr error
+
+	// indexing (IndexAppends): the last operation of each key since the
+	// checkpoint, where it starts in the file, is noted as each batch is
+	// appended (index[key] is its place in last), so that a checkpoint
+	// reads those operations only instead of the whole journal, twice.
+	// Past maxIndexKeys keys the index is dropped (indexFull) and the
+	// checkpoint reads the journal back.
+	indexing  bool
+	indexFull bool
+	index     map[string]int
+	last      []lastOp
+	opStarts  []int64 // scratch: where each operation of a batch starts
+}
+
+// lastOp is the last operation of key since the checkpoint, at offset off.
+type lastOp struct {
+	key string
+	off int64
 }
 
 // Open opens (creating it when missing) the journal at path in front of
@@ -194,6 +215,21 @@ func (c *Client) reset() error {
 	}
 	c.size = headerSize
 	return nil
+}
+
+// IndexAppends makes the journal note, as each batch is appended, where
+// each key's last operation is, so that a checkpoint reads only those
+// operations: for a journal whose batches write a few keys each, many of
+// them again (a derivation's jobs), at the cost of the index's memory,
+// some 100 bytes a key until the next checkpoint. A journal that rewrites
+// every key in every batch (a whole state) does better without.
+func (c *Client) IndexAppends() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.size > headerSize {
+		return // records appended before: they are not indexed
+	}
+	c.indexing, c.index = true, map[string]int{}
 }
 
 // chunkBytes bounds the keys and values one storage transaction of a
@@ -373,6 +409,25 @@ func (ch *chunk) add(ctx context.Context, base storage.Client, typ byte, key, va
 	return nil
 }
 
+// addKey is add with the key as a string that the caller no longer
+// changes: it is not copied.
+func (ch *chunk) addKey(ctx context.Context, base storage.Client, typ byte, key string, value []byte) error {
+	if len(ch.ops) > 0 && ch.bytes+len(key)+len(value) > cap(ch.arena) {
+		if err := ch.flush(ctx, base); err != nil {
+			return err
+		}
+	}
+	op := &storage.Operation{Key: key, Type: storage.Set}
+	if typ == opDelete {
+		op.Type = storage.Delete
+	} else {
+		op.Value = ch.keep(value)
+	}
+	ch.bytes += len(key) + len(value)
+	ch.ops = append(ch.ops, op)
+	return nil
+}
+
 // keep copies v into the arena, or on its own when the arena is full (a
 // value larger than a chunk).
 func (ch *chunk) keep(v []byte) []byte {
@@ -478,7 +533,11 @@ func (c *Client) append(ops []*storage.Operation) error {
 		b = make([]byte, 0, n) // once, not grown by doubling: a record can be large
 	}
 	b = append(b, make([]byte, recordHead)...)
+	starts := c.opStarts[:0]
 	for _, op := range ops {
+		if c.indexing {
+			starts = append(starts, c.size+int64(len(b)))
+		}
 		switch op.Type {
 		case storage.Set:
 			b = append(b, opSet)
@@ -511,7 +570,117 @@ func (c *Client) append(ops []*storage.Operation) error {
 	if cap(c.buf) > keptBufferBytes {
 		c.buf = nil // a large batch does not pin its buffer between batches
 	}
+	if c.indexing {
+		c.note(ops, starts)
+		c.opStarts = starts[:0]
+	}
 	return nil
+}
+
+// note indexes the operations of a batch just appended, which start at
+// starts.
+func (c *Client) note(ops []*storage.Operation, starts []int64) {
+	if c.indexFull {
+		return
+	}
+	for i, op := range ops {
+		if op.Type != storage.Set && op.Type != storage.Delete {
+			continue
+		}
+		if j, ok := c.index[op.Key]; ok {
+			c.last[j].off = starts[i]
+			continue
+		}
+		if len(c.last) >= c.maxIndexKeys {
+			c.indexFull = true
+			c.dropIndex()
+			return
+		}
+		// The key may be the caller's buffer: the index keeps a copy.
+		key := strings.Clone(op.Key)
+		c.index[key] = len(c.last)
+		c.last = append(c.last, lastOp{key: key, off: starts[i]})
+	}
+}
+
+// dropIndex empties the index; a large one is not kept for the next
+// checkpoint interval.
+func (c *Client) dropIndex() {
+	if len(c.last) > 4096 {
+		c.index, c.last = map[string]int{}, nil
+		return
+	}
+	clear(c.index)
+	clear(c.last)
+	c.last = c.last[:0]
+}
+
+// applyIndexed writes the last operation of each key, as the index has
+// them, into the storage, in the order of the journal, chunk by chunk.
+func (c *Client) applyIndexed(ctx context.Context) error {
+	ops := slices.Clone(c.last)
+	slices.SortFunc(ops, func(a, b lastOp) int { return cmp.Compare(a.off, b.off) })
+	ch := newChunk(int(min(c.size, chunkBytes)))
+	r := window{f: c.f, size: c.size, buf: make([]byte, min(c.size, 64<<10))}
+	for _, op := range ops {
+		typ, value, err := r.op(op.off, len(op.key))
+		if err != nil {
+			return fmt.Errorf("reading the journal %s: %w", c.path, err)
+		}
+		if err := ch.addKey(ctx, c.base, typ, op.key, value); err != nil {
+			return fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+		}
+	}
+	if err := ch.flush(ctx, c.base); err != nil {
+		return fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+	}
+	return nil
+}
+
+// window reads operations of the journal at increasing offsets through
+// one buffer.
+type window struct {
+	f     *os.File
+	size  int64 // the end of the whole records
+	buf   []byte
+	start int64 // the offset of buf[0]
+	n     int   // bytes of buf read
+}
+
+// op returns the type and value (for a set) of the operation at off,
+// whose key is keyLen bytes long; the value is valid until the next call.
+func (w *window) op(off int64, keyLen int) (byte, []byte, error) {
+	for {
+		if off >= w.start && off < w.start+int64(w.n) {
+			b := w.buf[off-w.start : w.n]
+			key, rest, ok := readBytes(b[1:])
+			if ok && len(key) != keyLen {
+				return 0, nil, errors.New("the index does not match the journal")
+			}
+			if ok && b[0] == opDelete {
+				return opDelete, nil, nil
+			}
+			if ok {
+				if v, _, ok := readBytes(rest); ok {
+					return opSet, v, nil
+				}
+			}
+			if off == w.start && w.n == len(w.buf) && int64(len(w.buf)) < w.size-off {
+				w.buf = make([]byte, min(2*len(w.buf), int(w.size-off))) // an operation larger than the buffer
+			} else if off == w.start {
+				return 0, nil, errors.New("the index points past the journal's records")
+			}
+		}
+		w.start, w.n = off, 0
+		n, err := w.f.ReadAt(w.buf[:min(int64(len(w.buf)), w.size-off)], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, nil, err
+		}
+		w.n = n
+		if n == 0 {
+			return 0, nil, errors.New("the index points past the journal's records")
+		}
+	}
 }
 
 func uvarintLen(n int) int {
@@ -544,17 +713,27 @@ func (c *Client) checkpointLocked(ctx context.Context) error {
 }
 
 func (c *Client) applyJournal(ctx context.Context) error {
-	_, _, formatErr, err := c.apply(ctx, c.size)
-	if err == nil {
-		err = formatErr
-	}
-	if err != nil {
-		return err
+	if c.indexing && !c.indexFull {
+		if err := c.applyIndexed(ctx); err != nil {
+			return err
+		}
+	} else {
+		_, _, formatErr, err := c.apply(ctx, c.size)
+		if err == nil {
+			err = formatErr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	// Written: the records may go. Should this fail they stay, and are
 	// applied again, to the same effect.
 	if err := c.reset(); err != nil {
 		return fmt.Errorf("emptying the journal %s: %w", c.path, err)
+	}
+	if c.indexing {
+		c.dropIndex()
+		c.indexFull = false
 	}
 	return nil
 }
