@@ -32,9 +32,9 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
@@ -138,7 +138,9 @@ type Client struct {
 	indexFull bool
 	index     map[string]int
 	last      []lastOp
+	keys      []byte  // the index's keys (last[i].key points into it)
 	opStarts  []int64 // scratch: where each operation of a batch starts
+	sorted    []lastOp
 }
 
 // lastOp is the last operation of key since the checkpoint, at offset off.
@@ -383,7 +385,8 @@ func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg *segment,
 type chunk struct {
 	arena []byte
 	bytes int // keys and values
-	ops   []*storage.Operation
+	ops   []storage.Operation
+	ptrs  []*storage.Operation
 }
 
 func newChunk(capacity int) *chunk {
@@ -398,7 +401,7 @@ func (ch *chunk) add(ctx context.Context, base storage.Client, typ byte, key, va
 			return err
 		}
 	}
-	op := &storage.Operation{Key: string(key), Type: storage.Set}
+	op := storage.Operation{Key: string(key), Type: storage.Set}
 	if typ == opDelete {
 		op.Type = storage.Delete
 	} else {
@@ -417,7 +420,7 @@ func (ch *chunk) addKey(ctx context.Context, base storage.Client, typ byte, key 
 			return err
 		}
 	}
-	op := &storage.Operation{Key: key, Type: storage.Set}
+	op := storage.Operation{Key: key, Type: storage.Set}
 	if typ == opDelete {
 		op.Type = storage.Delete
 	} else {
@@ -444,7 +447,13 @@ func (ch *chunk) flush(ctx context.Context, base storage.Client) error {
 	if len(ch.ops) == 0 {
 		return nil
 	}
-	if err := base.Batch(ctx, ch.ops...); err != nil {
+	ch.ptrs = ch.ptrs[:0]
+	for i := range ch.ops {
+		ch.ptrs = append(ch.ptrs, &ch.ops[i])
+	}
+	err := base.Batch(ctx, ch.ptrs...)
+	clear(ch.ptrs)
+	if err != nil {
 		return err
 	}
 	clear(ch.ops)
@@ -596,30 +605,36 @@ func (c *Client) note(ops []*storage.Operation, starts []int64) {
 			c.dropIndex()
 			return
 		}
-		// The key may be the caller's buffer: the index keeps a copy.
-		key := strings.Clone(op.Key)
+		// The key may be the caller's buffer: the index keeps a copy, in
+		// one buffer for all (one that grows leaves the keys in the
+		// previous one, which they keep until the next checkpoint).
+		if len(c.keys)+len(op.Key) > cap(c.keys) {
+			c.keys = make([]byte, 0, max(2*cap(c.keys), 4096, len(op.Key)))
+		}
+		start := len(c.keys)
+		c.keys = append(c.keys, op.Key...)
+		key := unsafe.String(unsafe.SliceData(c.keys[start:]), len(op.Key))
 		c.index[key] = len(c.last)
 		c.last = append(c.last, lastOp{key: key, off: starts[i]})
 	}
 }
 
-// dropIndex empties the index; a large one is not kept for the next
-// checkpoint interval.
+// dropIndex empties the index, keeping its map and list for the next
+// checkpoint interval, which has about as many keys. The keys' buffer is
+// not reused: the storage was handed its keys and may keep them.
 func (c *Client) dropIndex() {
-	if len(c.last) > 4096 {
-		c.index, c.last = map[string]int{}, nil
-		return
-	}
 	clear(c.index)
 	clear(c.last)
 	c.last = c.last[:0]
+	c.keys = make([]byte, 0, cap(c.keys))
 }
 
 // applyIndexed writes the last operation of each key, as the index has
 // them, into the storage, in the order of the journal, chunk by chunk.
 func (c *Client) applyIndexed(ctx context.Context) error {
-	ops := slices.Clone(c.last)
+	ops := append(c.sorted[:0], c.last...)
 	slices.SortFunc(ops, func(a, b lastOp) int { return cmp.Compare(a.off, b.off) })
+	defer func() { clear(ops); c.sorted = ops[:0] }()
 	ch := newChunk(int(min(c.size, chunkBytes)))
 	r := window{f: c.f, size: c.size, buf: make([]byte, min(c.size, 64<<10))}
 	for _, op := range ops {
