@@ -23,6 +23,7 @@ package statejournal // import "github.com/gpubuild/otelcol-gpubuild/internal/st
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -30,8 +31,10 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
@@ -124,6 +127,26 @@ type Client struct {
 	// checkpointErr is the last failed checkpoint's error, until one
 	// succeeds (CheckpointError).
 	checkpointErr error
+
+	// indexing (IndexAppends): the last operation of each key since the
+	// checkpoint, where it starts in the file, is noted as each batch is
+	// appended (index[key] is its place in last), so that a checkpoint
+	// reads those operations only instead of the whole journal, twice.
+	// Past maxIndexKeys keys the index is dropped (indexFull) and the
+	// checkpoint reads the journal back.
+	indexing  bool
+	indexFull bool
+	index     map[string]int
+	last      []lastOp
+	keys      []byte  // the index's keys (last[i].key points into it)
+	opStarts  []int64 // scratch: where each operation of a batch starts
+	sorted    []lastOp
+}
+
+// lastOp is the last operation of key since the checkpoint, at offset off.
+type lastOp struct {
+	key string
+	off int64
 }
 
 // Open opens (creating it when missing) the journal at path in front of
@@ -194,6 +217,21 @@ func (c *Client) reset() error {
 	}
 	c.size = headerSize
 	return nil
+}
+
+// IndexAppends makes the journal note, as each batch is appended, where
+// each key's last operation is, so that a checkpoint reads only those
+// operations: for a journal whose batches write a few keys each, many of
+// them again (a derivation's jobs), at the cost of the index's memory,
+// some 100 bytes a key until the next checkpoint. A journal that rewrites
+// every key in every batch (a whole state) does better without.
+func (c *Client) IndexAppends() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.size > headerSize {
+		return // records appended before: they are not indexed
+	}
+	c.indexing, c.index = true, map[string]int{}
 }
 
 // chunkBytes bounds the keys and values one storage transaction of a
@@ -347,7 +385,8 @@ func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg *segment,
 type chunk struct {
 	arena []byte
 	bytes int // keys and values
-	ops   []*storage.Operation
+	ops   []storage.Operation
+	ptrs  []*storage.Operation
 }
 
 func newChunk(capacity int) *chunk {
@@ -362,7 +401,26 @@ func (ch *chunk) add(ctx context.Context, base storage.Client, typ byte, key, va
 			return err
 		}
 	}
-	op := &storage.Operation{Key: string(key), Type: storage.Set}
+	op := storage.Operation{Key: string(key), Type: storage.Set}
+	if typ == opDelete {
+		op.Type = storage.Delete
+	} else {
+		op.Value = ch.keep(value)
+	}
+	ch.bytes += len(key) + len(value)
+	ch.ops = append(ch.ops, op)
+	return nil
+}
+
+// addKey is add with the key as a string that the caller no longer
+// changes: it is not copied.
+func (ch *chunk) addKey(ctx context.Context, base storage.Client, typ byte, key string, value []byte) error {
+	if len(ch.ops) > 0 && ch.bytes+len(key)+len(value) > cap(ch.arena) {
+		if err := ch.flush(ctx, base); err != nil {
+			return err
+		}
+	}
+	op := storage.Operation{Key: key, Type: storage.Set}
 	if typ == opDelete {
 		op.Type = storage.Delete
 	} else {
@@ -389,7 +447,13 @@ func (ch *chunk) flush(ctx context.Context, base storage.Client) error {
 	if len(ch.ops) == 0 {
 		return nil
 	}
-	if err := base.Batch(ctx, ch.ops...); err != nil {
+	ch.ptrs = ch.ptrs[:0]
+	for i := range ch.ops {
+		ch.ptrs = append(ch.ptrs, &ch.ops[i])
+	}
+	err := base.Batch(ctx, ch.ptrs...)
+	clear(ch.ptrs)
+	if err != nil {
 		return err
 	}
 	clear(ch.ops)
@@ -478,7 +542,11 @@ func (c *Client) append(ops []*storage.Operation) error {
 		b = make([]byte, 0, n) // once, not grown by doubling: a record can be large
 	}
 	b = append(b, make([]byte, recordHead)...)
+	starts := c.opStarts[:0]
 	for _, op := range ops {
+		if c.indexing {
+			starts = append(starts, c.size+int64(len(b)))
+		}
 		switch op.Type {
 		case storage.Set:
 			b = append(b, opSet)
@@ -511,7 +579,123 @@ func (c *Client) append(ops []*storage.Operation) error {
 	if cap(c.buf) > keptBufferBytes {
 		c.buf = nil // a large batch does not pin its buffer between batches
 	}
+	if c.indexing {
+		c.note(ops, starts)
+		c.opStarts = starts[:0]
+	}
 	return nil
+}
+
+// note indexes the operations of a batch just appended, which start at
+// starts.
+func (c *Client) note(ops []*storage.Operation, starts []int64) {
+	if c.indexFull {
+		return
+	}
+	for i, op := range ops {
+		if op.Type != storage.Set && op.Type != storage.Delete {
+			continue
+		}
+		if j, ok := c.index[op.Key]; ok {
+			c.last[j].off = starts[i]
+			continue
+		}
+		if len(c.last) >= c.maxIndexKeys {
+			c.indexFull = true
+			c.dropIndex()
+			return
+		}
+		// The key may be the caller's buffer: the index keeps a copy, in
+		// one buffer for all (one that grows leaves the keys in the
+		// previous one, which they keep until the next checkpoint).
+		if len(c.keys)+len(op.Key) > cap(c.keys) {
+			c.keys = make([]byte, 0, max(2*cap(c.keys), 4096, len(op.Key)))
+		}
+		start := len(c.keys)
+		c.keys = append(c.keys, op.Key...)
+		key := unsafe.String(unsafe.SliceData(c.keys[start:]), len(op.Key))
+		c.index[key] = len(c.last)
+		c.last = append(c.last, lastOp{key: key, off: starts[i]})
+	}
+}
+
+// dropIndex empties the index, keeping its map and list for the next
+// checkpoint interval, which has about as many keys. The keys' buffer is
+// not reused: the storage was handed its keys and may keep them.
+func (c *Client) dropIndex() {
+	clear(c.index)
+	clear(c.last)
+	c.last = c.last[:0]
+	c.keys = make([]byte, 0, cap(c.keys))
+}
+
+// applyIndexed writes the last operation of each key, as the index has
+// them, into the storage, in the order of the journal, chunk by chunk.
+func (c *Client) applyIndexed(ctx context.Context) error {
+	ops := append(c.sorted[:0], c.last...)
+	slices.SortFunc(ops, func(a, b lastOp) int { return cmp.Compare(a.off, b.off) })
+	defer func() { clear(ops); c.sorted = ops[:0] }()
+	ch := newChunk(int(min(c.size, chunkBytes)))
+	r := window{f: c.f, size: c.size, buf: make([]byte, min(c.size, 64<<10))}
+	for _, op := range ops {
+		typ, value, err := r.op(op.off, len(op.key))
+		if err != nil {
+			return fmt.Errorf("reading the journal %s: %w", c.path, err)
+		}
+		if err := ch.addKey(ctx, c.base, typ, op.key, value); err != nil {
+			return fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+		}
+	}
+	if err := ch.flush(ctx, c.base); err != nil {
+		return fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+	}
+	return nil
+}
+
+// window reads operations of the journal at increasing offsets through
+// one buffer.
+type window struct {
+	f     *os.File
+	size  int64 // the end of the whole records
+	buf   []byte
+	start int64 // the offset of buf[0]
+	n     int   // bytes of buf read
+}
+
+// op returns the type and value (for a set) of the operation at off,
+// whose key is keyLen bytes long; the value is valid until the next call.
+func (w *window) op(off int64, keyLen int) (byte, []byte, error) {
+	for {
+		if off >= w.start && off < w.start+int64(w.n) {
+			b := w.buf[off-w.start : w.n]
+			key, rest, ok := readBytes(b[1:])
+			if ok && len(key) != keyLen {
+				return 0, nil, errors.New("the index does not match the journal")
+			}
+			if ok && b[0] == opDelete {
+				return opDelete, nil, nil
+			}
+			if ok {
+				if v, _, ok := readBytes(rest); ok {
+					return opSet, v, nil
+				}
+			}
+			if off == w.start && w.n == len(w.buf) && int64(len(w.buf)) < w.size-off {
+				w.buf = make([]byte, min(2*len(w.buf), int(w.size-off))) // an operation larger than the buffer
+			} else if off == w.start {
+				return 0, nil, errors.New("the index points past the journal's records")
+			}
+		}
+		w.start, w.n = off, 0
+		n, err := w.f.ReadAt(w.buf[:min(int64(len(w.buf)), w.size-off)], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, nil, err
+		}
+		w.n = n
+		if n == 0 {
+			return 0, nil, errors.New("the index points past the journal's records")
+		}
+	}
 }
 
 func uvarintLen(n int) int {
@@ -544,17 +728,27 @@ func (c *Client) checkpointLocked(ctx context.Context) error {
 }
 
 func (c *Client) applyJournal(ctx context.Context) error {
-	_, _, formatErr, err := c.apply(ctx, c.size)
-	if err == nil {
-		err = formatErr
-	}
-	if err != nil {
-		return err
+	if c.indexing && !c.indexFull {
+		if err := c.applyIndexed(ctx); err != nil {
+			return err
+		}
+	} else {
+		_, _, formatErr, err := c.apply(ctx, c.size)
+		if err == nil {
+			err = formatErr
+		}
+		if err != nil {
+			return err
+		}
 	}
 	// Written: the records may go. Should this fail they stay, and are
 	// applied again, to the same effect.
 	if err := c.reset(); err != nil {
 		return fmt.Errorf("emptying the journal %s: %w", c.path, err)
+	}
+	if c.indexing {
+		c.dropIndex()
+		c.indexFull = false
 	}
 	return nil
 }

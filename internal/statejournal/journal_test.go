@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -400,4 +401,63 @@ func TestJournalWithManyKeysIsWrittenInSegments(t *testing.T) {
 	require.NoError(t, c.Checkpoint(ctx))
 	assert.Equal(t, 11, base.batches, "ten segments of 100 records (100 keys each), then the delete")
 	assert.Equal(t, want, base.Data())
+}
+
+// An indexed journal (IndexAppends) leaves the storage as one read back
+// does: each key's last operation, in the journal's order, whatever the
+// keys, values (some larger than the reading window) and deletions; a
+// checkpoint the storage refuses is written whole by the next one; past
+// maxIndexKeys keys the journal is read back.
+func TestIndexedJournalWritesWhatReadingItBackWould(t *testing.T) {
+	ctx := context.Background()
+	for _, maxKeys := range []int{maxIndexKeys, 50} {
+		rng := rand.New(rand.NewPCG(1, uint64(maxKeys)))
+		indexed, _, ic := fresh(t)
+		ic.IndexAppends()
+		read, _, rc := fresh(t)
+		for _, c := range []*Client{ic, rc} {
+			c.now = func() time.Time { return c.lastCheckpoint } // checkpoints below only
+			c.maxIndexKeys = maxKeys
+		}
+		for round := range 30 {
+			for range 20 {
+				var ops []*storage.Operation
+				for range 1 + rng.IntN(8) {
+					key := fmt.Sprintf("jobs/%04x/%d", rng.IntN(60), rng.IntN(3))
+					// A reused key buffer: the journal must not keep it.
+					kb := []byte(key)
+					k := string(kb)
+					if rng.IntN(5) == 0 {
+						ops = append(ops, storage.DeleteOperation(k))
+						continue
+					}
+					n := rng.IntN(300)
+					if rng.IntN(50) == 0 {
+						n = 100<<10 + rng.IntN(1000)
+					}
+					v := make([]byte, n)
+					for i := range v {
+						v[i] = byte(rng.Uint32())
+					}
+					ops = append(ops, storage.SetOperation(k, v))
+				}
+				for _, c := range []*Client{ic, rc} {
+					require.NoError(t, c.Batch(ctx, ops...))
+				}
+			}
+			if round%7 == 3 {
+				indexed.refuse, indexed.refuseFrom = errors.New("refused"), indexed.batches+1
+				require.Error(t, ic.Checkpoint(ctx))
+				indexed.refuse = nil
+				continue
+			}
+			require.NoError(t, ic.Checkpoint(ctx))
+			require.NoError(t, rc.Checkpoint(ctx))
+			require.Equal(t, read.Data(), indexed.Data(), "round %d", round)
+		}
+		require.NoError(t, ic.Checkpoint(ctx))
+		require.NoError(t, rc.Checkpoint(ctx))
+		assert.Equal(t, read.Data(), indexed.Data())
+		assert.NotEmpty(t, indexed.Data())
+	}
 }

@@ -94,3 +94,37 @@ func TestDeliveryLineNamesEveryInexactRun(t *testing.T) {
 
 	require.Empty(t, deliveryLine("contrib", loads, map[string][]peerRun{"base": {{cores: 0.1}}}), "a peer without the test endpoint has no line")
 }
+
+func TestWithoutStateBlocksKeepsTheRest(t *testing.T) {
+	cfg := `connectors:
+  buildjob:
+    job_timeout: 30m
+    state: &s
+      storage: file_storage/queue
+      journal:
+        directory: /q
+
+        fsync: false
+processors:
+  buildjob:
+    state: *s
+exporters:
+  cloudwatch:
+    cumulative_state:
+      storage: file_storage/queue
+    # kept
+    metrics: []
+`
+	got, removed := withoutStateBlocks(cfg)
+	assert.Equal(t, 3, removed)
+	assert.Equal(t, `connectors:
+  buildjob:
+    job_timeout: 30m
+processors:
+  buildjob:
+exporters:
+  cloudwatch:
+    # kept
+    metrics: []
+`, got)
+}

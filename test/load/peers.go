@@ -66,6 +66,11 @@ type peer struct {
 // receiveOnlyPeer is otelcol-gpubuild's binary running stock's pipelines.
 const receiveOnlyPeer = "ours, receiving only"
 
+// inMemoryPeer is otelcol-gpubuild on its default configuration with the
+// derivation and cumulative state kept in memory only: what it costs
+// without the exactly-once guarantee across restarts.
+const inMemoryPeer = "ours, state in memory"
+
 // peerRun is what one round measured of one peer at one load.
 type peerRun struct {
 	cores, rssMiB, anonMiB, binaryMiB, otherFileMiB, points, spans, seconds float64
@@ -100,6 +105,10 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 		return "", err
 	}
 	ours := filepath.Join(o.root, "bin", "otelcol-gpubuild")
+	inMemoryConfig := filepath.Join(tmp, "otelcol-config-state-in-memory.yaml")
+	if err := writeInMemoryConfig(filepath.Join(o.root, "otelcol-config.yaml"), inMemoryConfig); err != nil {
+		return "", err
+	}
 	peers := []peer{
 		{name: "otelcol-gpubuild", bin: ours, cw: cw, target: func(tmp string, round int) (target, error) {
 			return sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-%d-%d", round, time.Now().UnixNano())), o.sidecarEnv...)
@@ -114,6 +123,13 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 		// receiving costs this build and what deriving and persisting add.
 		{name: receiveOnlyPeer, bin: ours, loadsLike: "spans only", target: func(tmp string, _ int) (target, error) {
 			return baselineTarget(ours, tmp)
+		}},
+		// The same binary and pipelines with nothing persisted before an
+		// acknowledgement: the rest of our per-span cost is the guarantee's.
+		{name: inMemoryPeer, bin: ours, cw: cw, loadsLike: "spans only", target: func(tmp string, round int) (target, error) {
+			t, err := sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-mem-%d-%d", round, time.Now().UnixNano())), o.sidecarEnv...)
+			t.argv[len(t.argv)-1] = inMemoryConfig
+			return t, err
 		}},
 	}
 	loads := peerLoads(o.duration)
@@ -186,7 +202,7 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v%s`. ", o.rounds, o.duration, o.warmup, extra.String())
 	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
 	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ")
-	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic); %s runs otelcol-gpubuild's binary on stock's configuration, at the spans-only loads only: what receiving costs our build, before it derives and persists. – = not measured.\n\n", receiveOnlyPeer)
+	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic); %s runs otelcol-gpubuild's binary on stock's configuration, at the spans-only loads only: what receiving costs our build, before it derives and persists; %s runs it on `otelcol-config.yaml` without its `state:` and `cumulative_state:` blocks (nothing persisted before a request is acknowledged), at the spans-only loads only. – = not measured.\n\n", receiveOnlyPeer, inMemoryPeer)
 
 	fmt.Fprintf(&b, "| figure |")
 	for _, p := range peers {
@@ -262,6 +278,23 @@ func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idle
 	row("CPU-seconds per 1M spans at 20k spans/s", func(p peer) float64 {
 		return perMillion(runs[p.name][denseSpansLoad], func(r peerRun) float64 { return r.spans })
 	}, "%.1f")
+	// Each build's per-span cost against contrib's: the cost of the
+	// guarantee is ours against ours with the state in memory.
+	toContrib := func(of func(p peer) float64) func(p peer) float64 {
+		return func(p peer) float64 {
+			c := of(peers[1])
+			if c <= 0 {
+				return math.NaN()
+			}
+			return of(p) / c
+		}
+	}
+	row("CPU per 1M spans, to contrib's", toContrib(func(p peer) float64 {
+		return perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
+	}), "%.2f×")
+	row("CPU per 1M spans at 20k spans/s, to contrib's", toContrib(func(p peer) float64 {
+		return perMillion(runs[p.name][denseSpansLoad], func(r peerRun) float64 { return r.spans })
+	}), "%.2f×")
 	row("spans/s per core (at the 2000 spans/s cost)", func(p peer) float64 {
 		c := perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
 		if c == 0 {
@@ -315,6 +348,46 @@ func idleRSS(t target, settle time.Duration) (idleMemory, error) {
 		time.Sleep(time.Second)
 	}
 	return idleMemory{total: median(rss), anon: median(anon), binary: median(binary)}, nil
+}
+
+// writeInMemoryConfig writes the default configuration without its state
+// blocks (the connector's and the processor's state:, the exporter's
+// cumulative_state:), so that the derivation and cumulative state live in
+// memory only.
+func writeInMemoryConfig(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	out, removed := withoutStateBlocks(string(b))
+	if removed != 3 {
+		return fmt.Errorf("%s: expected 3 state blocks to remove, found %d", src, removed)
+	}
+	return os.WriteFile(dst, []byte(out), 0o600)
+}
+
+// withoutStateBlocks drops every `state:` and `cumulative_state:` key with
+// what is indented under it, and says how many it dropped.
+func withoutStateBlocks(cfg string) (string, int) {
+	var b strings.Builder
+	removed, skipIndent := 0, -1
+	for _, line := range strings.SplitAfter(cfg, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		indent := len(line) - len(trimmed)
+		if skipIndent >= 0 {
+			if strings.TrimSpace(trimmed) == "" || indent > skipIndent {
+				continue
+			}
+			skipIndent = -1
+		}
+		if strings.HasPrefix(trimmed, "state:") || strings.HasPrefix(trimmed, "cumulative_state:") {
+			removed++
+			skipIndent = indent
+			continue
+		}
+		b.WriteString(line)
+	}
+	return b.String(), removed
 }
 
 // contribTarget runs the contrib assembly: spans become metrics through

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -115,7 +116,11 @@ type stateStore struct {
 	nextID     uint64 // next series entry id
 	nextJobSeq uint64 // next job entry's place in the key order
 
-	ops     []*storage.Operation
+	// ops is the batch being written (ptrs points at them); inBuf its
+	// operations whose keys or values lie in buf.
+	ops     []storage.Operation
+	ptrs    []*storage.Operation
+	inBuf   []bufOp
 	deletes []string // series entries to delete with the next write
 	// joined holds the cumulative tracker's operations, written with the
 	// next batch (batchJoiner).
@@ -177,6 +182,9 @@ func (st *stateStore) openJournal(ctx context.Context, kind component.Kind, owne
 	if err != nil {
 		return err
 	}
+	// A batch writes a few jobs, most of them again within the
+	// checkpoint interval: the checkpoint reads only their last entries.
+	jc.IndexAppends()
 	st.client, st.journal = jc, jc
 	st.location += " with journal " + path
 	return nil
@@ -407,7 +415,7 @@ func (st *stateStore) resourceKey(res *resourceEntry) string {
 	}
 	if !st.resources[res.stateKey] {
 		st.resources[res.stateKey] = true
-		st.ops = append(st.ops, storage.SetOperation(res.stateKey, encodeResource(res.stateEncoded)))
+		st.ops = append(st.ops, storage.Operation{Type: storage.Set, Key: res.stateKey, Value: encodeResource(res.stateEncoded)})
 	}
 	return res.stateKey
 }
@@ -434,16 +442,29 @@ func (st *stateStore) persist(ctx context.Context, d *deriver) error {
 }
 
 func (st *stateStore) write(ctx context.Context, d *deriver) error {
-	st.ops = append(st.ops[:0], st.joined...)
-	// One fresh buffer per batch: a storage may keep the values.
-	st.buf = make([]byte, 0, len(st.buf))
-	type span struct{ i, start int }
-	var spans []span
+	st.ops = st.ops[:0]
+	for _, op := range st.joined {
+		st.ops = append(st.ops, *op)
+	}
+	if st.journal == nil {
+		// One fresh buffer per batch: a storage may keep the values.
+		st.buf = make([]byte, 0, cap(st.buf))
+	} else {
+		// The journal copies every key and value into its record before
+		// Batch returns: the buffer serves every batch.
+		st.buf = st.buf[:0]
+	}
+	// Job keys and values are appended to the buffer and sliced out of it
+	// once it no longer moves: no allocation per entry.
+	st.inBuf = st.inBuf[:0]
 	if d.jobs != nil {
 		for _, jr := range d.jobs.Dirty() {
 			if len(jr.Runs()) == 0 {
 				if jr.Stored.Seq != 0 {
-					st.ops = append(st.ops, storage.DeleteOperation(jobStateKey(jr.Stored.Seq, jr.Key())))
+					key := len(st.buf)
+					st.buf = appendJobStateKey(st.buf, jr.Stored.Seq, jr.Key())
+					st.inBuf = append(st.inBuf, bufOp{op: len(st.ops), key: key, value: len(st.buf)})
+					st.ops = append(st.ops, storage.Operation{Type: storage.Delete})
 					st.totalJobs -= int64(jr.Stored.Bytes)
 					jr.Stored = runmemory.StoredEntry{}
 				}
@@ -453,17 +474,19 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 				jr.Stored.Seq = st.nextJobSeq
 				st.nextJobSeq++
 			}
-			start := len(st.buf)
+			key := len(st.buf)
+			st.buf = appendJobStateKey(st.buf, jr.Stored.Seq, jr.Key())
+			value := len(st.buf)
 			st.buf = encodeJob(st.buf, jr.Runs(), st.resourceKey)
-			n := len(st.buf) - start
+			n := len(st.buf) - value
 			st.totalJobs += int64(n - jr.Stored.Bytes)
 			jr.Stored.Bytes = n
-			spans = append(spans, span{len(st.ops), start})
-			st.ops = append(st.ops, storage.SetOperation(jobStateKey(jr.Stored.Seq, jr.Key()), nil))
+			st.inBuf = append(st.inBuf, bufOp{op: len(st.ops), key: key, value: value})
+			st.ops = append(st.ops, storage.Operation{Type: storage.Set})
 		}
 	}
 	for _, key := range st.deletes {
-		st.ops = append(st.ops, storage.DeleteOperation(key))
+		st.ops = append(st.ops, storage.Operation{Type: storage.Delete, Key: key})
 	}
 	for _, s := range d.dirtySeries {
 		if s.handedOver {
@@ -475,24 +498,34 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 		}
 		start := len(st.buf)
 		st.buf = encodeSeries(st.buf, s, st.resourceKey(s.labels.res))
-		spans = append(spans, span{len(st.ops), start})
-		st.ops = append(st.ops, storage.SetOperation(s.stateKey, nil))
+		st.inBuf = append(st.inBuf, bufOp{op: len(st.ops), key: -1, value: start})
+		st.ops = append(st.ops, storage.Operation{Type: storage.Set, Key: s.stateKey})
 	}
 	if d.metaDirty {
-		st.ops = append(st.ops, storage.SetOperation(stateKeyMeta, encodeMeta(d.startTime)))
+		st.ops = append(st.ops, storage.Operation{Type: storage.Set, Key: stateKeyMeta, Value: encodeMeta(d.startTime)})
 	}
 	if len(st.ops) == 0 {
 		return nil
 	}
-	// The buffer no longer moves: slice the values out of it.
-	for i, sp := range spans {
+	// The buffer no longer moves: slice the keys and values out of it.
+	for i, b := range st.inBuf {
 		end := len(st.buf)
-		if i+1 < len(spans) {
-			end = spans[i+1].start
+		if i+1 < len(st.inBuf) {
+			end = st.inBuf[i+1].key
+			if end < 0 {
+				end = st.inBuf[i+1].value
+			}
 		}
-		st.ops[sp.i].Value = st.buf[sp.start:end:end]
+		op := &st.ops[b.op]
+		if b.key >= 0 {
+			op.Key = unsafe.String(&st.buf[b.key], b.value-b.key)
+		}
+		if op.Type == storage.Set {
+			op.Value = st.buf[b.value:end:end]
+		}
 	}
-	if err := st.client.Batch(ctx, st.ops...); err != nil {
+	err := st.batch(ctx)
+	if err != nil {
 		// Resources are written again when next needed.
 		for _, op := range st.ops {
 			if op.Type == storage.Set && len(op.Key) > len(stateKeyResPrefix) && op.Key[:len(stateKeyResPrefix)] == stateKeyResPrefix {
@@ -503,13 +536,31 @@ func (st *stateStore) write(ctx context.Context, d *deriver) error {
 		// The tracker's operations are not retried: the series are written
 		// again at their next point (see README.md).
 		st.joined = st.joined[:0]
+		clear(st.ops)
 		return err
 	}
+	clear(st.ops) // do not keep the values alive
 	st.joined = st.joined[:0]
 	st.deletes = st.deletes[:0]
 	d.clearDirty()
 	st.reportCheckpoint(d)
 	return nil
+}
+
+// bufOp is an operation of the batch whose key (from offset key, up to
+// value; -1: the key is a string of its own) and value (from offset value
+// up to the next bufOp's start) lie in the batch's buffer.
+type bufOp struct{ op, key, value int }
+
+// batch writes st.ops in one Batch.
+func (st *stateStore) batch(ctx context.Context) error {
+	st.ptrs = st.ptrs[:0]
+	for i := range st.ops {
+		st.ptrs = append(st.ptrs, &st.ops[i])
+	}
+	err := st.client.Batch(ctx, st.ptrs...)
+	clear(st.ptrs)
+	return err
 }
 
 // reportCheckpoint counts and logs a failed journal checkpoint once: the
@@ -553,13 +604,15 @@ func (st *stateStore) accepted(ctx context.Context, taken []*series) error {
 	for _, s := range taken {
 		s.handedOver = true
 		if s.stateKey != "" {
-			st.ops = append(st.ops, storage.DeleteOperation(s.stateKey))
+			st.ops = append(st.ops, storage.Operation{Type: storage.Delete, Key: s.stateKey})
 		}
 	}
 	if len(st.ops) == 0 {
 		return nil
 	}
-	return st.client.Batch(ctx, st.ops...)
+	err := st.batch(ctx)
+	clear(st.ops)
+	return err
 }
 
 // batchJoiner is the storage client handed to the processor's cumulative
