@@ -147,7 +147,14 @@ func BusyTime(samples []UtilSample, w Window, maxGap time.Duration) (float64, Re
 	if samples[0].T.After(w.From) || samples[len(samples)-1].T.Before(w.To) {
 		return 0, NotCovered
 	}
-	var busy float64
+	return integrate(samples, w, maxGap)
+}
+
+// integrate is the sum over the sample periods overlapping w of each
+// period's percent / 100 times the part of it inside w, in seconds; Gap
+// when one of them is longer than maxGap or has no figure (NaN).
+func integrate(samples []UtilSample, w Window, maxGap time.Duration) (float64, Reason) {
+	var sum float64
 	for k := 1; k < len(samples); k++ {
 		a, b := samples[k-1].T, samples[k].T
 		if !b.After(w.From) {
@@ -156,13 +163,13 @@ func BusyTime(samples []UtilSample, w Window, maxGap time.Duration) (float64, Re
 		if !a.Before(w.To) {
 			break
 		}
-		if b.Sub(a) > maxGap {
+		if b.Sub(a) > maxGap || math.IsNaN(samples[k].Percent) {
 			return 0, Gap
 		}
 		lo, hi := maxTime(a, w.From), minTime(b, w.To)
-		busy += samples[k].Percent / 100 * hi.Sub(lo).Seconds()
+		sum += samples[k].Percent / 100 * hi.Sub(lo).Seconds()
 	}
-	return busy, Covered
+	return sum, Covered
 }
 
 // MeanActivity returns the time-weighted mean of activity samples (GPM SM
@@ -190,20 +197,9 @@ func MeanActivity(samples []UtilSample, w Window, maxGap time.Duration) (float64
 		}
 		return samples[k].Percent / 100, Covered
 	}
-	var sum float64
-	for k := 1; k < len(samples); k++ {
-		a, b := samples[k-1].T, samples[k].T
-		if !b.After(w.From) {
-			continue
-		}
-		if !a.Before(w.To) {
-			break
-		}
-		if b.Sub(a) > maxGap || math.IsNaN(samples[k].Percent) {
-			return 0, Gap
-		}
-		lo, hi := maxTime(a, w.From), minTime(b, w.To)
-		sum += samples[k].Percent / 100 * hi.Sub(lo).Seconds()
+	sum, r := integrate(samples, w, maxGap)
+	if r != Covered {
+		return 0, r
 	}
 	return sum / w.Seconds(), Covered
 }
