@@ -396,20 +396,7 @@ func newChunk(capacity int) *chunk {
 // add adds one operation, first writing the chunk when the operation's key
 // and value would take it past its capacity.
 func (ch *chunk) add(ctx context.Context, base storage.Client, typ byte, key, value []byte) error {
-	if len(ch.ops) > 0 && ch.bytes+len(key)+len(value) > cap(ch.arena) {
-		if err := ch.flush(ctx, base); err != nil {
-			return err
-		}
-	}
-	op := storage.Operation{Key: string(key), Type: storage.Set}
-	if typ == opDelete {
-		op.Type = storage.Delete
-	} else {
-		op.Value = ch.keep(value)
-	}
-	ch.bytes += len(key) + len(value)
-	ch.ops = append(ch.ops, op)
-	return nil
+	return ch.addKey(ctx, base, typ, string(key), value)
 }
 
 // addKey is add with the key as a string that the caller no longer
