@@ -201,13 +201,8 @@ func TestGPUCostOnRealGPU(t *testing.T) {
 				(strings.HasPrefix(metric, "build.stage.") && d.Dimensions["build.stage"] != "gpu_build") {
 				continue
 			}
-			switch {
-			case len(d.Values) == 1:
-				return d.Values[0], true
-			case d.Value != nil:
-				return *d.Value, true
-			case d.Statistics != nil && d.Statistics.SampleCount == 1:
-				return d.Statistics.Sum, true
+			if v := runValues(d); len(v) == 1 {
+				return v[0], true
 			}
 		}
 		return 0, false

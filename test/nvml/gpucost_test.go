@@ -160,13 +160,7 @@ func TestGPUCostPerRun(t *testing.T) {
 		for _, d := range cw.Datums() {
 			if d.MetricName == metric && d.Dimensions["build.result"] == result &&
 				(!strings.HasPrefix(metric, "build.stage.") || d.Dimensions["build.stage"] == "gpu_build") {
-				out = append(out, d.Values...)
-				if d.Value != nil {
-					out = append(out, *d.Value)
-				}
-				if d.Statistics != nil && d.Statistics.SampleCount == 1 {
-					out = append(out, d.Statistics.Sum)
-				}
+				out = append(out, runValues(d)...)
 			}
 		}
 		return out
@@ -214,6 +208,19 @@ func TestGPUCostPerRun(t *testing.T) {
 		require.Len(t, got, 1, "%s %s: one run", w.metric, w.result)
 		assert.LessOrEqual(t, math.Abs(got[0]-w.value), w.rel*w.value+w.abs, "%s %s: want %v, got %v", w.metric, w.result, w.value, got[0])
 	}
+}
+
+// runValues are the values of single runs a datum carries: its values, its
+// value, or the sum of statistics over one run.
+func runValues(d cloudwatchtest.Datum) []float64 {
+	out := append([]float64(nil), d.Values...)
+	if d.Value != nil {
+		out = append(out, *d.Value)
+	}
+	if d.Statistics != nil && d.Statistics.SampleCount == 1 {
+		out = append(out, d.Statistics.Sum)
+	}
+	return out
 }
 
 // buildService is a build service's OTel Go SDK sending its job status
