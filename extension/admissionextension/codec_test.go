@@ -4,6 +4,7 @@
 package admissionextension
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -175,4 +176,110 @@ func TestDecodedRequestsLeaveNoBufferBehind(t *testing.T) {
 	// gRPC's own frame buffers (the message in 16 KiB pieces) may stay in
 	// its pool either way.
 	assert.Less(t, kept, int64(len(request)+512<<10), "heap kept after decoding a %d-byte request", len(request))
+}
+
+// pieces cuts msg into gRPC's 16 KiB frame pieces, as a message read from
+// the wire arrives in the codec.
+func pieces(msg []byte) mem.BufferSlice {
+	var s mem.BufferSlice
+	for len(msg) > 0 {
+		n := min(len(msg), 16<<10)
+		s = append(s, mem.SliceBuffer(msg[:n]))
+		msg = msg[n:]
+	}
+	return s
+}
+
+// recordingRequest is a protoUnmarshaler that checks the bytes it is given
+// against want, allocating nothing.
+type recordingRequest struct {
+	want []byte
+	ok   bool
+}
+
+func (r *recordingRequest) UnmarshalProto(b []byte) error {
+	r.ok = bytes.Equal(b, r.want)
+	return nil
+}
+
+// A message in several pieces is copied into a kept buffer: requests of
+// an SDK batch's size, one after another, allocate no copy of their own,
+// and each is decoded from its own bytes (not a longer earlier message's).
+func TestRequestsReuseTheMessageBuffer(t *testing.T) {
+	c := newRequestCodec()
+	sizes := []int{300 << 10, 20 << 10, 200 << 10, 300<<10 + 1}
+	msgs := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		msgs[i] = bytes.Repeat([]byte{byte('a' + i)}, n)
+	}
+	for _, m := range msgs {
+		r := &recordingRequest{want: m}
+		require.NoError(t, c.Unmarshal(pieces(m), r))
+		require.True(t, r.ok, "a %d-byte message decoded from other bytes", len(m))
+	}
+
+	slices := make([]mem.BufferSlice, len(msgs))
+	for i, m := range msgs {
+		slices[i] = pieces(m)
+	}
+	reqs := make([]recordingRequest, len(msgs))
+	for i, m := range msgs {
+		reqs[i].want = m
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const rounds = 50
+	for range rounds {
+		for i := range msgs {
+			require.NoError(t, c.Unmarshal(slices[i], &reqs[i]))
+			require.True(t, reqs[i].ok)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perRequest := (after.TotalAlloc - before.TotalAlloc) / (rounds * uint64(len(msgs)))
+	assert.Less(t, perRequest, uint64(1<<10), "bytes allocated per request of 20-300 KiB")
+}
+
+// The kept buffers stay within their bounds: none larger than
+// maxKeptBufferBytes, all together at most maxKeptBytes, the smallest
+// giving way to a larger one.
+func TestMessageBuffersKeepBounds(t *testing.T) {
+	p := newMessageBuffers(100, 250)
+	get := func(n int) *[]byte {
+		b := p.Get(n)
+		require.Len(t, *b, n)
+		return b
+	}
+	huge := get(101)
+	p.Put(huge)
+	assert.Empty(t, p.kept, "a buffer over the per-buffer bound is not kept")
+
+	a, b, c := get(60), get(90), get(100)
+	p.Put(a)
+	p.Put(b)
+	assert.Equal(t, 150, p.total)
+	p.Put(c) // 250: fits
+	assert.Equal(t, 250, p.total)
+	d := get(80) // takes b (90) or c (100)
+	assert.GreaterOrEqual(t, cap(*d), 80)
+	assert.LessOrEqual(t, p.total, 250)
+	p.Put(d)
+	e := p.Get(40)
+	f := p.Get(40)
+	g := p.Get(40)
+	p.Put(g)
+	p.Put(f)
+	p.Put(e)
+	assert.LessOrEqual(t, p.total, 250)
+	for _, k := range p.kept {
+		assert.LessOrEqual(t, cap(*k), 100)
+	}
+
+	// Reuse: the same backing array comes back.
+	q := newMessageBuffers(1<<10, 1<<10)
+	first := q.Get(500)
+	q.Put(first)
+	again := q.Get(400)
+	assert.Same(t, &(*first)[0], &(*again)[0])
+	assert.Len(t, *again, 400)
 }

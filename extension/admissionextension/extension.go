@@ -22,8 +22,9 @@ import (
 )
 
 type admissionExtension struct {
-	gate   *admission.Gate
-	logger *zap.Logger
+	gate        *admission.Gate
+	maxInFlight int
+	logger      *zap.Logger
 }
 
 var (
@@ -60,9 +61,17 @@ func (a *admissionExtension) GetHTTPHandler(context.Context) (extensionmiddlewar
 // is refused at once with UNAVAILABLE and a retry delay, which OTLP
 // clients retry. An admitted message is decoded from a copy of its own
 // size (requestCodec), not from a pooled buffer of the next larger tier.
+// The admitted streams run on max_in_flight long-lived goroutines instead
+// of one new goroutine each: a request's stack grows through decoding, the
+// pipeline and the state's write, and a new goroutine's stack grows (is
+// copied) anew for every request (10 % of the sidecar's CPU at 2,000
+// spans/s); a worker's stays grown. Streams beyond them (a health check
+// beside a request) get a goroutine of their own, as before.
 func (a *admissionExtension) GetGRPCServerOptions(context.Context) ([]grpc.ServerOption, error) {
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec()),
+		grpc.NumStreamWorkers(uint32(a.maxInFlight)), //nolint:gosec // Validate: positive; a count of requests
+
 		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
 			release, ok := a.gate.TryAcquire()
 			if !ok {

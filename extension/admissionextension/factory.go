@@ -31,5 +31,5 @@ func createDefaultConfig() component.Config {
 
 func create(_ context.Context, set extension.Settings, cfg component.Config) (extension.Extension, error) {
 	c := cfg.(*Config)
-	return &admissionExtension{gate: admission.New(c.MaxInFlight, c.MaxWaiting, c.WaitTimeout), logger: set.Logger}, nil
+	return &admissionExtension{gate: admission.New(c.MaxInFlight, c.MaxWaiting, c.WaitTimeout), maxInFlight: c.MaxInFlight, logger: set.Logger}, nil
 }

@@ -5,6 +5,8 @@ package admissionextension
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +78,51 @@ func TestGRPCRequestsTakeAPlaceBeforeTheirMessageIsRead(t *testing.T) {
 	_, err = client.Export(context.Background(), big)
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "over the size bound: %v", err)
 	require.Eventually(t, func() bool { return export() == nil }, 10*time.Second, 10*time.Millisecond)
+}
+
+// goroutineRecorder is an OTLP metrics service that notes the goroutine
+// each Export runs on.
+type goroutineRecorder struct {
+	pmetricotlp.UnimplementedGRPCServer
+	ids []string
+}
+
+func (g *goroutineRecorder) Export(context.Context, pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	// "goroutine 123 [running]:..."
+	g.ids = append(g.ids, strings.Fields(string(buf))[1])
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+// Admitted requests run one after another on the same long-lived
+// goroutine, whose stack stays grown, not on a new goroutine each (the
+// control: a server without the extension's options).
+func TestAdmittedRequestsRunOnWorkers(t *testing.T) {
+	run := func(opts ...grpc.ServerOption) []string {
+		svc := &goroutineRecorder{}
+		client := pmetricotlp.NewGRPCClient(serve(t, svc, opts...))
+		for range 5 {
+			_, err := client.Export(context.Background(), pmetricotlp.NewExportRequest())
+			require.NoError(t, err)
+		}
+		return svc.ids
+	}
+	control := run()
+	require.Len(t, control, 5)
+	assert.Len(t, distinct(control), 5, "without workers each request gets a goroutine of its own")
+
+	cfg := createDefaultConfig().(*Config)
+	cfg.MaxInFlight = 1
+	ids := run(grpcServerOptions(t, cfg)...)
+	require.Len(t, ids, 5)
+	assert.Len(t, distinct(ids), 1, "requests on one worker: %v", ids)
+}
+
+func distinct(s []string) map[string]bool {
+	m := map[string]bool{}
+	for _, v := range s {
+		m[v] = true
+	}
+	return m
 }
