@@ -360,7 +360,7 @@ func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
 		d.skipGPU(gpuSkipNoWindow, figureEnergy, figureBusy, figureMemory, figureSMActivity, figureTensorActivity)
 		return
 	}
-	d.emitGPU(&pendingGPU{
+	d.emitGPU(pendingGPU{
 		gw:  gpuWindow{w: gpucost.Window{From: c.start.AsTime(), To: c.end.AsTime()}, hint: c.gpu, res: c.res, share: true},
 		res: res, a: c.result, dims: c.dims, families: runGPUFamilies,
 	})
@@ -368,7 +368,7 @@ func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
 
 // countStageGPU adds one stage run's GPU figures, or counts why it has none.
 func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp, hint gpuHint, stage, result string, dims []dimValue) {
-	d.emitGPU(&pendingGPU{
+	d.emitGPU(pendingGPU{
 		gw:  gpuWindow{w: gpucost.Window{From: start.AsTime(), To: end.AsTime()}, hint: hint, res: res, offset: stageFigures},
 		res: res, a: stage, b: result, dims: dims, families: stageGPUFamilies,
 	})
@@ -377,17 +377,21 @@ func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp
 // emitGPU emits p's figures, or keeps it for a later try when the samples
 // do not reach its end yet: a run counted the moment it ends may precede
 // the driver's next utilization sample. It gives up (and counts why) at
-// the deadline, or at the final flush.
-func (d *deriver) emitGPU(p *pendingGPU) {
-	if p.gw.share {
+// the deadline, or at the final flush. p is taken by value: only a window
+// that waits is allocated (a span's stages are counted by the thousand a
+// second).
+func (d *deriver) emitGPU(pv pendingGPU) {
+	if pv.gw.share {
 		d.gpu.nextID++
-		p.gw.id = d.gpu.nextID
+		pv.gw.id = d.gpu.nextID
 	}
-	if !d.tryGPU(p, false) {
+	if !d.tryGPU(&pv, false) {
 		if len(d.gpu.pending) >= maxPendingGPU {
-			d.tryGPU(p, true)
+			d.tryGPU(&pv, true)
 			return
 		}
+		p := &pendingGPU{}
+		*p = pv
 		p.deadline = time.Now().Add(gpuPendingGrace(d.gpu.sampler.MaxGap()))
 		p.a, p.b = strings.Clone(p.a), strings.Clone(p.b)
 		p.gw.hint = p.gw.hint.own()
