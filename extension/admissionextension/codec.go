@@ -15,8 +15,8 @@ import (
 // tiers are 512 KiB, 1, 4 and 16 MiB: a 1.1 MiB message holds a 4 MiB
 // buffer, and the pool keeps it until the second garbage collection after
 // the request (at 20k points/s that was 10 MiB of a sidecar's RSS). The
-// copy goes into messageBuffers instead: a few buffers of the messages'
-// own sizes, reused, so that the usual requests (an SDK's batch, a few
+// copy goes into messageBuffers instead: a buffer per request in flight,
+// cut to each message's size and reused, so that the usual requests (an SDK's batch, a few
 // hundred KiB) allocate nothing; a larger one is copied into a buffer of
 // its size that is garbage once it is decoded. Everything else (answers,
 // other services' messages) is the registered proto codec's.
@@ -30,8 +30,10 @@ type protoUnmarshaler interface {
 	UnmarshalProto([]byte) error
 }
 
-func newRequestCodec() requestCodec {
-	return requestCodec{proto: encoding.GetCodecV2("proto"), buffers: newMessageBuffers(maxKeptBufferBytes, maxKeptBytes)}
+// newRequestCodec keeps at most one buffer per request in flight: more are
+// never in use at once.
+func newRequestCodec(maxInFlight int) requestCodec {
+	return requestCodec{proto: encoding.GetCodecV2("proto"), buffers: newMessageBuffers(maxKeptBufferBytes, maxKeptBytes, maxInFlight)}
 }
 
 func (c requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -65,15 +67,15 @@ const (
 // is not emptied by a garbage collection: the few buffers it keeps are
 // reused by every request, and what it holds is bounded in bytes.
 type messageBuffers struct {
-	maxBuffer, maxTotal int
+	maxBuffer, maxTotal, maxCount int
 
 	mu    sync.Mutex
 	kept  []*[]byte
 	total int // capacity of the kept buffers
 }
 
-func newMessageBuffers(maxBuffer, maxTotal int) *messageBuffers {
-	return &messageBuffers{maxBuffer: maxBuffer, maxTotal: maxTotal}
+func newMessageBuffers(maxBuffer, maxTotal, maxCount int) *messageBuffers {
+	return &messageBuffers{maxBuffer: maxBuffer, maxTotal: maxTotal, maxCount: maxCount}
 }
 
 // Get returns a buffer of length bytes, whose contents are not cleared.
@@ -96,9 +98,10 @@ func (p *messageBuffers) Get(length int) *[]byte {
 }
 
 // Put keeps buf for a later Get when it is small enough and the kept
-// buffers have room; otherwise it is left to the garbage collector. When
-// one larger than every kept buffer does not fit, the smallest kept one
-// makes room: the buffers kept follow the messages' sizes.
+// buffers have room (in bytes and in number); otherwise it is left to the
+// garbage collector. When one larger than a kept buffer does not fit, the
+// smallest kept one makes room: the buffers kept follow the messages'
+// sizes.
 func (p *messageBuffers) Put(buf *[]byte) {
 	c := cap(*buf)
 	if c > p.maxBuffer {
@@ -106,7 +109,7 @@ func (p *messageBuffers) Put(buf *[]byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.total+c > p.maxTotal && len(p.kept) > 0 {
+	for (p.total+c > p.maxTotal || len(p.kept) >= p.maxCount) && len(p.kept) > 0 {
 		i := p.smallest()
 		if cap(*p.kept[i]) >= c {
 			return
@@ -116,7 +119,7 @@ func (p *messageBuffers) Put(buf *[]byte) {
 		p.kept[i], p.kept[last] = p.kept[last], nil
 		p.kept = p.kept[:last]
 	}
-	if p.total+c > p.maxTotal {
+	if p.total+c > p.maxTotal || len(p.kept) >= p.maxCount {
 		return
 	}
 	p.kept = append(p.kept, buf)

@@ -206,7 +206,7 @@ func (r *recordingRequest) UnmarshalProto(b []byte) error {
 // an SDK batch's size, one after another, allocate no copy of their own,
 // and each is decoded from its own bytes (not a longer earlier message's).
 func TestRequestsReuseTheMessageBuffer(t *testing.T) {
-	c := newRequestCodec()
+	c := newRequestCodec(1)
 	sizes := []int{300 << 10, 20 << 10, 200 << 10, 300<<10 + 1}
 	msgs := make([][]byte, len(sizes))
 	for i, n := range sizes {
@@ -241,10 +241,10 @@ func TestRequestsReuseTheMessageBuffer(t *testing.T) {
 }
 
 // The kept buffers stay within their bounds: none larger than
-// maxKeptBufferBytes, all together at most maxKeptBytes, the smallest
-// giving way to a larger one.
+// maxKeptBufferBytes, all together at most maxKeptBytes, no more than the
+// requests in flight, the smallest giving way to a larger one.
 func TestMessageBuffersKeepBounds(t *testing.T) {
-	p := newMessageBuffers(100, 250)
+	p := newMessageBuffers(100, 250, 3)
 	get := func(n int) *[]byte {
 		b := p.Get(n)
 		require.Len(t, *b, n)
@@ -275,8 +275,19 @@ func TestMessageBuffersKeepBounds(t *testing.T) {
 		assert.LessOrEqual(t, cap(*k), 100)
 	}
 
+	// No more buffers than requests in flight: the larger stays.
+	one := newMessageBuffers(1<<10, 1<<10, 1)
+	small, large := one.Get(100), one.Get(300)
+	one.Put(small)
+	one.Put(large)
+	require.Len(t, one.kept, 1)
+	assert.Equal(t, 300, cap(*one.kept[0]))
+	one.Put(one.Get(50))
+	require.Len(t, one.kept, 1)
+	assert.Equal(t, 300, cap(*one.kept[0]), "the kept buffer served the smaller message")
+
 	// Reuse: the same backing array comes back.
-	q := newMessageBuffers(1<<10, 1<<10)
+	q := newMessageBuffers(1<<10, 1<<10, 1)
 	first := q.Get(500)
 	q.Put(first)
 	again := q.Get(400)

@@ -69,7 +69,7 @@ func (a *admissionExtension) GetHTTPHandler(context.Context) (extensionmiddlewar
 // beside a request) get a goroutine of their own, as before.
 func (a *admissionExtension) GetGRPCServerOptions(context.Context) ([]grpc.ServerOption, error) {
 	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(newRequestCodec()),
+		grpc.ForceServerCodecV2(newRequestCodec(a.maxInFlight)),
 		grpc.NumStreamWorkers(uint32(a.maxInFlight)), //nolint:gosec // Validate: positive; a count of requests
 
 		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
