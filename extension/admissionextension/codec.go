@@ -16,9 +16,9 @@ import (
 // buffer, and the pool keeps it until the second garbage collection after
 // the request (at 20k points/s that was 10 MiB of a sidecar's RSS). The
 // copy goes into messageBuffers instead: a buffer per request in flight,
-// cut to each message's size and reused, so that the usual requests (an SDK's batch, a few
-// hundred KiB) allocate nothing; a larger one is copied into a buffer of
-// its size that is garbage once it is decoded. Everything else (answers,
+// cut to each message's size and reused, so that the usual requests (an
+// SDK's batch, a few hundred KiB) allocate nothing; a larger one is copied
+// into a buffer of its size that is garbage once it is decoded. Everything else (answers,
 // other services' messages) is the registered proto codec's.
 type requestCodec struct {
 	proto   encoding.CodecV2
