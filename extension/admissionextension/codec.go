@@ -18,8 +18,8 @@ import (
 // copy goes into messageBuffers instead: a buffer per request in flight,
 // cut to each message's size and reused, so that the usual requests (an
 // SDK's batch, a few hundred KiB) allocate nothing; a larger one is copied
-// into a buffer of its size that is garbage once it is decoded. Everything else (answers,
-// other services' messages) is the registered proto codec's.
+// into a buffer of its size that is garbage once it is decoded. Everything
+// else (answers, other services' messages) is the registered proto codec's.
 type requestCodec struct {
 	proto   encoding.CodecV2
 	buffers *messageBuffers
@@ -83,10 +83,7 @@ func (p *messageBuffers) Get(length int) *[]byte {
 	p.mu.Lock()
 	for i, b := range p.kept {
 		if cap(*b) >= length {
-			last := len(p.kept) - 1
-			p.kept[i], p.kept[last] = p.kept[last], nil
-			p.kept = p.kept[:last]
-			p.total -= cap(*b)
+			p.take(i)
 			p.mu.Unlock()
 			*b = (*b)[:length]
 			return b
@@ -109,21 +106,31 @@ func (p *messageBuffers) Put(buf *[]byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for (p.total+c > p.maxTotal || len(p.kept) >= p.maxCount) && len(p.kept) > 0 {
+	for !p.roomFor(c) {
+		if len(p.kept) == 0 {
+			return
+		}
 		i := p.smallest()
 		if cap(*p.kept[i]) >= c {
 			return
 		}
-		p.total -= cap(*p.kept[i])
-		last := len(p.kept) - 1
-		p.kept[i], p.kept[last] = p.kept[last], nil
-		p.kept = p.kept[:last]
-	}
-	if p.total+c > p.maxTotal || len(p.kept) >= p.maxCount {
-		return
+		p.take(i)
 	}
 	p.kept = append(p.kept, buf)
 	p.total += c
+}
+
+// roomFor says whether a buffer of capacity c may join the kept ones.
+func (p *messageBuffers) roomFor(c int) bool {
+	return p.total+c <= p.maxTotal && len(p.kept) < p.maxCount
+}
+
+// take removes the kept buffer i (the order of the kept ones is not kept).
+func (p *messageBuffers) take(i int) {
+	p.total -= cap(*p.kept[i])
+	last := len(p.kept) - 1
+	p.kept[i], p.kept[last] = p.kept[last], nil
+	p.kept = p.kept[:last]
 }
 
 func (p *messageBuffers) smallest() int {

@@ -71,7 +71,6 @@ func (a *admissionExtension) GetGRPCServerOptions(context.Context) ([]grpc.Serve
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newRequestCodec(a.maxInFlight)),
 		grpc.NumStreamWorkers(uint32(a.maxInFlight)), //nolint:gosec // Validate: positive; a count of requests
-
 		grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
 			release, ok := a.gate.TryAcquire()
 			if !ok {
