@@ -128,8 +128,11 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 		// acknowledgement: the rest of our per-span cost is the guarantee's.
 		{name: inMemoryPeer, bin: ours, cw: cw, loadsLike: "spans only", target: func(tmp string, round int) (target, error) {
 			t, err := sidecarTarget(o.root, cw, filepath.Join(tmp, fmt.Sprintf("queue-mem-%d-%d", round, time.Now().UnixNano())), o.sidecarEnv...)
+			if err != nil {
+				return t, err
+			}
 			t.argv[len(t.argv)-1] = inMemoryConfig
-			return t, err
+			return t, nil
 		}},
 	}
 	loads := peerLoads(o.duration)
