@@ -3,8 +3,8 @@
 
 // Package docs_test checks what the project's Markdown promises a reader
 // can follow: every test a document names as evidence exists, every
-// relative link (and its #anchor) leads somewhere, and the README's layout
-// and docs/architecture.md name every folder and every component of this
+// relative link (and its #anchor) leads somewhere, docs/layout.md and
+// docs/architecture.md name every folder and every component of this
 // repository.
 package docs_test
 

@@ -23,14 +23,17 @@ import (
 // under internal/ is named too, at any depth.
 var componentKinds = []string{"cmd", "connector", "exporter", "extension", "processor", "receiver", "test"}
 
-// layoutNames are the first words of the lines in the README's repository
-// layout block, without a trailing slash.
+// layoutDoc holds the repository layout block.
+const layoutDoc = "docs/layout.md"
+
+// layoutNames are the first words of the lines in the repository layout
+// block of docs/layout.md, without a trailing slash.
 func layoutNames(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), "README.md"))
+	b, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), layoutDoc))
 	require.NoError(t, err)
 	_, after, ok := strings.Cut(string(b), "\n## Repository layout\n")
-	require.True(t, ok, "README.md has no Repository layout section")
+	require.True(t, ok, "docs/layout.md has no Repository layout section")
 	_, block, ok := strings.Cut(after, "```\n")
 	require.True(t, ok, "the Repository layout section has no code block")
 	block, _, ok = strings.Cut(block, "```")
@@ -93,7 +96,7 @@ func TestLayoutNamesEveryFolder(t *testing.T) {
 	require.Contains(t, folders, "exporter/cloudwatchexporter", "the walk found no component folders")
 	require.Contains(t, folders, "internal/buildjob/derive", "the walk found no nested internal folders")
 	for _, f := range folders {
-		assert.True(t, names[f], "README.md's Repository layout does not name %s/", f)
+		assert.True(t, names[f], "docs/layout.md's Repository layout does not name %s/", f)
 	}
 }
 
@@ -115,6 +118,6 @@ func TestArchitectureNamesEveryLocalComponent(t *testing.T) {
 	require.GreaterOrEqual(t, len(imports), 11, "builder-config.yaml lists fewer local components than the five, two extensions and four converters")
 	for _, m := range imports {
 		assert.Contains(t, string(arch), m[1], "docs/architecture.md does not name %s", m[1])
-		assert.True(t, names[m[1]], "README.md's Repository layout does not name %s", m[1])
+		assert.True(t, names[m[1]], "docs/layout.md's Repository layout does not name %s", m[1])
 	}
 }
