@@ -21,10 +21,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/exact"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/exact"
 )
 
 // sysroot holds the arm64 C library (libc6-arm64-cross) the emulated

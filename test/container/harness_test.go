@@ -27,8 +27,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // defaultImage is what `make image` tags; OTELCOL_GPUBUILD_IMAGE names another.

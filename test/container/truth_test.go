@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/exact"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/exact"
 )
 
 // sim runs a small build service (buildsim: job, stage and API spans, job

@@ -28,7 +28,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 )
 
 var promQLAlarmsDir = filepath.Join("deploy", "cloudwatch", "promql-alarms")

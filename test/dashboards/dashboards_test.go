@@ -22,8 +22,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // expectedAlerts are the alerts the workload must make fire: failures and

@@ -18,11 +18,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/prometheustest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/prometheustest"
 )
 
 // namespace is the shipped default (GPUBUILD_CLOUDWATCH_NAMESPACE): the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 )
 
 // cpuSeconds is a process's user+system CPU time from /proc/<pid>/stat.

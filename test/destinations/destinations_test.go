@@ -27,9 +27,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // totals are what one store says about a workload: derived build metrics

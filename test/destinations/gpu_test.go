@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // latestGPUValue is the value of the newest point of a gauge or sum whose

@@ -4,7 +4,7 @@
 package distro
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 
 	"os"
 	"path/filepath"
@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/metricsswitch"
+	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/metricsswitch"
 )
 
 // The deployment files must agree with the config and the build: same image

@@ -4,7 +4,7 @@
 package distro
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 
 	"bufio"
 	"context"

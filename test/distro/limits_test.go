@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 )
 
 // bigMetrics is an OTLP request of about size bytes: gauges with a long

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 )
 
 // env is one scenario's world: the CloudWatch test endpoint, fake AWS

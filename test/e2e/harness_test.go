@@ -4,7 +4,7 @@
 package e2e
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 
 	"bytes"
 	"crypto/rand"
@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 )
 
 // awsCreds are fake AWS credentials given to the collector through its

@@ -18,8 +18,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // burstTraces is an OTLP/protobuf request of about size bytes of plain

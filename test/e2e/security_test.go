@@ -4,7 +4,7 @@
 package e2e
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 
 	"context"
 	"crypto/ecdsa"

@@ -23,10 +23,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/requestid"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 )
 
 // BenchmarkRequestsDirectVsGateway measures PutMetricData requests of the

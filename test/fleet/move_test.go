@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 // A service's cumulative counter at 100 through gateway A; its sidecar

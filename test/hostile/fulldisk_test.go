@@ -20,9 +20,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 )
 
 // mountSmallDisk mounts a size-limited tmpfs on a fresh directory and

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/prometheustest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/prometheustest"
 )
 
 // The JavaScript service running throughout while its sidecar, sending to

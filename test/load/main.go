@@ -18,7 +18,7 @@
 package main
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 
 	"context"
 	"errors"
@@ -36,7 +36,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/promtext"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 )
 
 type options struct {

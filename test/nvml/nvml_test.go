@@ -18,9 +18,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
-	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
 const namespace = "GPUBuild/NVML"

@@ -25,7 +25,7 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/envflag"
+	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/envflag"
 )
 
 // EnvVar turns the release off (false); unset or empty means on.

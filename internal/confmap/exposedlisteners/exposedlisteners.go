@@ -8,7 +8,7 @@
 // is left as it is (opening a listener is a deployer's decision, for example
 // GPUBUILD_LISTEN_HOST=0.0.0.0 when the service runs in another network
 // namespace); the warning makes the decision visible.
-package exposedlisteners // import "github.com/gpubuild/otelcol-gpubuild/internal/exposedlisteners"
+package exposedlisteners // import "github.com/gpubuild/otelcol-gpubuild/internal/confmap/exposedlisteners"
 
 import (
 	"context"

@@ -23,7 +23,7 @@ func env(vals map[string]string) func(string) (string, bool) {
 
 func defaultConfig(t *testing.T) map[string]any {
 	t.Helper()
-	conf, err := confmaptest.LoadConf(filepath.Join("..", "..", "otelcol-config.yaml"))
+	conf, err := confmaptest.LoadConf(filepath.Join("..", "..", "..", "otelcol-config.yaml"))
 	require.NoError(t, err)
 	return conf.ToStringMap()
 }

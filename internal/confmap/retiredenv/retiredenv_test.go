@@ -23,7 +23,7 @@ func env(vals map[string]string) func(string) (string, bool) {
 
 func load(t *testing.T, file string) *confmap.Conf {
 	t.Helper()
-	conf, err := confmaptest.LoadConf(filepath.Join("..", "..", file))
+	conf, err := confmaptest.LoadConf(filepath.Join("..", "..", "..", file))
 	require.NoError(t, err)
 	return conf
 }

@@ -52,7 +52,7 @@ func TestEnabled(t *testing.T) {
 func ptr(s string) *string { return &s }
 
 func TestDisableDefaultConfig(t *testing.T) {
-	conf, err := confmaptest.LoadConf(filepath.Join("..", "..", "otelcol-config.yaml"))
+	conf, err := confmaptest.LoadConf(filepath.Join("..", "..", "..", "otelcol-config.yaml"))
 	require.NoError(t, err)
 	orig := conf.ToStringMap()
 

@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/envflag"
+	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/envflag"
 )
 
 // EnvVar is the environment variable that turns metric collection off.

@@ -10,7 +10,7 @@
 // the sidecar's queue is now capped in bytes by GPUBUILD_QUEUE_BYTES. The
 // gateway configuration still reads GPUBUILD_QUEUE_SIZE, so the warning is
 // given only when a cloudwatch exporter's sending_queue counts bytes.
-package retiredenv // import "github.com/gpubuild/otelcol-gpubuild/internal/retiredenv"
+package retiredenv // import "github.com/gpubuild/otelcol-gpubuild/internal/confmap/retiredenv"
 
 import (
 	"context"

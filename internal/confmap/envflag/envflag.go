@@ -5,7 +5,7 @@
 // environment, all the same way: unset or blank is the default, and a
 // value strconv.ParseBool does not accept is an error naming the variable,
 // never a silent default.
-package envflag // import "github.com/gpubuild/otelcol-gpubuild/internal/envflag"
+package envflag // import "github.com/gpubuild/otelcol-gpubuild/internal/confmap/envflag"
 
 import (
 	"fmt"
