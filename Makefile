@@ -17,7 +17,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps container-test image-sbom arm64-deps build-arm64 fleet-production
+.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps jsservice-image compose-test container-test image-sbom arm64-deps build-arm64 fleet-production
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -57,11 +57,11 @@ run: build
 
 ## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary, its image
 ## (test/container) and its arm64 build under qemu (test/arm64), the Prometheus rules (promtool)
-test: check-generated lint build jsservice-deps deps promtool-check image build-arm64
+test: check-generated lint build jsservice-deps deps promtool-check image jsservice-image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
-unit-test: build jsservice-deps image build-arm64
+unit-test: build jsservice-deps image jsservice-image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
@@ -121,6 +121,16 @@ image-deps:
 	bash scripts/image/deps.sh
 image: build image-deps
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/build.sh $(IMAGE)
+
+## jsservice-image: the JavaScript SDK build service (test/jsservice) as a build service image on the same Debian-made
+## runtime base, with Debian's Node.js from pinned packages: $(JSSERVICE_IMAGE), run by test/compose beside $(IMAGE)
+JSSERVICE_IMAGE ?= localhost/gpubuild-jsservice:dev
+jsservice-image: jsservice-deps image-deps
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/jsservice.sh $(JSSERVICE_IMAGE)
+
+## compose-test: deploy/docker-compose.yaml brought up with docker-compose over podman's socket (needs root)
+compose-test: image jsservice-image
+	OTELCOL_GPUBUILD_IMAGE=$(IMAGE) GPUBUILD_JSSERVICE_IMAGE=$(JSSERVICE_IMAGE) $(GO) test -count=1 -timeout 10m ./test/compose/
 
 ## image-sbom: the image's software bill of materials (Debian packages, Go modules of both binaries) into bin/image-sbom.txt
 image-sbom: image
