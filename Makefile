@@ -17,7 +17,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps jsservice-image compose-test container-test image-sbom arm64-deps build-arm64 fleet-production
+.PHONY: build run test unit-test schemas-deps lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps jsservice-image compose-test container-test image-sbom arm64-deps build-arm64 fleet-production
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -56,12 +56,13 @@ run: build
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
 ## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary, its image
-## (test/container) and its arm64 build under qemu (test/arm64), the Prometheus rules (promtool)
-test: check-generated lint build jsservice-deps deps promtool-check image jsservice-image build-arm64
+## (test/container), deploy/docker-compose.yaml brought up (test/compose), deploy/ against AWS's and Kubernetes'
+## schemas (test/schemas), its arm64 build under qemu (test/arm64), the Prometheus rules (promtool)
+test: check-generated lint build jsservice-deps schemas-deps deps promtool-check image jsservice-image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
-unit-test: build jsservice-deps image jsservice-image build-arm64
+unit-test: build jsservice-deps schemas-deps image jsservice-image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
@@ -82,6 +83,12 @@ promtool-check: deps
 jsservice-deps: test/jsservice/node_modules/.package-lock.json
 test/jsservice/node_modules/.package-lock.json: test/jsservice/package.json test/jsservice/package-lock.json
 	cd test/jsservice && npm ci --no-audit --no-fund
+
+## schemas-deps: the schema checkers' pinned npm packages (npm ci): the CloudFormation resource specification, the
+## Kubernetes models, js-yaml and ajv, run by test/schemas against deploy/
+schemas-deps: test/schemas/node_modules/.package-lock.json
+test/schemas/node_modules/.package-lock.json: test/schemas/package.json test/schemas/package-lock.json
+	cd test/schemas && npm ci --no-audit --no-fund
 
 ## lint: golangci-lint (.golangci.yml: gofmt, govet, errcheck, staticcheck, unused, revive, ...) and the build without cgo (the nvml receiver's fallback)
 lint: $(GOLANGCI_LINT)

@@ -1,0 +1,123 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package schemas checks deploy/ against what AWS and Kubernetes accept:
+// the CloudFormation template against the CloudFormation resource
+// specification (Fn::ForEach expanded first), the CloudWatch dashboard
+// bodies against CloudWatch's dashboard body structure, the Kubernetes
+// manifests against the Kubernetes OpenAPI schema of kubernetes-models'
+// pinned release, strictly (unknown fields are errors). The checkers are
+// Node.js (check.mjs) on the npm packages pinned in package-lock.json
+// (`make schemas-deps`).
+package schemas
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
+)
+
+// check runs check.mjs KIND on files; it returns the output and whether it
+// reported problems.
+func check(t *testing.T, kind string, files ...string) (string, bool) {
+	t.Helper()
+	dir := filepath.Join(binarytest.RepoRoot(), "test", "schemas")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kubernetes-models")); err != nil {
+		t.Fatalf("test/schemas/node_modules missing: run `make schemas-deps` (npm ci; `make test` runs it)")
+	}
+	cmd := exec.Command("node", append([]string{"check.mjs", kind}, files...)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return string(out), true
+	}
+	require.NoError(t, err, "node check.mjs %s: %s", kind, out)
+	return string(out), false
+}
+
+func deployFile(rel string) string { return filepath.Join(binarytest.RepoRoot(), "deploy", rel) }
+
+// deployed is every file of deploy/ each checker covers.
+func deployed(t *testing.T) map[string][]string {
+	t.Helper()
+	k8s, err := filepath.Glob(deployFile("kubernetes/*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, k8s)
+	return map[string][]string{
+		"cfn":        {deployFile("cloudwatch/gpubuild-cloudwatch.yaml")},
+		"dashboard":  {deployFile("cloudwatch/dashboard.json")},
+		"kubernetes": append(k8s, deployFile("gateway-kubernetes.yaml")),
+	}
+}
+
+// TestDeployAgainstSchemas: every template, dashboard body and manifest in
+// deploy/ passes its checker.
+func TestDeployAgainstSchemas(t *testing.T) {
+	for kind, files := range deployed(t) {
+		t.Run(kind, func(t *testing.T) {
+			out, failed := check(t, kind, files...)
+			assert.False(t, failed, "%s", out)
+			for _, f := range files {
+				assert.Contains(t, out, f+": ok")
+			}
+		})
+	}
+}
+
+// TestCheckersReportBrokenInputs feeds each checker a copy of a deployed
+// file with one field misnamed (or one reference broken) and requires the
+// checker to name it.
+func TestCheckersReportBrokenInputs(t *testing.T) {
+	cases := []struct {
+		name, kind, file, old, new string
+		want                       []string
+	}{
+		{"alarm property", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "ComparisonOperator:", "ComparisonOperater:",
+			[]string{"unknown property ComparisonOperater", "required property ComparisonOperator missing"}},
+		{"property inside Fn::ForEach", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "MetricName: build.job.duration", "MetricNme: build.job.duration",
+			[]string{"Resources.BuildP99Alarm", "unknown property MetricNme"}},
+		{"metric query property", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "ReturnData: true", "ReturnDta: true",
+			[]string{"unknown property ReturnDta"}},
+		{"resource type", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "Type: AWS::CloudWatch::Dashboard", "Type: AWS::CloudWatch::Dashbord",
+			[]string{"unknown resource type AWS::CloudWatch::Dashbord"}},
+		{"Ref", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", `{"Ref": AlarmTopicArn}`, `{"Ref": AlarmTopicArm}`,
+			[]string{`Ref "AlarmTopicArm": no such parameter or resource`}},
+		{"dashboard body in the template", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", `"view":`, `"veiw":`,
+			[]string{"DashboardBody", "(veiw)"}},
+		{"text widget", "dashboard", "cloudwatch/dashboard.json", `"markdown":`, `"markdwn":`,
+			[]string{"(markdwn)", "required property 'markdown'"}},
+		{"metric widget", "dashboard", "cloudwatch/dashboard.json", `"region":`, `"regoin":`,
+			[]string{"(regoin)", "required property 'region'"}},
+		{"rendering property", "dashboard", "cloudwatch/dashboard.json", `"label":`, `"lable":`,
+			[]string{"metrics/0/0: must NOT have additional properties (lable)"}},
+		{"probe field", "kubernetes", "kubernetes/pod.yaml", "periodSeconds:", "periodSecond:",
+			[]string{"unknown field periodSecond"}},
+		{"container port", "kubernetes", "kubernetes/pod.yaml", "containerPort:", "containerPrt:",
+			[]string{"unknown field containerPrt"}},
+		{"deployment strategy", "kubernetes", "gateway-kubernetes.yaml", "maxUnavailable:", "maxUnavailble:",
+			[]string{"unknown field maxUnavailble"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := os.ReadFile(deployFile(tc.file))
+			require.NoError(t, err)
+			require.Contains(t, string(b), tc.old, "deploy/%s no longer has what this case breaks", tc.file)
+			broken := filepath.Join(t.TempDir(), filepath.Base(tc.file))
+			require.NoError(t, os.WriteFile(broken, []byte(strings.Replace(string(b), tc.old, tc.new, 1)), 0o644))
+			out, failed := check(t, tc.kind, broken)
+			require.True(t, failed, "the checker passed a broken copy:\n%s", out)
+			for _, w := range tc.want {
+				assert.Contains(t, out, w)
+			}
+		})
+	}
+}
