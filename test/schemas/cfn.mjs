@@ -6,6 +6,7 @@
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import yaml from 'js-yaml';
+import { checkAlarm } from './cloudwatch.mjs';
 
 const require = createRequire(import.meta.url);
 const spec = require('@aws-cdk/cfnspec/spec/specification.json');
@@ -125,6 +126,10 @@ export function checkTemplate(tmpl) {
     for (const d of [].concat(r.DependsOn || [])) if (!(d in resources)) problems.push(`${where}: DependsOn ${d}: no such resource`);
     checkProps(r.Properties || {}, rs.Properties || {}, r.Type, where + '.Properties', ctx);
     checkRefs(r.Properties || {}, where + '.Properties', ctx);
+    if (r.Type === 'AWS::CloudWatch::Alarm') {
+      const props = resolveSubs(r.Properties || {}, params);
+      problems.push(...checkAlarm(props).map((p) => `${where}: ${p}`));
+    }
   }
   for (const [name, o] of Object.entries(outputs)) checkRefs(o, `Outputs.${name}`, ctx);
   return problems;
@@ -223,6 +228,19 @@ function checkGetAtt(x, where, ctx) {
   if (!(attr in attrs)) ctx.problems.push(`${where}: Fn::GetAtt ${res}.${attr}: ${r.Type} has no such attribute`);
 }
 
+// subWith is a Fn::Sub string with the template's parameters (their
+// defaults, or the parameter's name) and pseudo parameters substituted as
+// CloudFormation would.
+const subWith = (str, params) => str.replace(/\$\{([^!}][^}]*)\}/g, (_, v) =>
+  v === 'AWS::Region' ? 'us-east-1' : String(params[v]?.Default || v));
+
+function resolveSubs(v, params) {
+  if (Array.isArray(v)) return v.map((x) => resolveSubs(x, params));
+  if (!v || typeof v !== 'object') return v;
+  if (Object.keys(v).length === 1 && typeof v['Fn::Sub'] === 'string') return subWith(v['Fn::Sub'], params);
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, resolveSubs(x, params)]));
+}
+
 // The dashboard body of each AWS::CloudWatch::Dashboard, with the template's
 // parameters (their defaults, or the parameter's name) and pseudo parameters
 // substituted as CloudFormation would.
@@ -233,8 +251,7 @@ export function dashboardBodies(tmpl) {
     if (r?.Type !== 'AWS::CloudWatch::Dashboard') continue;
     let body = r.Properties?.DashboardBody;
     if (body && typeof body === 'object' && 'Fn::Sub' in body) {
-      body = [].concat(body['Fn::Sub'])[0].replace(/\$\{([^!}][^}]*)\}/g, (_, v) =>
-        v === 'AWS::Region' ? 'us-east-1' : String(params[v]?.Default || v));
+      body = subWith([].concat(body['Fn::Sub'])[0], params);
     }
     out.push({ name, body });
   }

@@ -5,6 +5,7 @@
 // properties; unknown fields are errors, as PutDashboard's validation
 // reports them.
 import Ajv from 'ajv';
+import { checkExpression } from './cloudwatch.mjs';
 
 const renderingProps = {
   type: 'object',
@@ -140,6 +141,14 @@ export function checkBody(body) {
   }
   (d?.widgets || []).forEach((w, i) => {
     if ((w.x ?? 0) + (w.width ?? 6) > 24) problems.push(`/widgets/${i}: x + width beyond the 24 columns`);
+    const rendering = (w.properties?.metrics || []).map((m) => (Array.isArray(m) ? m.find((e) => e && typeof e === 'object') : null));
+    const ids = new Set(rendering.map((r) => r?.id).filter(Boolean));
+    rendering.forEach((r, j) => {
+      if (typeof r?.expression !== 'string') return;
+      for (const e of checkExpression(r.expression, ids, r.id, { alarm: false })) {
+        problems.push(`/widgets/${i}/properties/metrics/${j}: ${e}`);
+      }
+    });
     (w.properties?.metrics || []).forEach((m, j) => {
       const objs = m.filter((e) => typeof e === 'object');
       if (objs.length > 1 || (objs.length === 1 && typeof m[m.length - 1] !== 'object')) {

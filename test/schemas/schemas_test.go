@@ -3,11 +3,14 @@
 
 // Package schemas checks deploy/ against what AWS and Kubernetes accept:
 // the CloudFormation template against the CloudFormation resource
-// specification (Fn::ForEach expanded first), the CloudWatch dashboard
-// bodies against CloudWatch's dashboard body structure, the Kubernetes
-// manifests against the Kubernetes OpenAPI schema of kubernetes-models'
-// pinned release, strictly (unknown fields are errors). The checkers are
-// Node.js (check.mjs) on the npm packages pinned in package-lock.json
+// specification (Fn::ForEach expanded first), its alarms against
+// PutMetricAlarm's rules and the metric math, SEARCH and Metrics Insights
+// syntax, the CloudWatch dashboard bodies against CloudWatch's dashboard
+// body structure, the Kubernetes manifests against the Kubernetes OpenAPI
+// schema of kubernetes-models' pinned release, strictly (unknown fields are
+// errors), and the PromQL alarms' PutMetricAlarm requests against the AWS
+// SDK's CloudWatch model. The checkers of the first three are Node.js
+// (check.mjs) on the npm packages pinned in package-lock.json
 // (`make schemas-deps`).
 package schemas
 
@@ -93,12 +96,26 @@ func TestCheckersReportBrokenInputs(t *testing.T) {
 			[]string{`Ref "AlarmTopicArm": no such parameter or resource`}},
 		{"dashboard body in the template", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", `"view":`, `"veiw":`,
 			[]string{"DashboardBody", "(veiw)"}},
+		{"alarm math refers to an id no query has", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "IF(ended >= ", "IF(endd >= ",
+			[]string{"expression refers to endd, which no query has as its id"}},
+		{"two alarm results", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "ReturnData: false", "ReturnData: true",
+			[]string{"want exactly one Metrics entry with ReturnData true"}},
+		{"Metrics Insights function", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "SELECT SUM(", "SELECT TOTAL(",
+			[]string{`not a Metrics Insights query`, `SELECT TOTAL("build.jobs")`}},
+		{"Metrics Insights comparison", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", `WHERE \"build.result\" = 'success'`, `WHERE \"build.result\" == 'success'`,
+			[]string{`WHERE: want "dimension" = 'value' comparisons`}},
+		{"Metrics Insights limit", "cfn", "cloudwatch/gpubuild-cloudwatch.yaml", "LIMIT 500", "LIMIT 501",
+			[]string{"LIMIT 501: at most 500 series"}},
 		{"text widget", "dashboard", "cloudwatch/dashboard.json", `"markdown":`, `"markdwn":`,
 			[]string{"(markdwn)", "required property 'markdown'"}},
 		{"metric widget", "dashboard", "cloudwatch/dashboard.json", `"region":`, `"regoin":`,
 			[]string{"(regoin)", "required property 'region'"}},
 		{"rendering property", "dashboard", "cloudwatch/dashboard.json", `"label":`, `"lable":`,
 			[]string{"metrics/0/0: must NOT have additional properties (lable)"}},
+		{"dashboard math refers to an id no query has", "dashboard", "cloudwatch/dashboard.json", "SUM(ok) / SUM(all)", "SUM(ok) / SUM(al)",
+			[]string{"expression refers to al, which no query has as its id"}},
+		{"SEARCH statistic", "dashboard", "cloudwatch/dashboard.json", "', 'Sum', 300)", "', 'Summ', 300)",
+			[]string{"SEARCH statistic Summ is not a CloudWatch statistic"}},
 		{"probe field", "kubernetes", "kubernetes/pod.yaml", "periodSeconds:", "periodSecond:",
 			[]string{"unknown field periodSecond"}},
 		{"container port", "kubernetes", "kubernetes/pod.yaml", "containerPort:", "containerPrt:",
