@@ -4,6 +4,7 @@
 # Debian's Node.js, unpacked from the .debs pinned in pins.sh (no maintainer
 # script runs; merged /usr as in the runtime base), on the runtime base of
 # bases.sh, with the service and its node_modules (make jsservice-deps).
+# Skipped when the image exists with the hash of its inputs.
 # Usage: jsservice.sh IMAGE
 set -euo pipefail
 if [ "$(id -u)" -ne 0 ]; then
@@ -19,6 +20,14 @@ export RUNTIME_BASE="${RUNTIME_BASE:-localhost/otelcol-gpubuild-base/runtime:deb
 [ -d "$root/test/jsservice/node_modules/@opentelemetry/sdk-node" ] ||
   { echo "error: test/jsservice/node_modules missing: run make jsservice-deps" >&2; exit 1; }
 bash "$here/bases.sh"
+
+label=org.gpubuild.jsservice-hash
+hash="$( (printf '%s\n' "${JSSERVICE_PINS[@]}"; $PODMAN image inspect --format '{{.Id}}' "$RUNTIME_BASE"
+  cat "$0" "$here/jsservice.Containerfile" "$root/test/jsservice/service.js" "$root/test/jsservice/package.json" \
+    "$root/test/jsservice/package-lock.json") | sha256sum | cut -c1-16)"
+if [ "$($PODMAN image inspect --format "{{index .Labels \"$label\"}}" "$image" 2>/dev/null)" = "$hash" ]; then
+  exit 0
+fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -43,7 +52,7 @@ cp -a "$root/test/jsservice/service.js" "$root/test/jsservice/package.json" "$ro
 
 old="$($PODMAN image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)"
 $PODMAN build --quiet --format docker --pull=never \
-  --build-arg RUNTIME_IMAGE="$RUNTIME_BASE" \
+  --build-arg RUNTIME_IMAGE="$RUNTIME_BASE" --label "$label=$hash" \
   --tag "$image" --file "$here/jsservice.Containerfile" "$work" >/dev/null
 new="$($PODMAN image inspect --format '{{.Id}}' "$image")"
 if [ -n "$old" ] && [ "$old" != "$new" ]; then
