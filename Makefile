@@ -85,7 +85,7 @@ test/jsservice/node_modules/.package-lock.json: test/jsservice/package.json test
 	cd test/jsservice && npm ci --no-audit --no-fund
 
 ## schemas-deps: the schema checkers' pinned npm packages (npm ci): the CloudFormation resource specification, the
-## Kubernetes models, js-yaml and ajv, run by test/schemas against deploy/
+## Kubernetes models, Grafana's schema, js-yaml and ajv, run by test/schemas against deploy/
 schemas-deps: test/schemas/node_modules/.package-lock.json
 test/schemas/node_modules/.package-lock.json: test/schemas/package.json test/schemas/package-lock.json
 	cd test/schemas && npm ci --no-audit --no-fund

@@ -2,10 +2,12 @@
 //   cfn         CloudFormation templates (and the dashboard bodies in them)
 //   dashboard   CloudWatch dashboard bodies (JSON files)
 //   kubernetes  Kubernetes manifests (YAML, several documents each)
+//   grafana     Grafana dashboards (JSON)
 // Prints one line per problem, FILE: problem, and exits 1 when there is one.
 import fs from 'node:fs';
 import * as cfn from './cfn.mjs';
 import { checkBody } from './dashboard.mjs';
+import * as grafana from './grafana.mjs';
 import * as kubernetes from './kubernetes.mjs';
 
 const [kind, ...files] = process.argv.slice(2);
@@ -20,6 +22,7 @@ const checks = {
   },
   dashboard: (f) => checkBody(fs.readFileSync(f, 'utf8')),
   kubernetes: (f) => kubernetes.checkFile(f),
+  grafana: (f) => grafana.checkFile(f),
 };
 if (!checks[kind] || files.length === 0) {
   console.error(`usage: node check.mjs ${Object.keys(checks).join('|')} FILE...`);

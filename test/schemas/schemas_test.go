@@ -8,7 +8,9 @@
 // syntax, the CloudWatch dashboard bodies against CloudWatch's dashboard
 // body structure, the Kubernetes manifests against the Kubernetes OpenAPI
 // schema of kubernetes-models' pinned release, strictly (unknown fields are
-// errors), and the PromQL alarms' PutMetricAlarm requests against the AWS
+// errors), the Grafana dashboards against @grafana/schema's declarations of
+// Grafana's schema (the dashboard, panels, and each panel plugin's options),
+// and the PromQL alarms' PutMetricAlarm requests against the AWS
 // SDK's CloudWatch model. The checkers of the first three are Node.js
 // (check.mjs) on the npm packages pinned in package-lock.json
 // (`make schemas-deps`).
@@ -55,7 +57,11 @@ func deployed(t *testing.T) map[string][]string {
 	k8s, err := filepath.Glob(deployFile("kubernetes/*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, k8s)
+	grafana, err := filepath.Glob(deployFile("grafana/*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, grafana)
 	return map[string][]string{
+		"grafana":    grafana,
 		"cfn":        {deployFile("cloudwatch/gpubuild-cloudwatch.yaml")},
 		"dashboard":  {deployFile("cloudwatch/dashboard.json")},
 		"kubernetes": append(k8s, deployFile("gateway-kubernetes.yaml")),
@@ -116,6 +122,16 @@ func TestCheckersReportBrokenInputs(t *testing.T) {
 			[]string{"expression refers to al, which no query has as its id"}},
 		{"SEARCH statistic", "dashboard", "cloudwatch/dashboard.json", "', 'Sum', 300)", "', 'Summ', 300)",
 			[]string{"SEARCH statistic Summ is not a CloudWatch statistic"}},
+		{"Grafana dashboard field", "grafana", "grafana/gpubuild-dashboard.json", `"graphTooltip"`, `"graphToolTip"`,
+			[]string{"/: unknown field graphToolTip"}},
+		{"Grafana panel field", "grafana", "grafana/gpubuild-dashboard.json", `"gridPos"`, `"gridPosition"`,
+			[]string{"unknown field gridPosition"}},
+		{"Grafana panel type", "grafana", "grafana/gpubuild-dashboard.json", `"type": "timeseries"`, `"type": "timeserie"`,
+			[]string{"panel type timeserie is not one of Grafana's"}},
+		{"Grafana panel options", "grafana", "grafana/gpubuild-dashboard.json", `"displayMode"`, `"displayMod"`,
+			[]string{"options.legend: unknown field displayMod"}},
+		{"Grafana field config", "grafana", "grafana/gpubuild-dashboard.json", `"unit"`, `"units"`,
+			[]string{"fieldConfig.defaults: unknown field units"}},
 		{"probe field", "kubernetes", "kubernetes/pod.yaml", "periodSeconds:", "periodSecond:",
 			[]string{"unknown field periodSecond"}},
 		{"container port", "kubernetes", "kubernetes/pod.yaml", "containerPort:", "containerPrt:",
