@@ -99,7 +99,15 @@ export function checkAlarm(p) {
     if (ids.has(q.Id)) out.push(`Id ${q.Id} twice`);
     ids.add(q.Id);
   }
-  if (p.Metrics.filter((q) => q.ReturnData !== false).length !== 1) out.push('want exactly one Metrics entry with ReturnData true (it defaults to true)');
+  // An anomaly detection alarm returns the metric and its band
+  // (ThresholdMetricId); any other alarm one result.
+  const returned = p.Metrics.filter((q) => q.ReturnData !== false).map((q) => q.Id);
+  if (p.ThresholdMetricId !== undefined) {
+    if (!ids.has(p.ThresholdMetricId)) out.push(`ThresholdMetricId ${p.ThresholdMetricId}: no query has it as its id`);
+    if (returned.length !== 2 || !returned.includes(p.ThresholdMetricId)) out.push('want ReturnData true on the band (ThresholdMetricId) and one metric');
+  } else if (returned.length !== 1) {
+    out.push('want exactly one Metrics entry with ReturnData true (it defaults to true)');
+  }
   const periods = new Set();
   for (const q of p.Metrics) {
     if ((q.Expression === undefined) === (q.MetricStat === undefined)) out.push(`${q.Id}: want exactly one of Expression and MetricStat`);
