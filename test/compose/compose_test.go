@@ -4,7 +4,6 @@
 package compose
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -120,9 +119,10 @@ func TestComposeUpStopUp(t *testing.T) {
 	awaitExact(t, cw, file.serviceName, first.add(second), 2*time.Minute, holdExact)
 	t.Logf("second exact: %v", time.Since(begin).Round(time.Millisecond))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := p.compose(ctx, "ps")
-	require.NoError(t, err, out)
-	t.Logf("docker-compose ps:\n%s", out)
+	for service, name := range map[string]string{sidecarService: sidecar, buildService: svc} {
+		now, err := p.container(service)
+		require.NoError(t, err)
+		assert.Equal(t, name, now, "%s's container after the second up", service)
+		assert.True(t, p.state(name).Running, "%s after the second up", name)
+	}
 }
