@@ -17,7 +17,7 @@ GO_TEST_TIMEOUT ?= 14m
 export CGO_ENABLED := 1
 
 .DEFAULT_GOAL := build
-.PHONY: build run test unit-test lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps container-test image-sbom arm64-deps build-arm64 fleet-production
+.PHONY: build run test unit-test schemas-deps lint generate check-generated bench bench-peers demo tools gpu-smoke clean deps promtool-check image image-deps jsservice-image compose-test container-test image-sbom arm64-deps build-arm64 fleet-production
 
 ## tools: build ocb and mdatagen at the versions pinned in internal/tools/go.mod (golangci-lint: internal/tools/lint, built by make lint)
 tools: $(OCB) $(MDATAGEN)
@@ -56,12 +56,13 @@ run: build
 	GPUBUILD_QUEUE_DIR=$${GPUBUILD_QUEUE_DIR:-$(RUN_DIR)/queue} ./$(BIN) --config otelcol-config.yaml
 
 ## test: every test: generated code fresh, lint, unit, component and end-to-end tests of the built binary, its image
-## (test/container) and its arm64 build under qemu (test/arm64), the Prometheus rules (promtool)
-test: check-generated lint build jsservice-deps deps promtool-check image build-arm64
+## (test/container), deploy/docker-compose.yaml brought up (test/compose), deploy/ against AWS's and Kubernetes'
+## schemas (test/schemas), its arm64 build under qemu (test/arm64), the Prometheus rules (promtool)
+test: check-generated lint build jsservice-deps schemas-deps deps promtool-check image jsservice-image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## unit-test: the Go tests alone, without regenerating or rebuilding tools
-unit-test: build jsservice-deps image build-arm64
+unit-test: build jsservice-deps schemas-deps image jsservice-image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
 ## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
@@ -82,6 +83,12 @@ promtool-check: deps
 jsservice-deps: test/jsservice/node_modules/.package-lock.json
 test/jsservice/node_modules/.package-lock.json: test/jsservice/package.json test/jsservice/package-lock.json
 	cd test/jsservice && npm ci --no-audit --no-fund
+
+## schemas-deps: the schema checkers' pinned npm packages (npm ci): the CloudFormation resource specification, the
+## Kubernetes models, Grafana's schema, js-yaml and ajv, run by test/schemas against deploy/
+schemas-deps: test/schemas/node_modules/.package-lock.json
+test/schemas/node_modules/.package-lock.json: test/schemas/package.json test/schemas/package-lock.json
+	cd test/schemas && npm ci --no-audit --no-fund
 
 ## lint: golangci-lint (.golangci.yml: gofmt, govet, errcheck, staticcheck, unused, revive, ...) and the build without cgo (the nvml receiver's fallback)
 lint: $(GOLANGCI_LINT)
@@ -121,6 +128,16 @@ image-deps:
 	bash scripts/image/deps.sh
 image: build image-deps
 	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/build.sh $(IMAGE)
+
+## jsservice-image: the JavaScript SDK build service (test/jsservice) as a build service image on the same Debian-made
+## runtime base, with Debian's Node.js from pinned packages: $(JSSERVICE_IMAGE), run by test/compose beside $(IMAGE)
+JSSERVICE_IMAGE ?= localhost/gpubuild-jsservice:dev
+jsservice-image: jsservice-deps image-deps
+	CONTAINERS_CONF=$${CONTAINERS_CONF:-$(CURDIR)/scripts/image/containers.conf} bash scripts/image/jsservice.sh $(JSSERVICE_IMAGE)
+
+## compose-test: deploy/docker-compose.yaml brought up with docker-compose over podman's socket (needs root)
+compose-test: image jsservice-image
+	OTELCOL_GPUBUILD_IMAGE=$(IMAGE) GPUBUILD_JSSERVICE_IMAGE=$(JSSERVICE_IMAGE) $(GO) test -count=1 -timeout 10m ./test/compose/
 
 ## image-sbom: the image's software bill of materials (Debian packages, Go modules of both binaries) into bin/image-sbom.txt
 image-sbom: image

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the container engine `make image` and the container tests use:
-# Debian's podman, buildah and runc at the versions pinned in
-# pins.sh. Needs root (or sudo): the tests run rootful podman.
+# Debian's podman, buildah, runc and docker-compose (test/compose) at the
+# versions pinned in pins.sh. Needs root (or sudo): the tests run rootful podman.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=pins.sh

@@ -24,6 +24,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/exact"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/podmantest"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
 )
 
@@ -61,7 +62,7 @@ func TestContainerImage(t *testing.T) {
 		Healthcheck struct{ Test []string }
 		Size        int64
 	}
-	out := mustPodman(t, "image", "inspect", image)
+	out := podmantest.Must(t, "image", "inspect", image)
 	require.NoError(t, json.Unmarshal([]byte(out), &inspected), out)
 	require.Len(t, inspected, 1)
 	cfg := inspected[0]
@@ -71,13 +72,13 @@ func TestContainerImage(t *testing.T) {
 	assert.Contains(t, cfg.Config.Volumes, queueDir)
 
 	// The binaries inside are the ones in bin/, byte for byte.
-	name := uniqueName(t, "inspect")
-	mustPodman(t, "create", "--name", name, image)
-	t.Cleanup(func() { _, _ = podman(context.Background(), "rm", "--force", "--volumes", name) })
+	name := podmantest.UniqueName(t, "inspect")
+	podmantest.Must(t, "create", "--name", name, image)
+	t.Cleanup(func() { _, _ = podmantest.Run(context.Background(), "rm", "--force", "--volumes", name) })
 	dir := t.TempDir()
 	var binaries int64
 	for _, bin := range []string{"otelcol-gpubuild", "healthprobe"} {
-		mustPodman(t, "cp", name+":/usr/local/bin/"+bin, filepath.Join(dir, bin))
+		podmantest.Must(t, "cp", name+":/usr/local/bin/"+bin, filepath.Join(dir, bin))
 		inImage, err := os.ReadFile(filepath.Join(dir, bin))
 		require.NoError(t, err)
 		built, err := os.ReadFile(filepath.Join(binarytest.RepoRoot(), "bin", bin))
@@ -87,7 +88,7 @@ func TestContainerImage(t *testing.T) {
 	}
 
 	// Distroless: nothing to run but the binaries.
-	_, err := podman(context.Background(), "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", "true")
+	_, err := podmantest.Run(context.Background(), "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", "true")
 	require.Error(t, err, "the image has a shell")
 
 	const budget = 25_000_000
@@ -112,7 +113,7 @@ func TestContainerDelivers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Regexp(t, `(?m)^Uid:\s+65532\s+65532\s+65532\s+65532$`, string(status), "the collector's user")
 	assert.Regexp(t, `(?m)^Gid:\s+65532\s+65532\s+65532\s+65532$`, string(status), "the collector's group")
-	assert.Equal(t, "true", strings.TrimSpace(mustPodman(t, "inspect", "--format", "{{.HostConfig.ReadonlyRootfs}}", c.name)))
+	assert.Equal(t, "true", strings.TrimSpace(podmantest.Must(t, "inspect", "--format", "{{.HostConfig.ReadonlyRootfs}}", c.name)))
 
 	grpc := w.sim("container-grpc", buildsim.ProtocolGRPC, 60, 11)
 	http := w.sim("container-http", buildsim.ProtocolHTTP, 40, 12)
@@ -121,9 +122,9 @@ func TestContainerDelivers(t *testing.T) {
 	// The queue and the derived state live on the volume, owned by the
 	// container's user (the image's queue directory is copied into a new
 	// volume with its owner).
-	mount := strings.TrimSpace(mustPodman(t, "volume", "inspect", "--format", "{{.Mountpoint}}", vol))
+	mount := strings.TrimSpace(podmantest.Must(t, "volume", "inspect", "--format", "{{.Mountpoint}}", vol))
 	// The volume's directory is root's: list it as root.
-	out, err := asRoot(context.Background(), "find", mount, "-printf", "%U %P\n").Output()
+	out, err := podmantest.AsRoot(context.Background(), "find", mount, "-printf", "%U %P\n").Output()
 	require.NoError(t, err)
 	files := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Greater(t, len(files), 1, "nothing on the queue volume")

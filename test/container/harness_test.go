@@ -11,17 +11,11 @@
 package container
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +23,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/podmantest"
 )
 
 // defaultImage is what `make image` tags; OTELCOL_GPUBUILD_IMAGE names another.
@@ -45,67 +40,16 @@ func imageName(t testing.TB) string {
 	if v := os.Getenv("OTELCOL_GPUBUILD_IMAGE"); v != "" {
 		image = v
 	}
-	if _, err := podman(context.Background(), "image", "exists", image); err != nil {
-		t.Fatalf("image %s not found (%v): run `make image` first (`make test` builds it)", image, err)
-	}
+	podmantest.RequireImage(t, image, "image")
 	return image
-}
-
-// podman runs podman with the project's engine settings (CONTAINERS_CONF,
-// scripts/image/containers.conf, unless the caller set one) and returns its
-// stdout; the error carries stderr.
-func podman(ctx context.Context, args ...string) (string, error) {
-	cmd := asRoot(ctx, "podman", args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return stdout.String(), fmt.Errorf("podman %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
-}
-
-// asRoot is a command run as root, with CONTAINERS_CONF set: the tests run
-// rootful podman (what containers.conf was checked with), through sudo -n
-// when the test is not root.
-func asRoot(ctx context.Context, name string, args ...string) *exec.Cmd {
-	conf := os.Getenv("CONTAINERS_CONF")
-	if conf == "" {
-		conf = filepath.Join(binarytest.RepoRoot(), "scripts", "image", "containers.conf")
-	}
-	if os.Geteuid() != 0 {
-		args = append([]string{"-n", "CONTAINERS_CONF=" + conf, name}, args...)
-		name = "sudo"
-	}
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
-	return cmd
-}
-
-// mustPodman is podman that fails the test on error.
-func mustPodman(t testing.TB, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := podman(ctx, args...)
-	require.NoError(t, err)
-	return out
-}
-
-// uniqueName is a container or volume name no other test run uses.
-func uniqueName(t testing.TB, what string) string {
-	b := make([]byte, 4)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	return "otelcol-test-" + what + "-" + hex.EncodeToString(b)
 }
 
 // newVolume creates a named volume, removed at cleanup.
 func newVolume(t testing.TB) string {
 	t.Helper()
-	name := uniqueName(t, "queue")
-	mustPodman(t, "volume", "create", name)
-	t.Cleanup(func() { _, _ = podman(context.Background(), "volume", "rm", "--force", name) })
+	name := podmantest.UniqueName(t, "queue")
+	podmantest.Must(t, "volume", "create", name)
+	t.Cleanup(func() { _, _ = podmantest.Run(context.Background(), "volume", "rm", "--force", name) })
 	return name
 }
 
@@ -148,7 +92,7 @@ type runOpts struct {
 func (w *world) start(o runOpts) *sidecar {
 	t := w.t
 	t.Helper()
-	name := uniqueName(t, "sidecar")
+	name := podmantest.UniqueName(t, "sidecar")
 	args := []string{"run", "--detach", "--name", name,
 		"--read-only", "--network", "host",
 		"--volume", o.volume + ":" + queueDir,
@@ -166,14 +110,14 @@ func (w *world) start(o runOpts) *sidecar {
 	}
 	args = append(args, o.extraArgs...)
 	args = append(args, w.image)
-	mustPodman(t, args...)
+	podmantest.Must(t, args...)
 	s := &sidecar{t: t, name: name}
 	t.Cleanup(func() {
 		if t.Failed() {
-			logs, _ := containerLogs(name)
+			logs, _ := podmantest.Logs(name)
 			t.Logf("container %s output (last 6000 bytes):\n%s", name, binarytest.Tail(logs, 6000))
 		}
-		_, _ = podman(context.Background(), "rm", "--force", "--volumes", "--time", "0", name)
+		_, _ = podmantest.Run(context.Background(), "rm", "--force", "--volumes", "--time", "0", name)
 	})
 	return s
 }
@@ -188,7 +132,7 @@ type state struct {
 
 func (s *sidecar) state() state {
 	s.t.Helper()
-	out := mustPodman(s.t, "inspect", "--format", "{{json .State}}", s.name)
+	out := podmantest.Must(s.t, "inspect", "--format", "{{json .State}}", s.name)
 	var raw struct {
 		Running  bool
 		ExitCode int
@@ -201,12 +145,7 @@ func (s *sidecar) state() state {
 
 // healthcheck runs the image's HEALTHCHECK once, as the engine's timer
 // would (podman healthcheck run); nil when it passed.
-func (s *sidecar) healthcheck() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := podman(ctx, "healthcheck", "run", s.name)
-	return err
-}
+func (s *sidecar) healthcheck() error { return podmantest.Healthcheck(s.name) }
 
 // awaitHealthy runs the HEALTHCHECK until it passes and podman reports the
 // container healthy, failing early when the container exits.
@@ -232,7 +171,7 @@ func (s *sidecar) awaitHealthy() {
 func (s *sidecar) stop(grace time.Duration) (time.Duration, int) {
 	s.t.Helper()
 	start := time.Now()
-	mustPodman(s.t, "stop", "--time", strconv.Itoa(int(grace.Seconds())), s.name)
+	podmantest.Must(s.t, "stop", "--time", strconv.Itoa(int(grace.Seconds())), s.name)
 	took := time.Since(start)
 	return took, s.state().ExitCode
 }
@@ -240,7 +179,7 @@ func (s *sidecar) stop(grace time.Duration) (time.Duration, int) {
 // kill is `podman kill`: SIGKILL, no warning, as the OOM killer does.
 func (s *sidecar) kill() {
 	s.t.Helper()
-	mustPodman(s.t, "kill", "--signal", "KILL", s.name)
+	podmantest.Must(s.t, "kill", "--signal", "KILL", s.name)
 	require.True(s.t, binarytest.Eventually(30*time.Second, func() bool { return !s.state().Running }), "container still runs after SIGKILL")
 }
 
@@ -248,15 +187,9 @@ func (s *sidecar) kill() {
 // collector logs to stderr, which podman logs replays on its own stderr).
 func (s *sidecar) logs() string {
 	s.t.Helper()
-	out, err := containerLogs(s.name)
+	out, err := podmantest.Logs(s.name)
 	require.NoError(s.t, err)
 	return out
-}
-
-func containerLogs(name string) (string, error) {
-	cmd := asRoot(context.Background(), "podman", "logs", name)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // endpoint is host:port of the sidecar's OTLP listener for protocol.

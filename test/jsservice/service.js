@@ -10,7 +10,7 @@
 // collector took them (500 if an export failed). Both are left out of the instrumentation so
 // that reading the truth or flushing does not change it.
 //
-// Environment: PORT (default 1025), OTEL_EXPORTER_OTLP_PROTOCOL (grpc or
+// Environment: PORT (default 1025), LISTEN_HOST (default 127.0.0.1), OTEL_EXPORTER_OTLP_PROTOCOL (grpc or
 // http/protobuf, default grpc), OTEL_EXPORTER_OTLP_ENDPOINT,
 // OTEL_METRIC_EXPORT_INTERVAL (ms, default 60000), OTEL_SERVICE_NAME, and
 // the SDK's own batch settings (OTEL_BSP_*, OTEL_BLRP_*).
@@ -188,7 +188,7 @@ app.post(FLUSH_PATH, async (req, res) => {
   }
 });
 
-const server = app.listen(Number(process.env.PORT || 1025), '127.0.0.1', () => {
+const server = app.listen(Number(process.env.PORT || 1025), process.env.LISTEN_HOST || '127.0.0.1', () => {
   console.log(`listening on ${server.address().port}`);
 });
 
