@@ -21,7 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
 
 // mixedBatch is what one export of the GPU build service and its GPU
@@ -193,7 +193,7 @@ func BenchmarkConvert(b *testing.B) {
 	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
 }
 
-// BenchmarkConvertSaved is BenchmarkConvert with cumulative_state.storage:
+// BenchmarkConvertSaved is BenchmarkConvert with state.storage:
 // each batch's 1,280 cumulative series are also written, in one Batch, to
 // an in-memory storage (the cost of encoding), to a real file_storage
 // (bbolt, no fsync: its default), or through the journal into it (as
@@ -213,7 +213,7 @@ func BenchmarkConvertSaved(b *testing.B) {
 				b.Fatal(err)
 			}
 			if name == "file_storage+journal" {
-				client, _, err = statejournal.Open(ctx, client, filepath.Join(dir, "journal"), statejournal.Config{CheckpointInterval: time.Hour})
+				client, _, err = journal.Open(ctx, client, filepath.Join(dir, "journal"), journal.Config{CheckpointInterval: time.Hour})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -4,9 +4,6 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
-
 	"errors"
 	"fmt"
 	"net/url"
@@ -18,7 +15,11 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
 
 // Output destinations.
@@ -80,8 +81,10 @@ type Config struct {
 	// MaxConcurrentRequests caps PutMetricData calls in flight for one export.
 	MaxConcurrentRequests int `mapstructure:"max_concurrent_requests"`
 
-	// CumulativeState bounds the memory used to turn cumulative points into deltas.
-	CumulativeState CumulativeStateConfig `mapstructure:"cumulative_state"`
+	// CumulativeState is the cumulative-to-delta state: where it is kept
+	// and how much of it. The key `cumulative_state` of earlier releases
+	// is read as `state` for one more release (Unmarshal).
+	CumulativeState CumulativeStateConfig `mapstructure:"state"`
 
 	// WriteFailureBufferBytes bounds what is held in memory, in order, when
 	// the persistent sending queue cannot write to its storage (a full or
@@ -95,6 +98,9 @@ type Config struct {
 	WriteReserveDirectory string `mapstructure:"write_reserve_directory"`
 	// WriteReserveBytes is the reserve file's size.
 	WriteReserveBytes int64 `mapstructure:"write_reserve_bytes"`
+
+	// legacyStateKey: the configuration set cumulative_state (Unmarshal).
+	legacyStateKey bool
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -136,16 +142,12 @@ type CumulativeStateConfig struct {
 	// collector's clock is refused for its series (too_new) and never becomes
 	// its baseline or last value. 0 turns the check off.
 	FutureTolerance time.Duration `mapstructure:"future_tolerance"`
-	// StorageID, when set, is a storage extension (e.g. file_storage) where
-	// the state is saved, so that after a collector restart each series
-	// continues from its last point instead of sending its total again.
-	StorageID *component.ID `mapstructure:"storage"`
-	// Journal, when its directory is set, appends each save to a journal
-	// file and writes the storage once per checkpoint interval, the last
-	// state of each series only (internal/statejournal): every series moves
-	// with every export, so a save per export rewrote the whole state's
-	// pages in the storage.
-	Journal statejournal.Config `mapstructure:"journal"`
+	// Storage and Journal (internal/state): with a storage each series
+	// continues after a restart from its last point instead of sending its
+	// total again; the journal appends each save and writes the storage
+	// once per checkpoint interval, the last state of each series only
+	// (every series moves with every export).
+	state.Config `mapstructure:",squash"`
 }
 
 var _ component.Config = (*Config)(nil)
@@ -203,18 +205,18 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, errors.New("max_concurrent_requests: must be at least 1"))
 	}
 	if cfg.CumulativeState.TTL <= 0 {
-		errs = append(errs, errors.New("cumulative_state.ttl: must be positive"))
+		errs = append(errs, errors.New("state.ttl: must be positive"))
 	}
 	if cfg.CumulativeState.MaxSeries < 1 {
-		errs = append(errs, errors.New("cumulative_state.max_series: must be at least 1"))
+		errs = append(errs, errors.New("state.max_series: must be at least 1"))
 	}
 	if cfg.CumulativeState.MaxAge < 0 {
-		errs = append(errs, errors.New("cumulative_state.max_age: must not be negative (0 means no ceiling)"))
+		errs = append(errs, errors.New("state.max_age: must not be negative (0 means no ceiling)"))
 	}
 	if cfg.CumulativeState.FutureTolerance < 0 {
-		errs = append(errs, errors.New("cumulative_state.future_tolerance: must not be negative (0 turns the check off)"))
+		errs = append(errs, errors.New("state.future_tolerance: must not be negative (0 turns the check off)"))
 	}
-	errs = append(errs, cfg.CumulativeState.Journal.Problems("cumulative_state.journal", "cumulative_state.storage", cfg.CumulativeState.StorageID != nil)...)
+	errs = append(errs, cfg.CumulativeState.Problems("state")...)
 	if cfg.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
 	}
@@ -293,4 +295,26 @@ func isPrintableASCII(s string) bool {
 // trackerConfig is the cumulative tracker's configuration.
 func (c CumulativeStateConfig) trackerConfig() cumulative.Config {
 	return cumulative.Config{TTL: c.TTL, MaxSeries: c.MaxSeries, MaxAge: c.MaxAge, FutureTolerance: c.FutureTolerance}
+}
+
+// legacyStateKey is where an earlier release read the cumulative state's
+// settings.
+const legacyStateKey = "cumulative_state"
+
+// Unmarshal reads the configuration, taking the settings of an earlier
+// release's cumulative_state key as state (Start warns about it).
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	if conf.IsSet(legacyStateKey) {
+		if conf.IsSet("state") {
+			return errors.New(legacyStateKey + ": set state instead (both are set)")
+		}
+		m := conf.ToStringMap()
+		m["state"] = m[legacyStateKey]
+		delete(m, legacyStateKey)
+		conf = confmap.NewFromStringMap(m)
+		cfg.legacyStateKey = true
+	}
+	// plain has Config's fields without this method.
+	type plain Config
+	return conf.Unmarshal((*plain)(cfg))
 }

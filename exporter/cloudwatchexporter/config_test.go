@@ -4,6 +4,7 @@
 package cloudwatchexporter
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,12 +12,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
 
 func loadConfig(t *testing.T, name string) *Config {
@@ -43,10 +49,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, 20*time.Second, cfg.ShutdownDrainTimeout, "Shutdown sends what is queued for up to 20 s")
 	assert.Equal(t, CumulativeStateConfig{
 		TTL: 30 * time.Minute, MaxSeries: 50_000, MaxAge: 24 * time.Hour, FutureTolerance: 5 * time.Minute,
-		Journal: statejournal.Config{CheckpointInterval: 10 * time.Second},
+		Config: state.Config{Journal: journal.Config{CheckpointInterval: 10 * time.Second}},
 	}, cfg.CumulativeState)
 	assert.Empty(t, cfg.CumulativeState.Journal.Directory, "no journal unless its directory is named")
-	assert.Nil(t, cfg.CumulativeState.StorageID, "the state is in memory unless a storage is named")
+	assert.Nil(t, cfg.CumulativeState.Storage, "the state is in memory unless a storage is named")
 	assert.Contains(t, cfg.ResourceToDimensions, "service.name")
 	assert.Contains(t, cfg.ResourceToDimensions, "hw.id")
 	assert.NotContains(t, cfg.ResourceToDimensions, "service.instance.id")
@@ -69,8 +75,8 @@ func TestLoadConfigFull(t *testing.T) {
 	assert.Equal(t, 25*time.Second, cfg.ShutdownDrainTimeout)
 	stateStorage := component.MustNewIDWithName("file_storage", "state")
 	assert.Equal(t, CumulativeStateConfig{
-		TTL: time.Hour, MaxSeries: 1000, MaxAge: 2 * time.Hour, FutureTolerance: time.Minute, StorageID: &stateStorage,
-		Journal: statejournal.Config{Directory: "/var/lib/otelcol/state", Fsync: true, CheckpointInterval: 5 * time.Second},
+		TTL: time.Hour, MaxSeries: 1000, MaxAge: 2 * time.Hour, FutureTolerance: time.Minute,
+		Config: state.Config{Storage: &stateStorage, Journal: journal.Config{Directory: "/var/lib/otelcol/state", Fsync: true, CheckpointInterval: 5 * time.Second}},
 	}, cfg.CumulativeState)
 	assert.Equal(t, time.Second, cfg.BackOffConfig.InitialInterval)
 	assert.Equal(t, 10*time.Minute, cfg.BackOffConfig.MaxElapsedTime)
@@ -119,12 +125,12 @@ func TestValidateNamesTheField(t *testing.T) {
 			"metrics[5].match: must not be empty",
 			"max_requests_per_second: must not be negative",
 			"max_concurrent_requests: must be at least 1",
-			"cumulative_state.ttl: must be positive",
-			"cumulative_state.max_series: must be at least 1",
-			"cumulative_state.max_age: must not be negative",
-			"cumulative_state.future_tolerance: must not be negative",
-			"cumulative_state.journal.directory: needs cumulative_state.storage",
-			"cumulative_state.journal.checkpoint_interval: must be positive",
+			"state.ttl: must be positive",
+			"state.max_series: must be at least 1",
+			"state.max_age: must not be negative",
+			"state.future_tolerance: must not be negative",
+			"state.journal.directory: needs state.storage",
+			"state.journal.checkpoint_interval: must be positive",
 			"request_timeout: must be positive",
 			"shutdown_drain_timeout: must not be negative",
 		}},
@@ -164,4 +170,34 @@ func TestValidateTimeout(t *testing.T) {
 	cfg.Namespace = "X"
 	cfg.TimeoutConfig = exporterhelper.TimeoutConfig{Timeout: -time.Second}
 	assert.ErrorContains(t, cfg.Validate(), "timeout: must not be negative")
+}
+
+// The cumulative_state key of an earlier release is still read, as state,
+// and Start says under which key it belongs now.
+func TestLegacyCumulativeStateKeyIsReadAsState(t *testing.T) {
+	cfg := loadConfig(t, "legacy")
+	require.NoError(t, confmap.Validate(cfg))
+	assert.Equal(t, 1000, cfg.CumulativeState.MaxSeries)
+	require.NotNil(t, cfg.CumulativeState.Storage)
+	assert.Equal(t, "file_storage/state", cfg.CumulativeState.Storage.String())
+	assert.True(t, cfg.legacyStateKey)
+
+	both := confmap.NewFromStringMap(map[string]any{"state": map[string]any{"max_series": 1}, "cumulative_state": map[string]any{"max_series": 2}})
+	err := both.Unmarshal(NewFactory().CreateDefaultConfig())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cumulative_state: set state instead")
+
+	core, logs := observer.New(zap.WarnLevel)
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	cfg.CumulativeState.Storage = nil
+	cfg.OutputDestination = destinationStdout
+	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, exp.Shutdown(context.Background()))
+	require.Len(t, logs.FilterMessageSnippet("rename it to state").All(), 1)
+	inMemory := logs.FilterMessageSnippet("in memory only").All()
+	require.Len(t, inMemory, 1)
+	assert.Contains(t, inMemory[0].Message, "state.storage")
 }

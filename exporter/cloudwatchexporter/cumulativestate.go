@@ -5,45 +5,40 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 
 import (
 	"context"
-	"fmt"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/extension/xextension/storage"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
 
 // cumulativeStateStorageName names the exporter's client of the storage
 // extension (the sending queue's is named after the signal, "metrics").
 const cumulativeStateStorageName = "cumulative_state"
 
-// attachStorage gets a client of the storage extension id and restores the
-// cumulative state a previous process saved there.
-func (e *cloudWatchExporter) attachStorage(ctx context.Context, host component.Host, id component.ID) error {
-	ext, ok := host.GetExtensions()[id]
-	if !ok {
-		return fmt.Errorf("cumulative_state.storage: no extension %q is configured", id)
+// openState restores the cumulative state a previous process saved in the
+// storage extension state.storage, or says that it is kept in memory only.
+func (e *cloudWatchExporter) openState(ctx context.Context, host component.Host) error {
+	cfg := e.cfg.CumulativeState
+	if e.cfg.legacyStateKey {
+		state.WarnRenamed(e.logger, legacyStateKey, "state")
 	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return fmt.Errorf("cumulative_state.storage: extension %q is not a storage extension", id)
+	if cfg.Storage == nil {
+		state.WarnInMemory(e.logger, "cumulative state", "state",
+			"after a restart the first point of every cumulative series is a baseline (not sent), so the counts since the last export are lost")
+		return nil
 	}
-	client, err := se.GetClient(ctx, component.KindExporter, e.id, cumulativeStateStorageName)
+	id := *cfg.Storage
+	st, err := state.Open(ctx, host, cfg.Config, state.Owner{
+		Kind: component.KindExporter, ID: e.id, Client: cumulativeStateStorageName,
+		Field: "state", What: "cumulative state", Logger: e.logger,
+	})
 	if err != nil {
-		return fmt.Errorf("cumulative_state.storage: %w", err)
+		return err
 	}
-	if journal := e.cfg.CumulativeState.Journal; journal.Directory != "" {
-		jc, _, err := statejournal.OpenFor(ctx, client, journal, component.KindExporter, e.id, cumulativeStateStorageName,
-			"cumulative_state.journal", "cumulative state", e.logger)
-		if err != nil {
-			_ = client.Close(ctx)
-			return err
-		}
-		client = jc
-	}
+	client := st.Client
 	load := e.deltas.attachStorage(ctx, client, e.now())
 	e.recordStorageErrors(ctx, storageRead, load.readErrors)
 	if load.expired > 0 {

@@ -25,7 +25,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
@@ -48,7 +48,7 @@ func startStoredExporterWith(t *testing.T, server *cloudwatchtest.Server, ext co
 	cfg.Endpoint = server.Endpoint()
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
 	cfg.BackOffConfig.Enabled = false
-	cfg.CumulativeState.StorageID = &stateStorageID
+	cfg.CumulativeState.Storage = &stateStorageID
 	require.NoError(t, cfg.Validate())
 
 	tt := componenttest.NewTelemetry()
@@ -159,22 +159,22 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 func TestStateSurvivesAKillInItsJournal(t *testing.T) {
 	server := startServer(t)
 	dir := t.TempDir()
-	journal := func(cfg *Config) { cfg.CumulativeState.Journal.Directory = dir }
+	withJournal := func(cfg *Config) { cfg.CumulativeState.Journal.Directory = dir }
 	point := minuteCounter()
 	path := filepath.Join(dir, "journal_exporter_cloudwatch__cumulative_state")
 
-	first := startStoredExporterWith(t, server, newFileStorage(t, dir), journal)
+	first := startStoredExporterWith(t, server, newFileStorage(t, dir), withJournal)
 	for i, v := range []int64{10, 25} {
 		require.NoError(t, first.ConsumeMetrics(context.Background(), point(i+1, v)))
 	}
-	jc, ok := first.exp.deltas.store.(*statejournal.Client)
+	jc, ok := first.exp.deltas.store.(*journal.Client)
 	require.True(t, ok, "the state is saved through the journal")
 	require.NoError(t, jc.Storage().Close(context.Background())) // killed: the journal is not checkpointed
 	st, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Greater(t, st.Size(), int64(8), "the saves are in the journal")
 
-	second := startStoredExporterWith(t, server, newFileStorage(t, dir), journal)
+	second := startStoredExporterWith(t, server, newFileStorage(t, dir), withJournal)
 	require.NoError(t, second.ConsumeMetrics(context.Background(), point(3, 37)))
 	require.NoError(t, second.Shutdown(context.Background()))
 	st, err = os.Stat(path)
@@ -187,7 +187,7 @@ func TestStateSurvivesAKillInItsJournal(t *testing.T) {
 	assert.Empty(t, second.counter(t, "cumulative_storage_errors", "operation"))
 
 	// And the third start reads it from the storage alone.
-	third := startStoredExporterWith(t, server, newFileStorage(t, dir), journal)
+	third := startStoredExporterWith(t, server, newFileStorage(t, dir), withJournal)
 	require.NoError(t, third.ConsumeMetrics(context.Background(), point(4, 50)))
 	require.NoError(t, third.Shutdown(context.Background()))
 	assert.Equal(t, []float64{10, 15, 12, 13}, sentValues(server, "requests"))
@@ -286,10 +286,10 @@ func TestStateStorageMustBeAStorageExtension(t *testing.T) {
 	cfg := testConfig()
 	cfg.OutputDestination = destinationFile
 	cfg.OutputPath = t.TempDir() + "/out.jsonl"
-	cfg.CumulativeState.StorageID = &stateStorageID
+	cfg.CumulativeState.Storage = &stateStorageID
 	for name, host := range map[string]component.Host{
-		`cumulative_state.storage: no extension "file_storage" is configured`: componenttest.NewNopHost(),
-		`cumulative_state.storage: extension "file_storage" is not a storage extension`: storageHost{
+		`state.storage: no extension "file_storage" is configured`: componenttest.NewNopHost(),
+		`state.storage: extension "file_storage" is not a storage extension`: storageHost{
 			Host: componenttest.NewNopHost(), extensions: map[component.ID]component.Component{stateStorageID: notStorage{}},
 		},
 	} {

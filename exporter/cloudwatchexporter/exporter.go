@@ -115,10 +115,8 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 
 func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) error {
 	e.host = host
-	if id := e.cfg.CumulativeState.StorageID; id != nil {
-		if err := e.attachStorage(ctx, host, *id); err != nil {
-			return err
-		}
+	if err := e.openState(ctx, host); err != nil {
+		return err
 	}
 	switch e.cfg.OutputDestination {
 	case destinationStdout:

@@ -4,9 +4,6 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
-
 	"context"
 	"errors"
 	"time"
@@ -21,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
 
 // Defaults.
@@ -82,7 +81,7 @@ func createDefaultConfig() component.Config {
 			MaxSeries:       defaultCumulativeMaxSeries,
 			MaxAge:          cumulative.DefaultMaxAge,
 			FutureTolerance: cumulative.DefaultFutureTolerance,
-			Journal:         statejournal.Config{CheckpointInterval: statejournal.DefaultCheckpointInterval},
+			Config:          state.DefaultConfig(),
 		},
 	}
 }

@@ -4,13 +4,14 @@
 package cloudwatchexporter
 
 import (
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cumulativetest"
@@ -95,3 +96,10 @@ func cloudWatchStatistics(ds []datum) statisticSet {
 }
 
 func exporterSettings() exporter.Settings { return exportertest.NewNopSettings(metadata.Type) }
+
+// withoutInMemoryNotice leaves out the line an exporter without
+// state.storage logs at start (its cumulative state is in memory only),
+// for the tests that count what else it logged.
+func withoutInMemoryNotice(logs *observer.ObservedLogs) *observer.ObservedLogs {
+	return logs.Filter(func(e observer.LoggedEntry) bool { return !strings.Contains(e.Message, "in memory only") })
+}

@@ -12,7 +12,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/stateformat"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/encoding"
 )
 
 // With Attach, the tracker's state is saved through a
@@ -41,7 +41,7 @@ import (
 // its start and timestamp as differences from the last point's, then the
 // rest of it (appendPoint). Differences are wrapping signed varints, so
 // every value reads back exactly. Other integers are varints, floats their
-// 8 IEEE-754 bytes, hashes 8 bytes, little-endian (internal/stateformat):
+// 8 IEEE-754 bytes, hashes 8 bytes, little-endian (internal/state/encoding):
 // the state read back is the exact state written. A layout entry is
 // stateFormat and the bounds.
 //
@@ -189,10 +189,10 @@ func appendPoint(b []byte, p *snapshot, kind seriesKind, mode boundsMode, layout
 		if p.isInt {
 			return binary.AppendVarint(append(b, 1), p.intValue)
 		}
-		return stateformat.AppendFloat(append(b, 0), p.value)
+		return encoding.AppendFloat(append(b, 0), p.value)
 	}
 	b = binary.AppendUvarint(b, p.count)
-	b = stateformat.AppendFloat(b, p.sum)
+	b = encoding.AppendFloat(b, p.sum)
 	if kind == summarySeries {
 		return b
 	}
@@ -205,26 +205,26 @@ func appendPoint(b []byte, p *snapshot, kind seriesKind, mode boundsMode, layout
 	}
 	b = append(b, flags)
 	if p.hasMin {
-		b = stateformat.AppendFloat(b, p.min)
+		b = encoding.AppendFloat(b, p.min)
 	}
 	if p.hasMax {
-		b = stateformat.AppendFloat(b, p.max)
+		b = encoding.AppendFloat(b, p.max)
 	}
 	if kind == histogramSeries {
 		switch mode {
 		case boundsInline:
-			b = stateformat.AppendFloats(b, p.bounds)
+			b = encoding.AppendFloats(b, p.bounds)
 		case boundsByLayout:
-			b = stateformat.AppendUint64(b, layout)
+			b = encoding.AppendUint64(b, layout)
 		}
-		return stateformat.AppendUvarints(b, p.counts)
+		return encoding.AppendUvarints(b, p.counts)
 	}
 	b = binary.AppendVarint(b, int64(p.scale))
 	b = binary.AppendUvarint(b, p.zeroCount)
 	b = binary.AppendVarint(b, int64(p.posOffset))
-	b = stateformat.AppendUvarints(b, p.counts)
+	b = encoding.AppendUvarints(b, p.counts)
 	b = binary.AppendVarint(b, int64(p.negOffset))
-	return stateformat.AppendUvarints(b, p.neg)
+	return encoding.AppendUvarints(b, p.neg)
 }
 
 // layoutLookup returns the saved bounds of a layout hash, or false.
@@ -305,7 +305,7 @@ func decodeSeriesState(b []byte, s *series, layout layoutLookup) error {
 
 // appendLayout writes a layout entry: the bounds a hash stands for.
 func appendLayout(b []byte, bounds []float64) []byte {
-	return stateformat.AppendFloats(append(b, stateFormat), bounds)
+	return encoding.AppendFloats(append(b, stateFormat), bounds)
 }
 
 // decodeLayout reads a layout entry and checks it against its hash.
@@ -344,12 +344,12 @@ func decodeWatermark(b []byte) (pcommon.Timestamp, error) {
 	return wm, nil
 }
 
-// stateReader decodes an entry (internal/stateformat); after the first
+// stateReader decodes an entry (internal/state/encoding); after the first
 // error every read returns 0.
-type stateReader struct{ stateformat.Reader }
+type stateReader struct{ encoding.Reader }
 
 func newStateReader(b []byte) stateReader {
-	return stateReader{stateformat.NewReader(b, errCorruptState)}
+	return stateReader{encoding.NewReader(b, errCorruptState)}
 }
 
 // point reads what appendPoint wrote (p's times are read by the caller);

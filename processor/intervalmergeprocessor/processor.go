@@ -23,7 +23,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 	"github.com/gpubuild/otelcol-gpubuild/internal/requestid"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/identities"
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/merge"
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/metadata"
@@ -143,8 +143,8 @@ func (p *mergeProcessor) Capabilities() consumer.Capabilities {
 // so a sender's retry of one of them is known as a repeat.
 func (p *mergeProcessor) Start(_ context.Context, _ component.Host) error {
 	if dir := p.cfg.Journal.Directory; dir != "" {
-		p.prefix = statejournal.FileName(component.KindProcessor, p.id, "receipts")
-		p.idsPath = statejournal.FileName(component.KindProcessor, p.id, "identities")
+		p.prefix = journal.FileName(component.KindProcessor, p.id, "receipts")
+		p.idsPath = journal.FileName(component.KindProcessor, p.id, "identities")
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return fmt.Errorf("journal.directory: %w", err)
 		}

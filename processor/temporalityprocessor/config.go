@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
 
 // Temporalities the processor converts to.
@@ -42,21 +42,7 @@ type Config struct {
 	// series' last point. 0 turns the check off.
 	FutureTolerance time.Duration `mapstructure:"future_tolerance"`
 	// State says where the per-series state is saved.
-	State StateConfig `mapstructure:"state"`
-
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
-// StateConfig says where the per-series state is saved.
-type StateConfig struct {
-	// Storage is a storage extension (file_storage); unset keeps the state
-	// in memory only, and a restart starts every series again.
-	Storage *component.ID `mapstructure:"storage"`
-	// Journal, when its directory is set, appends each save to a journal
-	// file and writes the storage once per checkpoint interval
-	// (internal/statejournal): every series moves with every batch.
-	Journal statejournal.Config `mapstructure:"journal"`
+	State state.Config `mapstructure:"state"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -69,9 +55,7 @@ func createDefaultConfig() component.Config {
 		MaxStale:        24 * time.Hour,
 		MaxAge:          cumulative.DefaultMaxAge,
 		FutureTolerance: cumulative.DefaultFutureTolerance,
-		State: StateConfig{
-			Journal: statejournal.Config{CheckpointInterval: statejournal.DefaultCheckpointInterval},
-		},
+		State:           state.DefaultConfig(),
 	}
 }
 
@@ -93,7 +77,7 @@ func (c *Config) Validate() error {
 	if c.FutureTolerance < 0 {
 		errs = append(errs, fmt.Errorf("future_tolerance: must not be negative, got %v", c.FutureTolerance))
 	}
-	errs = append(errs, c.State.Journal.Problems("state.journal", "state.storage", c.State.Storage != nil)...)
+	errs = append(errs, c.State.Problems("state")...)
 	return errors.Join(errs...)
 }
 

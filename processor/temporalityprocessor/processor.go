@@ -5,7 +5,6 @@ package temporalityprocessor // import "github.com/gpubuild/otelcol-gpubuild/pro
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 	"github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor/internal/metadata"
 )
 
@@ -94,34 +93,20 @@ func (p *temporalityProcessor) Capabilities() consumer.Capabilities {
 func (p *temporalityProcessor) Start(ctx context.Context, host component.Host) error {
 	id := p.cfg.State.Storage
 	if id == nil {
-		p.logger.Warn("The temporality state is kept in memory only: after a restart every series starts again "+
-			"(cumulative series reset, the first cumulative point of each series is not sent as a delta); "+
-			"set state.storage to a file_storage extension to keep it",
+		state.WarnInMemory(p.logger, "temporality state", "state", "after a restart every series starts again "+
+			"(cumulative series reset, the first cumulative point of each series is not sent as a delta)",
 			zap.String("to", p.cfg.To))
 		return nil
 	}
-	ext, ok := host.GetExtensions()[*id]
-	if !ok {
-		return fmt.Errorf("state.storage: no extension %q is configured", id)
-	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return fmt.Errorf("state.storage: extension %q is not a storage extension", id)
-	}
-	client, err := se.GetClient(ctx, component.KindProcessor, p.id, stateStorageName)
+	st, err := state.Open(ctx, host, p.cfg.State, state.Owner{
+		Kind: component.KindProcessor, ID: p.id, Client: stateStorageName,
+		Field: "state", What: "temporality state", Logger: p.logger,
+	})
 	if err != nil {
-		return fmt.Errorf("state.storage: %w", err)
+		return err
 	}
+	client := st.Client
 	p.storage = client
-	if journal := p.cfg.State.Journal; journal.Directory != "" {
-		jc, _, err := statejournal.OpenFor(ctx, client, journal, component.KindProcessor, p.id, stateStorageName,
-			"state.journal", "temporality state", p.logger)
-		if err != nil {
-			_ = client.Close(ctx)
-			return err
-		}
-		client = jc
-	}
 	load := p.tracker.Attach(ctx, client, p.now())
 	if load.ReadErrors > 0 {
 		p.tel.TemporalityStateErrors.Add(ctx, load.ReadErrors, p.readAttrs)

@@ -4,8 +4,6 @@
 package distro
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
-
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/metricsswitch"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 )
 
 // The deployment files must agree with the config and the build: same image

@@ -4,8 +4,6 @@
 package distro
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -27,6 +25,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 )
 
 func TestComponentsListed(t *testing.T) {

@@ -4,8 +4,6 @@
 package e2e
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
-
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 )

@@ -4,8 +4,6 @@
 package e2e
 
 import (
-	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
-
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -30,6 +28,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )

@@ -19,26 +19,22 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
 
 // StateConfig says where the derivation keeps its state (the run memory and
 // the derived counts not yet accepted by the next consumer) so that a
 // restarted or killed collector neither loses nor repeats a count.
 type StateConfig struct {
-	// Storage is the storage extension (file_storage) that holds the state;
-	// unset keeps the state in memory only.
-	Storage *component.ID `mapstructure:"storage"`
+	// Storage and Journal: where the state is kept (internal/state).
+	state.Config `mapstructure:",squash"`
 	// MaxBytes bounds the persisted run memory; beyond it the oldest
 	// counted runs are forgotten (counted and logged).
 	MaxBytes int64 `mapstructure:"max_bytes"`
 	// ExpiryMargin: a run not updated for job_timeout plus this margin is
 	// not restored at start (the collector was down longer than that).
 	ExpiryMargin time.Duration `mapstructure:"expiry_margin"`
-	// Journal, when its directory is set, appends each request's batch
-	// to a journal file and writes the storage once per checkpoint
-	// interval (internal/statejournal).
-	Journal statejournal.Config `mapstructure:"journal"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -47,18 +43,14 @@ type StateConfig struct {
 // warnInMemory says, once at start, that a component's derivation state is
 // not persisted, what a restart then does, and the setting that keeps it.
 func warnInMemory(logger *zap.Logger, consequence string) {
-	logger.Warn("The derivation state is kept in memory only: " + consequence +
-		"; set state.storage to a file_storage extension (as otelcol-config.yaml does) to keep it across restarts")
+	state.WarnInMemory(logger, "derivation state", "state", consequence)
 }
 
 // DefaultStateConfig is in memory until a storage is named, with 32 MiB of run
 // memory (about 150,000 runs); 10 minutes of margin; no journal until its
 // directory is named.
 func DefaultStateConfig() StateConfig {
-	return StateConfig{
-		MaxBytes: 32 << 20, ExpiryMargin: 10 * time.Minute,
-		Journal: statejournal.Config{CheckpointInterval: statejournal.DefaultCheckpointInterval},
-	}
+	return StateConfig{Config: state.DefaultConfig(), MaxBytes: 32 << 20, ExpiryMargin: 10 * time.Minute}
 }
 
 // Problems checks the state settings, each error naming its field.
@@ -70,8 +62,7 @@ func (cfg *StateConfig) Problems() []error {
 	if cfg.ExpiryMargin < 0 {
 		errs = append(errs, errors.New("state.expiry_margin: must not be negative"))
 	}
-	errs = append(errs, cfg.Journal.Problems("state.journal", "state.storage", cfg.Storage != nil)...)
-	return errs
+	return append(errs, cfg.Config.Problems("state")...)
 }
 
 // stateClientName names the connector's client of the storage extension;
@@ -106,7 +97,7 @@ type stateStore struct {
 	logger   *zap.Logger
 	// journal is client when state.journal is set; its checkpoint errors
 	// are reported once each.
-	journal           *statejournal.Client
+	journal           *journal.Client
 	lastCheckpointErr error
 
 	// resources already written, by key.
@@ -131,32 +122,29 @@ type stateStore struct {
 // openState gets the storage client and loads what a previous process
 // saved into d.
 func openState(ctx context.Context, host component.Host, owner component.ID, kind component.Kind, cfg StateConfig, d *deriver, now time.Time, logger *zap.Logger) (*stateStore, error) {
-	ext, ok := host.GetExtensions()[*cfg.Storage]
-	if !ok {
-		return nil, fmt.Errorf("state.storage: no extension %q is configured", cfg.Storage)
-	}
-	se, ok := ext.(storage.Extension)
-	if !ok {
-		return nil, fmt.Errorf("state.storage: extension %q is not a storage extension", cfg.Storage)
-	}
-	client, err := se.GetClient(ctx, kind, owner, stateClientName)
+	opened, err := state.Open(ctx, host, cfg.Config, state.Owner{
+		Kind: kind, ID: owner, Client: stateClientName,
+		Field: "state", What: "derivation state", Logger: logger,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("state.storage: %w", err)
+		return nil, err
 	}
+	client := opened.Client
 	st := &stateStore{
 		client:     client,
+		journal:    opened.Journal,
 		cfg:        cfg,
-		location:   fmt.Sprintf("%s (file %s)", cfg.Storage, statejournal.StorageClientName(kind, owner, stateClientName)),
+		location:   opened.Location,
 		logger:     logger,
 		resources:  map[string]bool{},
 		nextID:     1,
 		nextJobSeq: 1,
 	}
-	if cfg.Journal.Directory != "" {
-		if err := st.openJournal(ctx, kind, owner); err != nil {
-			_ = client.Close(ctx)
-			return nil, err
-		}
+	if st.journal != nil {
+		// A batch writes a few jobs, most of them again within the
+		// checkpoint interval: the checkpoint reads only their last
+		// entries.
+		st.journal.IndexAppends()
 	}
 	// Tracking is on while loading: what the load merges or trims is
 	// written with the first batch.
@@ -173,21 +161,6 @@ func openState(ctx context.Context, host component.Host, owner component.ID, kin
 		return nil, err
 	}
 	return st, nil
-}
-
-// openJournal puts the journal in front of the storage client, after
-// writing into the storage what a previous process left in it.
-func (st *stateStore) openJournal(ctx context.Context, kind component.Kind, owner component.ID) error {
-	jc, path, err := statejournal.OpenFor(ctx, st.client, st.cfg.Journal, kind, owner, stateClientName, "state.journal", "derivation state", st.logger)
-	if err != nil {
-		return err
-	}
-	// A batch writes a few jobs, most of them again within the
-	// checkpoint interval: the checkpoint reads only their last entries.
-	jc.IndexAppends()
-	st.client, st.journal = jc, jc
-	st.location += " with journal " + path
-	return nil
 }
 
 // load reads every entry. An entry that cannot be read is skipped, counted

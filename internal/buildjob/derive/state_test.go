@@ -39,7 +39,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
-	"github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
 
 var updateFixtures = flag.Bool("update", false, "rewrite testdata/state_v1.txt from this version's encoder")
@@ -298,7 +298,7 @@ func TestStateJournalTurnedOffAfterSIGTERMLosesNothing(t *testing.T) {
 	svc.status("job-2", completed, now) // its start is still in the SDK's batch
 	a.consumeLogs(svc)
 	require.NoError(t, a.sigterm())
-	journal, err := os.ReadFile(filepath.Join(dir, statejournal.FileName(component.KindConnector, component.NewID(testType), stateClientName)))
+	journal, err := os.ReadFile(filepath.Join(dir, journal.FileName(component.KindConnector, component.NewID(testType), stateClientName)))
 	require.NoError(t, err)
 	assert.Equal(t, 8, len(journal), "the journal holds its header only")
 

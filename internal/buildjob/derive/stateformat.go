@@ -13,13 +13,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
-	"github.com/gpubuild/otelcol-gpubuild/internal/stateformat"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/encoding"
 )
 
 // The persisted derivation state, format version 1. Every value starts with
 // the format byte; a value whose byte this version does not know, or which
 // does not decode exactly to its end, is skipped with a counted reason. The
-// fields are encoded by internal/stateformat.
+// fields are encoded by internal/encoding.
 // Documented in README.md next to this file; the fixtures are in
 // testdata/state_v1/.
 //
@@ -51,17 +51,17 @@ var (
 	errTruncated      = errors.New("truncated or corrupted entry")
 )
 
-// stateWriter appends the fields of one entry (internal/stateformat).
-type stateWriter struct{ stateformat.Writer }
+// stateWriter appends the fields of one entry (internal/state/encoding).
+type stateWriter struct{ encoding.Writer }
 
-func newStateWriter(buf []byte) stateWriter { return stateWriter{stateformat.NewWriter(buf)} }
+func newStateWriter(buf []byte) stateWriter { return stateWriter{encoding.NewWriter(buf)} }
 
 func (w *stateWriter) ts(t pcommon.Timestamp) { w.Uvarint(uint64(t)) }
 
 // stateReader reads the fields of one entry; the first error sticks.
-type stateReader struct{ stateformat.Reader }
+type stateReader struct{ encoding.Reader }
 
-func newStateReader(b []byte) stateReader { return stateReader{stateformat.NewReader(b, errTruncated)} }
+func newStateReader(b []byte) stateReader { return stateReader{encoding.NewReader(b, errTruncated)} }
 
 func (r *stateReader) ts() pcommon.Timestamp { return pcommon.Timestamp(r.Uvarint()) }
 

@@ -153,7 +153,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ExporterCloudwatchCumulativeEvictions, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_cumulative_evictions",
-		metric.WithDescription("Cumulative series forgotten because they were idle longer than cumulative_state.ttl (also when found so in cumulative_state.storage at start) or cumulative_state.max_series was reached. [Development]"),
+		metric.WithDescription("Cumulative series forgotten because they were idle longer than state.ttl (also when found so in state.storage at start) or state.max_series was reached. [Development]"),
 		metric.WithUnit("{series}"),
 	)
 	errs = errors.Join(errs, err)
@@ -165,7 +165,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterCloudwatchCumulativeStorageErrors, err = builder.meter.Int64Counter(
 		"otelcol_exporter_cloudwatch_cumulative_storage_errors",
-		metric.WithDescription("Failed reads and writes of the cumulative state in cumulative_state.storage, by `operation` (read, write). A series whose state cannot be read has its next point taken as a baseline; a failed write is retried with the series' next point. [Development]"),
+		metric.WithDescription("Failed reads and writes of the cumulative state in state.storage, by `operation` (read, write). A series whose state cannot be read has its next point taken as a baseline; a failed write is retried with the series' next point. [Development]"),
 		metric.WithUnit("{error}"),
 	)
 	errs = errors.Join(errs, err)

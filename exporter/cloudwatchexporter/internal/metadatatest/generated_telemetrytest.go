@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) exporter.Settings {
 func AssertEqualExporterCloudwatchCumulativeEvictions(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_cumulative_evictions",
-		Description: "Cumulative series forgotten because they were idle longer than cumulative_state.ttl (also when found so in cumulative_state.storage at start) or cumulative_state.max_series was reached. [Development]",
+		Description: "Cumulative series forgotten because they were idle longer than state.ttl (also when found so in state.storage at start) or state.max_series was reached. [Development]",
 		Unit:        "{series}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -56,7 +56,7 @@ func AssertEqualExporterCloudwatchCumulativeSeries(t *testing.T, tt *componentte
 func AssertEqualExporterCloudwatchCumulativeStorageErrors(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_cloudwatch_cumulative_storage_errors",
-		Description: "Failed reads and writes of the cumulative state in cumulative_state.storage, by `operation` (read, write). A series whose state cannot be read has its next point taken as a baseline; a failed write is retried with the series' next point. [Development]",
+		Description: "Failed reads and writes of the cumulative state in state.storage, by `operation` (read, write). A series whose state cannot be read has its next point taken as a baseline; a failed write is retried with the series' next point. [Development]",
 		Unit:        "{error}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

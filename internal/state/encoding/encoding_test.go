@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package stateformat
+package encoding
 
 import (
 	"errors"

@@ -1,14 +1,14 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package stateformat writes and reads the fields that persisted state
+// Package encoding writes and reads the fields that persisted state
 // entries are built of: unsigned and signed varints, doubles as their 8
 // IEEE-754 bytes little-endian, and length-prefixed bytes and lists. What
 // an entry holds, and in which order, is the format of the package that
 // writes it (internal/cumulative, internal/buildjob/derive), documented in
 // its README; this package only keeps the encoding of one field the same
 // everywhere, so that a value read back is exactly the value written.
-package stateformat // import "github.com/gpubuild/otelcol-gpubuild/internal/stateformat"
+package encoding // import "github.com/gpubuild/otelcol-gpubuild/internal/state/encoding"
 
 import (
 	"encoding/binary"

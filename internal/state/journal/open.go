@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package statejournal // import "github.com/gpubuild/otelcol-gpubuild/internal/statejournal"
+package journal // import "github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 
 import (
 	"context"

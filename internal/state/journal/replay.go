@@ -1,0 +1,180 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/record"
+)
+
+// replay applies what the file holds and leaves it with a header only.
+func (c *Client) replay(ctx context.Context) (Replay, error) {
+	st, err := c.f.Stat()
+	if err != nil {
+		return Replay{}, err
+	}
+	var r Replay
+	if st.Size() > 0 {
+		records, valid, formatErr, err := c.apply(ctx, st.Size())
+		r.Records, r.DiscardedBytes, r.Err = records, st.Size()-valid, formatErr
+		if err != nil {
+			return r, err
+		}
+		if errors.Is(formatErr, ErrUnknownFormat) {
+			// Keep the file for the version that wrote it.
+			if err := os.Rename(c.path, c.path+".unknown-format"); err != nil {
+				return r, err
+			}
+			f, err := os.OpenFile(c.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+			if err != nil {
+				return r, err
+			}
+			_ = c.f.Close()
+			c.f = f
+		}
+	}
+	if err := c.reset(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// reset empties the file down to its header.
+func (c *Client) reset() error {
+	if err := c.f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := c.f.WriteAt(record.AppendHeader(nil, magic, version), 0); err != nil {
+		return err
+	}
+	c.size = headerSize
+	return nil
+}
+
+// apply reads the journal's first size bytes and writes the net effect of
+// its whole records into the storage: each key's last operation only, in
+// transactions of at most chunkBytes. A state rewritten by every batch
+// (the same keys in every record) thus reaches the storage once per
+// checkpoint, not once per record. It returns how many records it found and
+// the bytes they and the header take; formatErr when the header is damaged
+// or of a later version (nothing is applied), err when the storage refused
+// a chunk.
+func (c *Client) apply(ctx context.Context, size int64) (records int, valid int64, formatErr, err error) {
+	var head [headerSize]byte
+	if _, err := c.f.ReadAt(head[:], 0); err != nil {
+		return 0, 0, errors.New("journal header damaged"), nil
+	}
+	switch err := record.CheckHeader(head[:], magic, version); {
+	case errors.Is(err, record.ErrUnknownVersion):
+		return 0, 0, ErrUnknownFormat, nil
+	case err != nil:
+		return 0, 0, errors.New("journal header damaged"), nil
+	}
+	valid = headerSize
+	ch := newChunk(int(min(size, chunkBytes)))
+	var body []byte
+	for {
+		seg := c.scan(valid, size, &body)
+		if seg.records == 0 {
+			break
+		}
+		if err := c.write(ctx, ch, valid, &seg, &body); err != nil {
+			return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+		}
+		records += seg.records
+		valid = seg.end
+		if !seg.more {
+			break
+		}
+	}
+	return records, valid, nil, nil
+}
+
+// segment is a run of whole records and, for each key, the number of its
+// last operation among the segment's operations (last[index[key]]: a key
+// met again is only looked up, which does not copy it).
+type segment struct {
+	index   map[string]int
+	last    []int
+	records int
+	end     int64 // where the segment's records end
+	more    bool  // whole records follow (the index was full)
+}
+
+// isLast says whether operation op is key's last in the segment.
+func (seg *segment) isLast(key []byte, op int) bool {
+	return seg.last[seg.index[string(key)]] == op
+}
+
+// records calls fn with each whole record body from offset from on, up to
+// size, until fn returns false; it returns where the last whole record
+// read ends. A record that is incomplete or fails its checksum ends the
+// reading: it and anything after it are not the journal's.
+func (c *Client) records(from, size int64, body *[]byte, fn func(body []byte) bool) int64 {
+	r := record.NewReader(io.NewSectionReader(c.f, from, size-from), size-from, size, int(min(size-from, 32<<10)))
+	r.Reuse(*body)
+	defer func() { *body = r.Buffer() }()
+	for {
+		end := from + r.Read
+		b, ok := r.Next()
+		if !ok || !wellFormed(b) || !fn(b) {
+			return end
+		}
+	}
+}
+
+// scan indexes the whole records from offset from on, until the index
+// holds maxIndexKeys keys (it may pass that by one record's keys).
+func (c *Client) scan(from, size int64, body *[]byte) segment {
+	seg := segment{index: map[string]int{}}
+	op := 0
+	seg.end = c.records(from, size, body, func(b []byte) bool {
+		if seg.records > 0 && len(seg.last) >= c.maxIndexKeys {
+			seg.more = true
+			return false
+		}
+		for len(b) > 0 {
+			key, _, rest := readOp(b)
+			if i, ok := seg.index[string(key)]; ok {
+				seg.last[i] = op
+			} else {
+				seg.index[string(key)] = len(seg.last)
+				seg.last = append(seg.last, op)
+			}
+			op++
+			b = rest
+		}
+		seg.records++
+		return true
+	})
+	return seg
+}
+
+// write writes the last operation of each key of seg, whose records start
+// at offset from, chunk by chunk.
+func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg *segment, body *[]byte) error {
+	op := 0
+	var err error
+	c.records(from, seg.end, body, func(b []byte) bool {
+		for len(b) > 0 && err == nil {
+			typ := b[0]
+			key, value, rest := readOp(b)
+			b = rest
+			if seg.isLast(key, op) {
+				err = ch.add(ctx, c.base, typ, key, value)
+			}
+			op++
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	return ch.flush(ctx, c.base)
+}
