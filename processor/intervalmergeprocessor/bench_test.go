@@ -21,6 +21,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/merge"
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/receipts"
+	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/statedir"
 )
 
 // workerRequest is one worker's flush of derived build metrics: seriesPerWorker
@@ -144,7 +145,7 @@ func BenchmarkConsumeJournaled(b *testing.B) {
 	}
 	cfg := createDefaultConfig()
 	cfg.Interval = time.Hour
-	cfg.Journal.Directory = b.TempDir()
+	cfg.State.Journal.Directory = b.TempDir()
 	p, err := newMergeProcessor(processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	if err != nil {
 		b.Fatal(err)
@@ -177,7 +178,7 @@ func BenchmarkConsumeJournaled(b *testing.B) {
 // µs-window is the rename, µs-commit the whole.
 func BenchmarkCommitWindow(b *testing.B) {
 	cfg := createDefaultConfig()
-	cfg.Journal.Directory = b.TempDir()
+	cfg.State.Journal.Directory = b.TempDir()
 	p, err := newMergeProcessor(processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	if err != nil {
 		b.Fatal(err)
@@ -192,7 +193,7 @@ func BenchmarkCommitWindow(b *testing.B) {
 			p.ids.Add(requestid.ID{Instance: fmt.Sprintf("%032x", i), Sequence: uint64(q + 1)}, now)
 		}
 	}
-	seg := filepath.Join(cfg.Journal.Directory, "segment")
+	seg := filepath.Join(cfg.State.Journal.Directory, "segment")
 	body := make([]byte, 6<<20) // an interval of 1,000 sidecars' requests
 	var window time.Duration
 	b.ResetTimer()
@@ -203,11 +204,11 @@ func BenchmarkCommitWindow(b *testing.B) {
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		if err := os.Rename(seg, seg+takenSuffix); err != nil {
+		if err := os.Rename(seg, seg+statedir.TakenSuffix); err != nil {
 			b.Fatal(err)
 		}
 		window += time.Since(t0)
-		if err := os.Rename(seg+takenSuffix, seg); err != nil {
+		if err := os.Rename(seg+statedir.TakenSuffix, seg); err != nil {
 			b.Fatal(err)
 		}
 		p.commit(&interval{seg: receipts.Segment{Path: seg}})

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/collector/confmap"
 )
 
 // Config of the intervalmerge processor.
@@ -22,8 +24,9 @@ type Config struct {
 	// Gauges, cumulative sums, exponential histograms and summaries always
 	// stay per worker.
 	KeepPerWorker []string `mapstructure:"keep_per_worker"`
-	// Journal is where requests are written before they are acknowledged.
-	Journal JournalConfig `mapstructure:"journal"`
+	// State is where requests are written before they are acknowledged,
+	// and the identities of the requests merged.
+	State StateConfig `mapstructure:"state"`
 	// IdentityTTL is how long the identities of one sidecar process's
 	// requests are remembered after its last request: longer than any
 	// sidecar retries a request (its outage plus its retry backoff).
@@ -38,6 +41,20 @@ type Config struct {
 	// per worker), and requests are refused with a retryable error while it
 	// holds twice as many (the hand-over is stuck).
 	MaxPoints int `mapstructure:"max_points"`
+
+	// legacyJournalKey: the configuration set journal (Unmarshal).
+	legacyJournalKey bool
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// StateConfig is the gateway's state: its receipt journal and identities
+// are files of their own (internal/receipts, internal/identities), not
+// entries of a storage extension.
+type StateConfig struct {
+	// Journal is where requests are written before they are acknowledged.
+	Journal JournalConfig `mapstructure:"journal"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -69,7 +86,7 @@ func createDefaultConfig() *Config {
 			"service.instance.id", "host.name", "host.id", "host.ip",
 			"k8s.pod.name", "k8s.pod.uid", "k8s.pod.ip", "container.id", "process.pid",
 		},
-		Journal:     JournalConfig{MaxBytes: 256 << 20},
+		State:       StateConfig{Journal: JournalConfig{MaxBytes: 256 << 20}},
 		IdentityTTL: 24 * time.Hour,
 		// CloudWatch takes points up to two hours ahead and two weeks old.
 		MaxAhead: 2 * time.Hour,
@@ -96,8 +113,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("keep_per_worker[%d]: empty metric name", i))
 		}
 	}
-	if c.Journal.MaxBytes <= 0 {
-		errs = append(errs, fmt.Errorf("journal.max_bytes: must be positive, got %d", c.Journal.MaxBytes))
+	if c.State.Journal.MaxBytes <= 0 {
+		errs = append(errs, fmt.Errorf("state.journal.max_bytes: must be positive, got %d", c.State.Journal.MaxBytes))
 	}
 	if c.IdentityTTL <= 0 {
 		errs = append(errs, fmt.Errorf("identity_ttl: must be positive, got %v", c.IdentityTTL))
@@ -112,4 +129,30 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_points: must be positive, got %d", c.MaxPoints))
 	}
 	return errors.Join(errs...)
+}
+
+// legacyJournalKey is where an earlier release read the journal's settings.
+const legacyJournalKey = "journal"
+
+// Unmarshal reads the configuration, taking an earlier release's journal
+// block as state.journal (Start warns about it).
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	if conf.IsSet(legacyJournalKey) {
+		if conf.IsSet("state::journal") {
+			return errors.New(legacyJournalKey + ": set state.journal instead (both are set)")
+		}
+		m := conf.ToStringMap()
+		st, _ := m["state"].(map[string]any)
+		if st == nil {
+			st = map[string]any{}
+		}
+		st["journal"] = m[legacyJournalKey]
+		m["state"] = st
+		delete(m, legacyJournalKey)
+		conf = confmap.NewFromStringMap(m)
+		c.legacyJournalKey = true
+	}
+	// plain has Config's fields without this method.
+	type plain Config
+	return conf.Unmarshal((*plain)(c))
 }

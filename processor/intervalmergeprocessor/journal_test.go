@@ -27,6 +27,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/requestid"
 	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/statedir"
 )
 
 // gateway is one intervalmerge processor on a journal directory, with its
@@ -41,7 +42,7 @@ func startGateway(t *testing.T, dir string, next consumer.Metrics, edit ...func(
 	t.Helper()
 	cfg := createDefaultConfig()
 	cfg.Interval = time.Hour // flushed by the tests
-	cfg.Journal.Directory = dir
+	cfg.State.Journal.Directory = dir
 	for _, e := range edit {
 		e(cfg)
 	}
@@ -314,7 +315,7 @@ func TestRefusedIntervalStaysInTheJournal(t *testing.T) {
 func TestJournalBoundRefusesRetryably(t *testing.T) {
 	next := &flaky{}
 	next.refuse.Store(true)
-	g := startGateway(t, t.TempDir(), next, func(c *Config) { c.Journal.MaxBytes = 4 << 10 })
+	g := startGateway(t, t.TempDir(), next, func(c *Config) { c.State.Journal.MaxBytes = 4 << 10 })
 	var refused error
 	sent := int64(0)
 	for i := range 1000 {
@@ -328,7 +329,7 @@ func TestJournalBoundRefusesRetryably(t *testing.T) {
 		}
 	}
 	require.Error(t, refused)
-	assert.Contains(t, refused.Error(), "journal.max_bytes")
+	assert.Contains(t, refused.Error(), "state.journal.max_bytes")
 	assert.False(t, consumererror.IsPermanent(refused), "retryable")
 	assert.Less(t, sent, int64(200))
 	assert.Equal(t, int64(1), g.counter(t, "requests_refused"))
@@ -435,11 +436,11 @@ func TestSegmentSetAsideIsNeverReadBack(t *testing.T) {
 	require.Len(t, segs, 1)
 	g.kill()
 	// As a kill right after the rename leaves it.
-	require.NoError(t, os.Rename(segs[0], segs[0]+takenSuffix))
+	require.NoError(t, os.Rename(segs[0], segs[0]+statedir.TakenSuffix))
 	after := &consumertest.MetricsSink{}
 	g2 := startGateway(t, dir, after)
 	g2.flush(context.Background(), true)
 	assert.Zero(t, total(after))
-	_, err := os.Stat(segs[0] + takenSuffix)
+	_, err := os.Stat(segs[0] + statedir.TakenSuffix)
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }

@@ -16,12 +16,12 @@ package identities // import "github.com/gpubuild/otelcol-gpubuild/processor/int
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/requestid"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/record"
 )
 
 // MaxRanges bounds the ranges kept per instance: past it the lowest gap is
@@ -119,8 +119,6 @@ const (
 	version = 1
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // ErrDamaged is the error of a snapshot that is cut short or fails its checksum.
 var ErrDamaged = errors.New("identities snapshot damaged")
 
@@ -129,8 +127,7 @@ var ErrUnknownFormat = errors.New("identities snapshot written in an unknown for
 
 // AppendSnapshot appends the set's snapshot to b.
 func (s *Set) AppendSnapshot(b []byte) []byte {
-	b = append(b, magic...)
-	b = binary.LittleEndian.AppendUint32(b, version)
+	b = record.AppendHeader(b, magic, version)
 	start := len(b)
 	keys := make([]string, 0, len(s.instances))
 	for k := range s.instances {
@@ -151,19 +148,16 @@ func (s *Set) AppendSnapshot(b []byte) []byte {
 			prev = sp.hi
 		}
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return record.SealSnapshot(b, start)
 }
 
 // Load replaces the set's content with the snapshot b.
 func (s *Set) Load(b []byte) error {
-	if len(b) < 8+4 || string(b[:4]) != magic {
-		return ErrDamaged
-	}
-	if binary.LittleEndian.Uint32(b[4:8]) != version {
+	body, err := record.OpenSnapshot(b, magic, version)
+	switch {
+	case errors.Is(err, record.ErrUnknownVersion):
 		return ErrUnknownFormat
-	}
-	body := b[8 : len(b)-4]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	case err != nil:
 		return ErrDamaged
 	}
 	r := reader{b: body}

@@ -10,11 +10,9 @@
 package receipts // import "github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor/internal/receipts"
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/requestid"
+	"github.com/gpubuild/otelcol-gpubuild/internal/state/record"
 )
 
 // File layout: a header (magic and format version, 8 bytes), then records:
@@ -33,14 +32,12 @@ import (
 const (
 	magic      = "gpim"
 	version    = 1
-	headerSize = 8
-	recordHead = 8
+	headerSize = record.HeaderSize
+	recordHead = record.HeadSize
 	flagID     = 1
 	// maxRecord bounds a record's body (a request is at most a few MiB).
 	maxRecord = 256 << 20
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrUnknownFormat is the error of a segment written by a later version.
 var ErrUnknownFormat = errors.New("receipt journal written in an unknown format")
@@ -121,10 +118,7 @@ func (j *Journal) create(n uint64) error {
 	if err != nil {
 		return err
 	}
-	var h [headerSize]byte
-	copy(h[:], magic)
-	binary.LittleEndian.PutUint32(h[len(magic):], version)
-	if _, err := f.Write(h[:]); err != nil {
+	if _, err := f.Write(record.AppendHeader(nil, magic, version)); err != nil {
 		_ = f.Close()
 		_ = os.Remove(path)
 		return err
@@ -139,8 +133,7 @@ func (j *Journal) Bytes() int64 { return j.seg.Bytes }
 // Append writes one request as one record. On failure nothing of it stays
 // in the segment (a torn record would hide the ones after it).
 func (j *Journal) Append(id requestid.ID, hasID bool, metrics []byte) error {
-	b := j.buf[:0]
-	b = append(b, make([]byte, recordHead)...)
+	b := record.Begin(j.buf[:0])
 	if hasID {
 		b = append(b, flagID)
 		b = binary.AppendUvarint(b, uint64(len(id.Instance)))
@@ -150,9 +143,7 @@ func (j *Journal) Append(id requestid.ID, hasID bool, metrics []byte) error {
 		b = append(b, 0)
 	}
 	b = append(b, metrics...)
-	body := b[recordHead:]
-	binary.LittleEndian.PutUint32(b, uint32(len(body))) //nolint:gosec // bounded by the receiver's request size
-	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(body, castagnoli))
+	record.Seal(b, 0)
 	if cap(b) <= 1<<20 {
 		j.buf = b
 	}
@@ -211,30 +202,21 @@ func Read(path string, fn func(id requestid.ID, hasID bool, metrics []byte) erro
 		return 0, 0, err
 	}
 	size := st.Size()
-	r := bufio.NewReaderSize(f, 64<<10)
 	var h [headerSize]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil || string(h[:len(magic)]) != magic {
+	if _, err := io.ReadFull(f, h[:]); err != nil {
 		return 0, size, nil // not even a header: nothing was acknowledged from it
 	}
-	if binary.LittleEndian.Uint32(h[len(magic):]) != version {
+	switch err := record.CheckHeader(h[:], magic, version); {
+	case errors.Is(err, record.ErrUnknownVersion):
 		return 0, 0, ErrUnknownFormat
+	case err != nil:
+		return 0, size, nil
 	}
-	pos := int64(headerSize)
-	var body []byte
+	r := record.NewReader(f, size-headerSize, maxRecord, 64<<10)
 	for {
-		var rh [recordHead]byte
-		if _, err := io.ReadFull(r, rh[:]); err != nil {
-			return records, size - pos, nil
-		}
-		n := int64(binary.LittleEndian.Uint32(rh[:]))
-		if n < 1 || n > maxRecord || n > size-pos-recordHead {
-			return records, size - pos, nil
-		}
-		if int64(cap(body)) < n {
-			body = make([]byte, n)
-		}
-		b := body[:n]
-		if _, err := io.ReadFull(r, b); err != nil || crc32.Checksum(b, castagnoli) != binary.LittleEndian.Uint32(rh[4:]) {
+		pos := headerSize + r.Read
+		b, ok := r.Next()
+		if !ok || len(b) == 0 {
 			return records, size - pos, nil
 		}
 		id, hasID, metrics, ok := decode(b)
@@ -245,7 +227,6 @@ func Read(path string, fn func(id requestid.ID, hasID bool, metrics []byte) erro
 			return records, 0, err
 		}
 		records++
-		pos += recordHead + n
 	}
 }
 
