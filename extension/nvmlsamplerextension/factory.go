@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/extension"
 
 	"github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
 
 // NewFactory returns the nvml_sampler extension factory.
@@ -26,5 +27,5 @@ func create(_ context.Context, set extension.Settings, cfg component.Config) (ex
 	return newSampler(c, set.Logger), nil
 }
 
-// Both builds (with and without cgo) offer the Sampler interface.
-var _ Sampler = (*sampler)(nil)
+// Both builds (with and without cgo) offer gpucost.Sampler.
+var _ gpucost.Sampler = (*sampler)(nil)

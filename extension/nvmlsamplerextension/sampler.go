@@ -154,7 +154,7 @@ func (s *sampler) NVMLSession() (nvmlapi.Library, *nvmlapi.GPMLock, bool) {
 	return s.lib, &s.gpmLock, s.lib != nil
 }
 
-func (s *sampler) Samples(from, to time.Time) []Series {
+func (s *sampler) Samples(from, to time.Time) []gpucost.Series {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.gpus) == 0 {
@@ -163,10 +163,10 @@ func (s *sampler) Samples(from, to time.Time) []Series {
 	if s.lastSample.Before(to) && !s.now().Before(to) {
 		s.sampleAll()
 	}
-	out := make([]Series, 0, len(s.gpus))
+	out := make([]gpucost.Series, 0, len(s.gpus))
 	for _, g := range s.gpus {
 		energy := g.energy.span(from, to)
-		out = append(out, Series{
+		out = append(out, gpucost.Series{
 			Index: g.index, UUID: g.uuid,
 			Energy: energy,
 			Util:   g.util.span(from, to),

@@ -11,6 +11,8 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.uber.org/zap"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
 
 // sampler without cgo: go-nvml needs cgo, so this build has no samples. It
@@ -30,6 +32,6 @@ func (s *sampler) Start(context.Context, component.Host) error {
 
 func (*sampler) Shutdown(context.Context) error { return nil }
 
-func (*sampler) Samples(time.Time, time.Time) []Series { return nil }
+func (*sampler) Samples(time.Time, time.Time) []gpucost.Series { return nil }
 
 func (s *sampler) MaxGap() time.Duration { return s.cfg.maxGap() }

@@ -56,3 +56,43 @@ func TestInternalPackagesShipUnlessUnderTesting(t *testing.T) {
 		assert.True(t, shipped[rel], "%s is not in the binary: test or tool support goes under internal/testing/", rel)
 	}
 }
+
+// internal/ holds what the components share; a package there that imported
+// a component would turn the dependency around (and link that component,
+// its cgo included, into every component that uses the package).
+func TestInternalPackagesImportNoComponent(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}{{range .TestImports}} {{.}}{{end}}`, "./internal/...")
+	cmd.Dir = binarytest.RepoRoot()
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list ./internal/...")
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Greater(t, len(lines), 10, "go list found almost no packages")
+	for _, line := range lines {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			rel, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			for _, kind := range []string{"connector/", "processor/", "exporter/", "receiver/", "extension/"} {
+				assert.False(t, strings.HasPrefix(rel, kind), "%s imports the component package %s", f[0], rel)
+			}
+		}
+	}
+}
+
+// The buildjob processor reads no GPU: it must link no NVML binding (cgo,
+// a driver library loaded at run time) into the binaries that embed it.
+func TestBuildjobProcessorLinksNoNVML(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./processor/buildjobprocessor")
+	cmd.Dir = binarytest.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, module+"processor/buildjobprocessor")
+	for _, d := range deps {
+		assert.NotContains(t, d, "go-nvml", "the buildjob processor links %s", d)
+		assert.NotContains(t, d, "nvmlapi", "the buildjob processor links %s", d)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
 	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
 
@@ -50,7 +49,7 @@ func (h gpuHint) own() gpuHint {
 	return h
 }
 
-func (h gpuHint) matches(s *nvmlsamplerextension.Series) bool {
+func (h gpuHint) matches(s *gpucost.Series) bool {
 	if h.uuid != "" {
 		return h.uuid == s.UUID
 	}
@@ -153,7 +152,7 @@ func (r gpuSkipReason) String() string {
 
 // gpuCost joins counted runs to the GPU samples.
 type gpuCost struct {
-	sampler nvmlsamplerextension.Sampler
+	sampler gpucost.Sampler
 	// recent holds, per GPU UUID, the windows of runs counted lately: a run
 	// counted later that overlaps one shares the overlap with it.
 	recent map[string][]recentWindow
@@ -172,17 +171,17 @@ type recentWindow struct {
 // maxRecentWindows bounds the windows remembered per GPU.
 const maxRecentWindows = 4096
 
-func newGPUCost(s nvmlsamplerextension.Sampler, keep time.Duration) *gpuCost {
+func newGPUCost(s gpucost.Sampler, keep time.Duration) *gpuCost {
 	return &gpuCost{sampler: s, recent: map[string][]recentWindow{}, keep: keep}
 }
 
 // lookupGPUSampler finds the gpu_sampler extension among the host's.
-func lookupGPUSampler(host component.Host, id component.ID) (nvmlsamplerextension.Sampler, error) {
+func lookupGPUSampler(host component.Host, id component.ID) (gpucost.Sampler, error) {
 	ext, ok := host.GetExtensions()[id]
 	if !ok {
 		return nil, fmt.Errorf("gpu_sampler: no extension %q is configured and enabled in service::extensions", id)
 	}
-	s, ok := ext.(nvmlsamplerextension.Sampler)
+	s, ok := ext.(gpucost.Sampler)
 	if !ok {
 		return nil, fmt.Errorf("gpu_sampler: extension %q is not an nvml_sampler", id)
 	}
@@ -190,7 +189,7 @@ func lookupGPUSampler(host component.Host, id component.ID) (nvmlsamplerextensio
 }
 
 // setGPUSampler joins the GPU samples of s to the runs counted from now on.
-func (d *deriver) setGPUSampler(s nvmlsamplerextension.Sampler) {
+func (d *deriver) setGPUSampler(s gpucost.Sampler) {
 	d.gpu = newGPUCost(s, d.jobs.Timeout())
 }
 
@@ -301,10 +300,10 @@ func (d *deriver) gpuFigures(gw gpuWindow) gpuResult {
 // mean of theirs. A mean is not additive, so runs sharing a GPU each get
 // the GPU's activity over their own window, not a split of it. Any GPU of
 // the run without GPM: no figure (no_gpm).
-func (d *deriver) activityFigures(out *gpuResult, gpus []*nvmlsamplerextension.Series, w gpucost.Window, maxGap time.Duration) {
-	for i, pick := range [2]func(*nvmlsamplerextension.Series) []gpucost.UtilSample{
-		func(s *nvmlsamplerextension.Series) []gpucost.UtilSample { return s.SMActivity },
-		func(s *nvmlsamplerextension.Series) []gpucost.UtilSample { return s.TensorActivity },
+func (d *deriver) activityFigures(out *gpuResult, gpus []*gpucost.Series, w gpucost.Window, maxGap time.Duration) {
+	for i, pick := range [2]func(*gpucost.Series) []gpucost.UtilSample{
+		func(s *gpucost.Series) []gpucost.UtilSample { return s.SMActivity },
+		func(s *gpucost.Series) []gpucost.UtilSample { return s.TensorActivity },
 	} {
 		f := figureSMActivity + gpuFigure(i)
 		var sum float64
@@ -327,7 +326,7 @@ func (d *deriver) activityFigures(out *gpuResult, gpus []*nvmlsamplerextension.S
 }
 
 // endsBefore reports whether g's samples of some kind end before t.
-func endsBefore(g *nvmlsamplerextension.Series, t time.Time) bool {
+func endsBefore(g *gpucost.Series, t time.Time) bool {
 	return (len(g.Energy) > 0 && g.Energy[len(g.Energy)-1].T.Before(t)) ||
 		(len(g.Util) > 0 && g.Util[len(g.Util)-1].T.Before(t)) ||
 		(len(g.Memory) > 0 && g.Memory[len(g.Memory)-1].T.Before(t)) ||
@@ -460,16 +459,16 @@ func (d *deriver) tryGPU(p *pendingGPU, final bool) bool {
 // pickGPUs chooses the GPUs a run used: the one its records name; else
 // those where the service's process held memory during the run; else
 // every GPU. nil: the named GPU is not among the sampler's.
-func (d *deriver) pickGPUs(series []nvmlsamplerextension.Series, hint gpuHint, pid uint32, hasPID bool, w gpucost.Window, maxGap time.Duration) []*nvmlsamplerextension.Series {
+func (d *deriver) pickGPUs(series []gpucost.Series, hint gpuHint, pid uint32, hasPID bool, w gpucost.Window, maxGap time.Duration) []*gpucost.Series {
 	if !hint.none() {
 		for i := range series {
 			if hint.matches(&series[i]) {
-				return []*nvmlsamplerextension.Series{&series[i]}
+				return []*gpucost.Series{&series[i]}
 			}
 		}
 		return nil
 	}
-	var out []*nvmlsamplerextension.Series
+	var out []*gpucost.Series
 	if hasPID {
 		for i := range series {
 			if _, found, _ := gpucost.PeakMemory(series[i].Memory, pid, w, maxGap); found {
@@ -491,7 +490,7 @@ func (d *deriver) pickGPUs(series []nvmlsamplerextension.Series, hint gpuHint, p
 // start is known, open until w's end. An active run is on g when it names
 // g, or names no GPU and is of the same service instance, or its
 // process held memory on g.
-func (d *deriver) overlapping(g *nvmlsamplerextension.Series, gw gpuWindow, maxGap time.Duration) []gpucost.Window {
+func (d *deriver) overlapping(g *gpucost.Series, gw gpuWindow, maxGap time.Duration) []gpucost.Window {
 	w, res := gw.w, gw.res
 	out := []gpucost.Window{w}
 	for _, o := range d.gpu.recent[g.UUID] {

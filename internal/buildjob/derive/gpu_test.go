@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
 	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
 
@@ -22,7 +21,7 @@ import (
 // t0-5 s to t0+300 s; process 4242 holds 2 GiB on GPU 0 from 0 to 60 s and
 // 6 GiB from 30 s to 40 s.
 type handSampler struct {
-	series []nvmlsamplerextension.Series
+	series []gpucost.Series
 	// until, when set, hides the samples after it (not taken yet).
 	until time.Time
 }
@@ -35,7 +34,7 @@ func newHandSampler() *handSampler {
 		watts float64
 		util  float64
 	}{{"GPU-00000000-0000-4000-8000-00000000000a", 200, 50}, {"GPU-00000000-0000-4000-8000-00000000000b", 100, 10}} {
-		s := nvmlsamplerextension.Series{Index: i, UUID: g.uuid}
+		s := gpucost.Series{Index: i, UUID: g.uuid}
 		for sec := -5; sec <= 300; sec++ {
 			t := at(time.Duration(sec) * time.Second)
 			s.Energy = append(s.Energy, gpucost.EnergySample{T: t, MilliJoules: 1e6 + g.watts*1000*float64(sec+5)})
@@ -55,11 +54,11 @@ func newHandSampler() *handSampler {
 	return h
 }
 
-func (h *handSampler) Samples(time.Time, time.Time) []nvmlsamplerextension.Series {
+func (h *handSampler) Samples(time.Time, time.Time) []gpucost.Series {
 	if h.until.IsZero() {
 		return h.series
 	}
-	out := make([]nvmlsamplerextension.Series, len(h.series))
+	out := make([]gpucost.Series, len(h.series))
 	for i, s := range h.series {
 		out[i] = s
 		out[i].Energy = slices.DeleteFunc(slices.Clone(s.Energy), func(e gpucost.EnergySample) bool { return e.T.After(h.until) })
@@ -178,8 +177,8 @@ func TestGPUHintFromAttributes(t *testing.T) {
 	h := gpuHintFrom(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes())
 	require.True(t, h.hasIndex)
 	assert.Equal(t, int64(3), h.index)
-	assert.True(t, h.matches(&nvmlsamplerextension.Series{Index: 3}))
-	assert.False(t, h.matches(&nvmlsamplerextension.Series{Index: 0}))
+	assert.True(t, h.matches(&gpucost.Series{Index: 3}))
+	assert.False(t, h.matches(&gpucost.Series{Index: 0}))
 }
 
 // TestGPUSeriesPersist: the GPU families are new family numbers in the

@@ -1,16 +1,14 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package nvmlsamplerextension // import "github.com/gpubuild/otelcol-gpubuild/extension/nvmlsamplerextension"
+package gpucost
 
-import (
-	"time"
+import "time"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
-)
-
-// Sampler is what the extension offers other components: look the
-// extension up in component.Host.GetExtensions and assert this interface.
+// Sampler is what a GPU sampler (the nvml_sampler extension) offers other
+// components: look the extension up in component.Host.GetExtensions and
+// assert this interface. It lives here, not in the extension, so that the
+// components that read samples link no NVML.
 type Sampler interface {
 	// Samples returns a copy of each GPU's samples that bear on the window
 	// [from, to]: from the last sample at or before from to the first at or
@@ -30,22 +28,22 @@ type Series struct {
 	Index int
 	UUID  string
 	// Energy: the energy counter (mJ). Empty on GPUs without one.
-	Energy []gpucost.EnergySample
+	Energy []EnergySample
 	// Util: utilization periods, the driver's own samples where it keeps
 	// them, else the instantaneous reading at each sampling.
-	Util []gpucost.UtilSample
+	Util []UtilSample
 	// Memory: the compute processes and their memory at each sampling.
-	Memory []gpucost.MemSample
+	Memory []MemSample
 	// Power: the driver's power readings integrated, about every 100 ms,
 	// which place the counter's energy inside a sampling gap. Empty where
 	// the driver keeps no power readings.
-	Power []gpucost.PowerSample
+	Power []PowerSample
 	// GPM tells whether the GPU gives GPM profiling metrics (Hopper and
 	// later, with a driver that has them). SMActivity and TensorActivity
 	// are then its GPM SM activity and any-tensor activity (percent) over
 	// the period since the previous sampling, as Util; a NaN percent opens
-	// a period after a break (gpucost.MeanActivity). Physical GPUs only:
+	// a period after a break (MeanActivity). Physical GPUs only:
 	// the sampler does not sample MIG instances.
 	GPM                        bool
-	SMActivity, TensorActivity []gpucost.UtilSample
+	SMActivity, TensorActivity []UtilSample
 }
