@@ -53,7 +53,7 @@ type Connector struct {
 	apiSpans bool
 	emitter  *emitter
 	stateCfg StateConfig
-	state    *stateStore
+	state    *derivationState
 	// gpuSampler: the extension to look up at start, if any.
 	gpuSampler *component.ID
 

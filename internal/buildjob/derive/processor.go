@@ -37,7 +37,7 @@ type ProcessorSpec struct {
 type HTTPProcessor struct {
 	spec    ProcessorSpec
 	emitter *emitter
-	state   *stateStore
+	state   *derivationState
 	// standDown: a connector of the same collector derives api.requests
 	// from spans, so this processor passes metrics through and derives
 	// nothing (every request would otherwise count twice).

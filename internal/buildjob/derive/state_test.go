@@ -146,7 +146,7 @@ func (s *sidecar) kill9() {
 
 // closeAsKilled closes the state's storage client as a killed process
 // leaves it: a journal is not written into the storage.
-func closeAsKilled(t *testing.T, st *stateStore) {
+func closeAsKilled(t *testing.T, st *derivationState) {
 	t.Helper()
 	if st.journal != nil {
 		require.NoError(t, st.journal.Storage().Close(context.Background()))

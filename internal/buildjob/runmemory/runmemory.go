@@ -31,8 +31,6 @@
 package runmemory // import "github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 
 import (
-	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -82,14 +80,6 @@ type Run[P any] struct {
 	prev, next *Run[P]
 }
 
-// position orders the runs of one job in time.
-func (r *Run[P]) position() pcommon.Timestamp {
-	if r.Start != 0 {
-		return r.Start
-	}
-	return r.End
-}
-
 // Job holds the runs of one job id, ordered by position.
 type Job[P any] struct {
 	key    Key
@@ -103,51 +93,12 @@ type Job[P any] struct {
 	Stored StoredEntry
 }
 
-// StoredEntry says where and how large a job's persisted entry is; the
-// tracker never reads it.
-type StoredEntry struct {
-	Seq   uint64 // the entry's place in the owner's key order; 0 = not written yet
-	Bytes int    // the entry's size
-}
-
 // Key is the job's key.
 func (jr *Job[P]) Key() Key { return jr.key }
 
 // Runs are the job's runs, ordered by start (or end when the start is
 // unknown); empty once the job is forgotten.
 func (jr *Job[P]) Runs() []*Run[P] { return jr.runs }
-
-// runList is an intrusive doubly linked list of runs.
-type runList[P any] struct {
-	head, tail *Run[P]
-	len        int
-}
-
-func (l *runList[P]) pushBack(r *Run[P]) {
-	r.prev, r.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = r
-	} else {
-		l.head = r
-	}
-	l.tail = r
-	l.len++
-}
-
-func (l *runList[P]) remove(r *Run[P]) {
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else {
-		l.head = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else {
-		l.tail = r.prev
-	}
-	r.prev, r.next = nil, nil
-	l.len--
-}
 
 // Counted is reported to the owner once per run.
 type Counted[P any] struct {
@@ -514,122 +465,4 @@ func (t *Tracker[P]) forget(r *Run[P]) {
 	if len(jr.runs) == 0 {
 		delete(t.jobs, jr.key)
 	}
-}
-
-func (jr *Job[P]) insert(r *Run[P]) {
-	jr.runs = append(jr.runs, r)
-	jr.sort()
-}
-
-// sort restores the order by position (insertion sort: a job has few runs).
-func (jr *Job[P]) sort() {
-	for i := 1; i < len(jr.runs); i++ {
-		for j := i; j > 0 && jr.runs[j].position() < jr.runs[j-1].position(); j-- {
-			jr.runs[j], jr.runs[j-1] = jr.runs[j-1], jr.runs[j]
-		}
-	}
-}
-
-// mostOverlapping returns the run without a span whose time range overlaps
-// [start, end] the most. A run's range is bounded by its neighbours where
-// its own start or end is unknown.
-func (jr *Job[P]) mostOverlapping(start, end pcommon.Timestamp) *Run[P] {
-	var best *Run[P]
-	bestOverlap := int64(-1)
-	s, e := int64(start), int64(end)
-	for i, r := range jr.runs {
-		if r.HasSpan {
-			continue
-		}
-		lo, hi := int64(r.Start), int64(r.End)
-		if r.Start == 0 {
-			lo = math.MinInt64
-			if i > 0 {
-				lo = int64(jr.runs[i-1].position())
-			}
-		}
-		if r.End == 0 {
-			hi = math.MaxInt64
-			if i+1 < len(jr.runs) {
-				hi = int64(jr.runs[i+1].position())
-			}
-		}
-		overlap := min(hi, e) - max(lo, s)
-		if overlap >= 0 && overlap > bestOverlap {
-			best, bestOverlap = r, overlap
-		}
-	}
-	return best
-}
-
-// Track makes the tracker list the jobs that change (Dirty).
-func (t *Tracker[P]) Track() { t.track = true }
-
-// Untrack stops listing changes and forgets the list.
-func (t *Tracker[P]) Untrack() { t.track, t.dirty = false, nil }
-
-// Touch lists jr as changed.
-func (t *Tracker[P]) Touch(jr *Job[P]) {
-	if t.track && !jr.dirty {
-		jr.dirty = true
-		t.dirty = append(t.dirty, jr)
-	}
-}
-
-// Dirty lists the jobs changed since ClearDirty, in the order they first
-// changed; a job without runs was forgotten.
-func (t *Tracker[P]) Dirty() []*Job[P] { return t.dirty }
-
-// ClearDirty empties the list, once the changes are persisted.
-func (t *Tracker[P]) ClearDirty() {
-	for i, jr := range t.dirty {
-		jr.dirty = false
-		t.dirty[i] = nil
-	}
-	t.dirty = t.dirty[:0]
-}
-
-// EvictOldestEnded forgets the oldest counted run and returns its job;
-// false when no counted run is left.
-func (t *Tracker[P]) EvictOldestEnded() (*Job[P], bool) {
-	r := t.ended.head
-	if r == nil {
-		return nil, false
-	}
-	t.ended.remove(r)
-	t.forget(r)
-	return r.job, true
-}
-
-// Restore puts back the runs of jobs read from the owner's persisted
-// state, into an empty tracker: each job's runs in order, and every run on
-// its list in the order of ListedAt, each payload through Config.Own.
-func (t *Tracker[P]) Restore(jobs map[Key][]*Run[P]) map[Key]*Job[P] {
-	out := make(map[Key]*Job[P], len(jobs))
-	var all []*Run[P]
-	for key, runs := range jobs {
-		if len(runs) == 0 {
-			continue
-		}
-		jr := &Job[P]{key: key}
-		jr.runs = append(jr.inline[:0], runs...)
-		for _, r := range runs {
-			r.job = jr
-			r.Payload = t.cfg.Own(r.Payload)
-		}
-		jr.sort()
-		t.jobs[key] = jr
-		out[key] = jr
-		all = append(all, runs...)
-	}
-	slices.SortStableFunc(all, func(a, b *Run[P]) int { return a.ListedAt.Compare(b.ListedAt) })
-	for _, r := range all {
-		if r.State == Ended {
-			t.ended.pushBack(r)
-		} else {
-			t.open.pushBack(r)
-			r.onOpen = true
-		}
-	}
-	return out
 }
