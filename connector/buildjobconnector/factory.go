@@ -15,23 +15,23 @@ import (
 )
 
 // factory is the connector factory; it also tells the buildjob processor
-// which connectors derive api.requests from spans (derive.APIRequestSources),
+// which connectors derive api.requests from spans (APIRequestsFromSpans),
 // so that the two never count the same requests.
 type factory struct {
 	connector.Factory
-	connectors *derive.Connectors
+	connectors *connectors
 }
 
 // APIRequestsFromSpans lists the connectors created by this factory that
 // derive api.requests from SERVER spans.
 func (f *factory) APIRequestsFromSpans() []component.ID {
-	return f.connectors.APIRequestsFromSpans()
+	return f.connectors.apiRequestsFromSpans()
 }
 
 // NewFactory returns the factory of the buildjob connector. The traces and
 // logs instances it creates for one component id share their state.
 func NewFactory() connector.Factory {
-	f := &factory{connectors: derive.NewConnectors()}
+	f := &factory{connectors: newConnectors()}
 	f.Factory = connector.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -41,19 +41,17 @@ func NewFactory() connector.Factory {
 	return f
 }
 
-func (f *factory) get(set connector.Settings, cfg component.Config, next consumer.Metrics) (*derive.Connector, error) {
-	return f.connectors.Get(set, func() (*derive.ConnectorSpec, error) {
-		ccfg := cfg.(*Config)
+func (f *factory) get(set connector.Settings, cfg component.Config, next consumer.Metrics) (*sharedConnector, error) {
+	ccfg := cfg.(*Config)
+	return f.connectors.get(set, ccfg, func() (derive.JobSpec, error) {
 		tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 		if err != nil {
-			return nil, err
+			return derive.JobSpec{}, err
 		}
-		return &derive.ConnectorSpec{
-			Output:     ccfg.OutputConfig,
-			Jobs:       ccfg.JobConfig,
-			State:      ccfg.State,
-			GPUSampler: ccfg.GPUSampler,
-			ScopeName:  metadata.ScopeName,
+		return derive.JobSpec{
+			Output:    ccfg.OutputConfig,
+			Jobs:      ccfg.JobConfig,
+			ScopeName: metadata.ScopeName,
 			Telemetry: derive.Telemetry{
 				FlushesFailed:       tb.BuildjobFlushesFailed,
 				PointsDropped:       tb.BuildjobPointsDropped,
@@ -76,7 +74,7 @@ func (f *factory) createTracesToMetrics(_ context.Context, set connector.Setting
 	if err != nil {
 		return nil, err
 	}
-	return c.Traces(), nil
+	return &tracesConnector{signalConnector{shared: c}}, nil
 }
 
 func (f *factory) createLogsToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Logs, error) {
@@ -84,5 +82,5 @@ func (f *factory) createLogsToMetrics(_ context.Context, set connector.Settings,
 	if err != nil {
 		return nil, err
 	}
-	return c.Logs(), nil
+	return &logsConnector{signalConnector{shared: c}}, nil
 }

@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 
 	"github.com/gpubuild/otelcol-gpubuild/connector/buildjobconnector/internal/metadata"
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
 )
 
 func TestFactoryOffersTracesAndLogsOnly(t *testing.T) {
@@ -30,7 +29,9 @@ func TestFactoryOffersTracesAndLogsOnly(t *testing.T) {
 func TestFactoryListsConnectorsDerivingAPIRequestsFromSpans(t *testing.T) {
 	ctx := context.Background()
 	f := NewFactory()
-	src, ok := f.(derive.APIRequestSources)
+	// The interface the processor asserts (processor/buildjobprocessor's
+	// upstream.go), as the processor sees the factory.
+	src, ok := f.(interface{ APIRequestsFromSpans() []component.ID })
 	require.True(t, ok)
 	create := func(name string, fromSpans bool) {
 		cfg := f.CreateDefaultConfig().(*Config)

@@ -34,13 +34,10 @@ func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg com
 	if err != nil {
 		return nil, err
 	}
-	p := derive.NewHTTPProcessor(set.TelemetrySettings, derive.ProcessorSpec{
-		ID:            set.ID,
-		Output:        pcfg.OutputConfig,
-		Cumulative:    pcfg.Cumulative,
-		State:         pcfg.State,
-		ScopeName:     metadata.ScopeName,
-		ConnectorType: connectorType,
+	p := &buildjobProcessor{id: set.ID, cfg: pcfg, derivation: derive.NewHTTPDerivation(set.TelemetrySettings, set.ID, derive.HTTPSpec{
+		Output:     pcfg.OutputConfig,
+		Cumulative: pcfg.Cumulative,
+		ScopeName:  metadata.ScopeName,
 		Telemetry: derive.Telemetry{
 			FlushesFailed:           tb.BuildjobProcessorFlushesFailed,
 			PointsDropped:           tb.BuildjobProcessorPointsDropped,
@@ -50,8 +47,8 @@ func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg com
 			CumulativePointsRefused: tb.BuildjobProcessorCumulativePointsRefused,
 			Shutdown:                tb.Shutdown,
 		},
-	}, next)
-	return processorhelper.NewMetrics(ctx, set, cfg, next, p.ProcessMetrics,
+	}, next)}
+	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
 		processorhelper.WithStart(p.Start),
 		processorhelper.WithShutdown(p.Shutdown),
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),

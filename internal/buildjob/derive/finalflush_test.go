@@ -33,7 +33,7 @@ func TestProcessorCarriesOverRefusedFlush(t *testing.T) {
 	start := time.Now()
 	next := &scriptedConsumer{}
 	te := newTestEmitter(t, newProcessorDeriver(defaultOutput(), DefaultCumulativeConfig(), start, nil), 10*time.Second, next)
-	p := &HTTPProcessor{emitter: te.emitter}
+	p := &testProcessor{Derivation: &Derivation{emitter: te.emitter, http: true}}
 	sink := newOTLPSink(t)
 	svc := newSDKMeter(t, sink, false)
 	h := svc.serverDuration()

@@ -4,12 +4,10 @@
 package derive
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
@@ -167,19 +165,6 @@ const maxRecentWindows = 4096
 
 func newGPUCost(s gpucost.Sampler, keep time.Duration) *gpuCost {
 	return &gpuCost{sampler: s, recent: map[string][]recentWindow{}, keep: keep}
-}
-
-// lookupGPUSampler finds the gpu_sampler extension among the host's.
-func lookupGPUSampler(host component.Host, id component.ID) (gpucost.Sampler, error) {
-	ext, ok := host.GetExtensions()[id]
-	if !ok {
-		return nil, fmt.Errorf("gpu_sampler: no extension %q is configured and enabled in service::extensions", id)
-	}
-	s, ok := ext.(gpucost.Sampler)
-	if !ok {
-		return nil, fmt.Errorf("gpu_sampler: extension %q is not an nvml_sampler", id)
-	}
-	return s, nil
 }
 
 // setGPUSampler joins the GPU samples of s to the runs counted from now on.

@@ -6,13 +6,6 @@ package derive
 import (
 	"compress/gzip"
 	"context"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/connector"
-	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
@@ -36,7 +31,10 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -426,35 +424,6 @@ func assertCounter(t *testing.T, tel *componenttest.Telemetry, name string, want
 		Name: name,
 		Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: want},
 	}, got, opts...)
-}
-
-// testConnectorFactory is a connector factory over the shared derivation,
-// configured with *jobSettings, as the connector component builds one.
-func testConnectorFactory() connector.Factory {
-	conns := NewConnectors()
-	get := func(set connector.Settings, cfg component.Config, next consumer.Metrics) (*Connector, error) {
-		return conns.Get(set, func() (*ConnectorSpec, error) {
-			c := cfg.(*jobSettings)
-			return &ConnectorSpec{Output: c.OutputConfig, Jobs: c.JobConfig, State: c.State, ScopeName: "buildjob-test", Telemetry: testTelemetry(set.TelemetrySettings)}, nil
-		}, next)
-	}
-	return connector.NewFactory(testType,
-		func() component.Config { return testConfig() },
-		connector.WithTracesToMetrics(func(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
-			c, err := get(set, cfg, next)
-			if err != nil {
-				return nil, err
-			}
-			return c.Traces(), nil
-		}, component.StabilityLevelDevelopment),
-		connector.WithLogsToMetrics(func(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Logs, error) {
-			c, err := get(set, cfg, next)
-			if err != nil {
-				return nil, err
-			}
-			return c.Logs(), nil
-		}, component.StabilityLevelDevelopment),
-	)
 }
 
 // flush emits what was derived, as when the next consumer accepts it.

@@ -33,12 +33,6 @@ type StateConfig struct {
 	_ struct{}
 }
 
-// warnInMemory says, once at start, that a component's derivation state is
-// not persisted, what a restart then does, and the setting that keeps it.
-func warnInMemory(logger *zap.Logger, consequence string) {
-	state.WarnInMemory(logger, "derivation state", "state", consequence)
-}
-
 // DefaultStateConfig is in memory until a storage is named, with 32 MiB of run
 // memory (about 150,000 runs); 10 minutes of margin; no journal until its
 // directory is named.

@@ -55,7 +55,7 @@ func (c countingClient) Walk(ctx context.Context, fn storage.WalkFunc) error {
 type benchState struct{ persisted, fsync, journal bool }
 
 // benchConnector starts a connector on benchConfig, its state as st says.
-func benchConnector(b *testing.B, maxActiveJobs int, st benchState, written *atomic.Int64) (*Connector, func()) {
+func benchConnector(b *testing.B, maxActiveJobs int, st benchState, written *atomic.Int64) (*testConnector, func()) {
 	ctx := context.Background()
 	cfg := benchConfig()
 	if maxActiveJobs > 0 {
@@ -218,7 +218,7 @@ func BenchmarkProcessorHistogramsPersisted(b *testing.B) {
 	set := componenttest.NewNopTelemetrySettings()
 	cfg := DefaultStateConfig()
 	cfg.Storage = &stateStorageID
-	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), State: cfg, ConnectorType: testType, Telemetry: testTelemetry(set)}, consumertest.NewNop())
+	p := newTestProcessor(set, HTTPSpec{Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), Telemetry: testTelemetry(set)}, cfg, consumertest.NewNop())
 	var clock time.Time
 	p.emitter.now = func() time.Time { return clock }
 	clock = t0

@@ -70,7 +70,7 @@ type sidecar struct {
 	t    *testing.T
 	ext  extension.Extension
 	pair connectorPair
-	conn *Connector
+	conn *testConnector
 	tel  *componenttest.Telemetry
 	logs *observer.ObservedLogs
 }

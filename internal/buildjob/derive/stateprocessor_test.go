@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -18,14 +17,14 @@ import (
 )
 
 // startProcessor starts an HTTP processor with its state in dir.
-func startProcessor(t *testing.T, dir, journalDir string, next consumer.Metrics) (*HTTPProcessor, extension.Extension) {
+func startProcessor(t *testing.T, dir, journalDir string, next consumer.Metrics) (*testProcessor, extension.Extension) {
 	t.Helper()
 	ext := startFileStorage(t, dir)
 	set := componenttest.NewNopTelemetrySettings()
 	cfg := DefaultStateConfig()
 	cfg.Storage = &stateStorageID
 	cfg.Journal.Directory = journalDir
-	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), State: cfg, ConnectorType: testType, Telemetry: testTelemetry(set)}, next)
+	p := newTestProcessor(set, HTTPSpec{Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), Telemetry: testTelemetry(set)}, cfg, next)
 	require.NoError(t, p.Start(context.Background(), storageHost{Host: componenttest.NewNopHost(), ext: ext}))
 	return p, ext
 }

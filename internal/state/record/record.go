@@ -32,12 +32,12 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var (
-	// ErrNoHeader: the file does not start with the format's magic (it is
+	// ErrNoHeader is the error of a file that does not start with the format's magic (it is
 	// empty, damaged, or of another format).
 	ErrNoHeader = errors.New("no header of this format")
-	// ErrUnknownVersion: the file was written by a later version.
+	// ErrUnknownVersion is the error of a file written by a later version.
 	ErrUnknownVersion = errors.New("written in an unknown format version")
-	// ErrDamaged: a snapshot's checksum or length does not hold.
+	// ErrDamaged is the error of a snapshot whose checksum or length does not hold.
 	ErrDamaged = errors.New("damaged")
 )
 

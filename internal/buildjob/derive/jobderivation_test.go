@@ -46,12 +46,6 @@ func (p connectorPair) start(t *testing.T) {
 	require.NoError(t, p.logs.Start(context.Background(), componenttest.NewNopHost()))
 }
 
-func TestConnectorLifecycleWithoutStart(t *testing.T) {
-	p := newConnectorPair(t, testConnectorFactory(), component.NewID(testType), testConfig(), new(consumertest.MetricsSink))
-	require.NoError(t, p.logs.Shutdown(context.Background()))
-	require.NoError(t, p.traces.Shutdown(context.Background()))
-}
-
 // The collector creates one instance per signal; a run reported through the
 // traces instance and the logs instance is still counted once, and counts
 // are emitted when the last instance shuts down.
@@ -82,30 +76,6 @@ func TestConnectorInstancesShareRuns(t *testing.T) {
 
 	// The records counted the run; the job span, arriving after, added nothing.
 	assertCounter(t, p.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
-}
-
-func TestConnectorIDsAreIndependent(t *testing.T) {
-	ctx := context.Background()
-	f := testConnectorFactory()
-	nextA, nextB := new(consumertest.MetricsSink), new(consumertest.MetricsSink)
-	a := newConnectorPair(t, f, component.NewIDWithName(testType, "a"), testConfig(), nextA)
-	b := newConnectorPair(t, f, component.NewIDWithName(testType, "b"), testConfig(), nextB)
-	a.start(t)
-	b.start(t)
-
-	svc := newTestService(t, newOTLPSink(t))
-	svc.jobSpan("job-1", time.Now().Add(-time.Minute), time.Now(), codes.Unset)
-	td := svc.traces()
-	require.NoError(t, a.traces.ConsumeTraces(ctx, td))
-	require.NoError(t, b.traces.ConsumeTraces(ctx, td))
-	for _, p := range []connectorPair{a, b} {
-		require.NoError(t, p.traces.Shutdown(ctx))
-		require.NoError(t, p.logs.Shutdown(ctx))
-	}
-	require.Len(t, nextA.AllMetrics(), 1)
-	require.Len(t, nextB.AllMetrics(), 1)
-	assert.Equal(t, int64(1), total(points(nextA.AllMetrics()[0]), metricBuildJobs, nil))
-	assert.Equal(t, int64(1), total(points(nextB.AllMetrics()[0]), metricBuildJobs, nil))
 }
 
 func TestConnectorFlushesEveryInterval(t *testing.T) {

@@ -5,16 +5,14 @@ package derive
 
 import (
 	"context"
-	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
-	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -22,6 +20,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
 // sdkMeter is the service's OTel metrics SDK exporting OTLP/HTTP on demand,
@@ -251,7 +251,7 @@ func TestProcessorPassesMetricsThroughAndFlushesOnShutdown(t *testing.T) {
 	ctx := context.Background()
 	next := new(consumertest.MetricsSink)
 	set := componenttest.NewNopTelemetrySettings()
-	p := NewHTTPProcessor(set, ProcessorSpec{ID: component.NewID(testType), Output: *defaultOutput(), ConnectorType: testType, Telemetry: testTelemetry(set)}, next)
+	p := newTestProcessor(set, HTTPSpec{Output: *defaultOutput(), Telemetry: testTelemetry(set)}, StateConfig{}, next)
 	require.NoError(t, p.Start(ctx, componenttest.NewNopHost()))
 
 	sink := newOTLPSink(t)
