@@ -55,6 +55,7 @@ type cloudWatchExporter struct {
 	dryRun   atomic.Bool
 	file     *os.File
 	resolver *credentialsResolver // output_destination auto only
+	answered *answeredRequests    // nil: no persistent queue, or a dry run
 	host     component.Host
 	// autoDryRunReported: the auto dry run was reported as component status.
 	autoDryRunReported atomic.Bool
@@ -138,10 +139,18 @@ func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) err
 		if awsCfg.Region == "" {
 			return errors.New("region: not set, and no region found in the AWS environment or shared config")
 		}
+		if e.answered, err = e.openAnsweredRequests(ctx, host); err != nil {
+			return err
+		}
 		p := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
 		p.requestTimeout = e.cfg.RequestTimeout
+		p.answered = e.answered
 		e.putter = p
 	case destinationAuto:
+		var err error
+		if e.answered, err = e.openAnsweredRequests(ctx, host); err != nil {
+			return err
+		}
 		e.startAuto(ctx)
 	}
 	return nil
@@ -177,6 +186,7 @@ func (e *cloudWatchExporter) startAuto(ctx context.Context) {
 	}
 	cw := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
 	cw.requestTimeout = e.cfg.RequestTimeout
+	cw.answered = e.answered
 	auto.cloudWatch = cw
 	e.resolver = &credentialsResolver{
 		creds: awsCfg.Credentials, configured: configured, logger: e.logger,
@@ -203,7 +213,7 @@ func (e *cloudWatchExporter) shutdown(ctx context.Context) error {
 	if e.resolver != nil {
 		e.resolver.stop()
 	}
-	err := e.deltas.closeStorage(ctx)
+	err := errors.Join(e.deltas.closeStorage(ctx), e.answered.close(ctx))
 	e.telemetry.Shutdown()
 	if e.file != nil {
 		err = errors.Join(err, e.file.Close())

@@ -158,6 +158,9 @@ type cloudWatchPutter struct {
 	// requestTimeout, when positive, bounds a request instead of the
 	// export's deadline (see detachDeadline).
 	requestTimeout time.Duration
+	// answered, when set, records each answered request and keeps one a
+	// previous process saw answered from being sent again (answered.go).
+	answered *answeredRequests
 }
 
 // detachDeadline returns the context of one request: it ignores ctx's
@@ -240,9 +243,16 @@ func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []d
 	if err != nil {
 		return err
 	}
+	if p.answered.seen(body.hash, len(datums)) {
+		p.bodies.release(body)
+		return nil
+	}
 	ctx = context.WithValue(ctx, preparedBodyKey{}, &body.body)
 	_, err = p.client.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: &namespace}, sendPreparedBody)
 	if err == nil {
+		// Recorded first: from CloudWatch's answer to this write is the
+		// only time in which a kill -9 sends the request again.
+		p.answered.add(ctx, body.hash)
 		// Answered: the body was read to the end. After an error the
 		// transport may still be reading it; those buffers are not reused.
 		p.bodies.release(body)
