@@ -6,7 +6,10 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -75,6 +78,22 @@ func (a *answeredRequests) add(ctx context.Context, hash uint64) {
 		return
 	}
 	a.failing.Store(false)
+}
+
+// answerRecorder is the CloudWatch client's HTTP client: it records a
+// request carrying a prepared body as answered as soon as CloudWatch's 2xx
+// status arrives, before the SDK reads and decodes the answer (measured:
+// most of the time from the answer to PutMetricData's return).
+type answerRecorder struct{ next cloudwatch.HTTPClient }
+
+func (r answerRecorder) Do(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.Do(req)
+	if err == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if b, ok := req.Context().Value(preparedBodyKey{}).(*preparedBody); ok {
+			b.answered.add(req.Context(), b.hash)
+		}
+	}
+	return resp, err
 }
 
 func (a *answeredRequests) close(ctx context.Context) error {

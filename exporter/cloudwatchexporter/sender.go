@@ -209,6 +209,7 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 		o.Retryer = aws.NopRetryer{}
+		o.HTTPClient = answerRecorder{next: o.HTTPClient}
 	})
 	creds, _ := awsCfg.Credentials.(*aws.CredentialsCache)
 	p := newPutter(client)
@@ -247,12 +248,12 @@ func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []d
 		p.bodies.release(body)
 		return nil
 	}
+	// answerRecorder records the request as answered once its status
+	// arrives.
+	body.body.hash, body.body.answered = body.hash, p.answered
 	ctx = context.WithValue(ctx, preparedBodyKey{}, &body.body)
 	_, err = p.client.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: &namespace}, sendPreparedBody)
 	if err == nil {
-		// Recorded first: from CloudWatch's answer to this write is the
-		// only time in which a kill -9 sends the request again.
-		p.answered.add(ctx, body.hash)
 		// Answered: the body was read to the end. After an error the
 		// transport may still be reading it; those buffers are not reused.
 		p.bodies.release(body)
