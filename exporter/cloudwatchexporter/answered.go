@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 
@@ -17,6 +18,10 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/answered"
 )
+
+// answeredPollInterval is how often, after a start, the sending queue's
+// size is read until it is empty (forgetAnsweredOnceQueueEmpty).
+const answeredPollInterval = time.Second
 
 // answeredStorageName names the exporter's storage client of the record
 // of answered requests, beside the persistent queue's.
@@ -55,8 +60,9 @@ func (e *cloudWatchExporter) openAnsweredRequests(ctx context.Context, host comp
 	return &answeredRequests{record: rec, logger: e.logger}, nil
 }
 
-// seen reports whether a request was answered before (by a process killed
-// before its queue recorded the item as sent): it is then not sent again.
+// seen reports whether a request was answered by a previous process
+// (killed before its queue recorded the item as sent): it is then not sent
+// again.
 func (a *answeredRequests) seen(hash uint64, datums int) bool {
 	if a == nil || !a.record.Answered(hash) {
 		return false
@@ -94,6 +100,27 @@ func (r answerRecorder) Do(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// forgetAnsweredOnceQueueEmpty ends the look-ups of the previous process's
+// answers once the sending queue has been empty: what it dispatched again
+// at the start has been sent, and a later request identical to one of
+// those is new data.
+func (m *metricsExporter) forgetAnsweredOnceQueueEmpty() {
+	defer close(m.answeredDone)
+	tick := time.NewTicker(answeredPollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.answeredStop:
+			return
+		case <-tick.C:
+		}
+		if n, ok := m.queue.size(context.Background()); ok && n == 0 {
+			m.exp.answered.record.Forget()
+			return
+		}
+	}
 }
 
 func (a *answeredRequests) close(ctx context.Context) error {

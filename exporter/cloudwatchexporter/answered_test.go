@@ -63,6 +63,15 @@ func TestAnsweredRequestsAreNotSentAgainAfterARestart(t *testing.T) {
 				// Other data is sent as usual.
 				require.NoError(t, second.exp.pushMetrics(context.Background(), deltaBatch(10, ts+1, 1)))
 				assert.Equal(t, 2510, len(server.Datums()))
+				// Once the queue was empty, what was dispatched again is
+				// sent: the same data again is new data.
+				select {
+				case <-second.answeredDone:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the record of the previous process was not forgotten with the queue empty")
+				}
+				require.NoError(t, second.exp.pushMetrics(context.Background(), md))
+				assert.Equal(t, 5010, len(server.Datums()))
 			} else {
 				assert.Equal(t, 5000, len(server.Datums()))
 			}
@@ -97,5 +106,31 @@ func TestFailedRequestsAreNotRecordedAsAnswered(t *testing.T) {
 	require.NoError(t, m.exp.pushMetrics(context.Background(), md))
 	assert.Equal(t, 10, len(server.Datums()))
 	assert.Len(t, d.keys("/"+answeredStorageName+"/"), 1, "one answered request recorded")
+	require.NoError(t, m.Shutdown(context.Background()))
+}
+
+// Requests of one process identical to one it sent (the same data sent
+// twice on purpose) are all sent: only a previous process's answers are
+// looked up.
+func TestIdenticalRequestsOfOneProcessAreAllSent(t *testing.T) {
+	server := startServer(t)
+	storageID := component.MustNewID("file_storage")
+	cfg := testConfig()
+	cfg.Region = "eu-west-1"
+	cfg.Endpoint = server.Endpoint()
+	cfg.QueueConfig.Get().StorageID = &storageID
+	cfg.ShutdownDrainTimeout = 0
+	host := storageHost{Host: componenttest.NewNopHost(), extensions: map[component.ID]component.Component{
+		storageID: &diskStorage{disk: newDisk()},
+	}}
+	exp, err := NewFactory().CreateMetrics(context.Background(), exporterSettings(), cfg)
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(context.Background(), host))
+	m := exp.(*metricsExporter)
+	md := deltaBatch(10, pcommon.NewTimestampFromTime(time.Now().Add(-time.Minute)), 1)
+	for range 3 {
+		require.NoError(t, m.exp.pushMetrics(context.Background(), md))
+	}
+	assert.Equal(t, 30, len(server.Datums()))
 	require.NoError(t, m.Shutdown(context.Background()))
 }

@@ -35,6 +35,8 @@ type metricsExporter struct {
 	// held is what the persistent queue could not write (writefailure.go);
 	// nil without a persistent queue.
 	held *writeBuffer
+	// answeredStop and answeredDone stop forgetAnsweredOnceQueueEmpty.
+	answeredStop, answeredDone chan struct{}
 }
 
 // Start starts exporterhelper, then the writer of held data.
@@ -55,6 +57,10 @@ func (m *metricsExporter) Start(ctx context.Context, host component.Host) error 
 		}
 		m.held.stop, m.held.stopped = make(chan struct{}), make(chan struct{})
 		go m.writeHeldLoop()
+	}
+	if m.exp.answered != nil {
+		m.answeredStop, m.answeredDone = make(chan struct{}), make(chan struct{})
+		go m.forgetAnsweredOnceQueueEmpty()
 	}
 	return nil
 }
@@ -104,6 +110,10 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 // deleted loses its disk with it. The in-memory queue does drain, but with
 // retries off: waiting here gives its requests their retries too.
 func (m *metricsExporter) Shutdown(ctx context.Context) error {
+	if m.answeredStop != nil {
+		close(m.answeredStop)
+		<-m.answeredDone
+	}
 	m.stopWriteBuffer(ctx)
 	m.drainQueue(ctx)
 	return m.Metrics.Shutdown(ctx)

@@ -12,6 +12,12 @@
 // re-dispatched item packs into the same requests, whose hashes are found
 // here and which are then not sent.
 //
+// Only answers a previous process recorded are looked up: a request of
+// this process identical to one it sent before is new data (the same
+// datums sent twice on purpose), never a dispatch again. Once the queue has
+// been empty after the start, nothing dispatched again is left, and Forget
+// ends the look-ups.
+//
 // The record is a ring of the last Size answers in the storage extension
 // (one key per slot, each answer one Set): it needs no pruning and its
 // start costs one read of Size keys. An answer falls out of the ring after
@@ -40,16 +46,16 @@ type Record struct {
 	client storage.Client
 	size   int
 
-	mu    sync.Mutex
-	seq   uint64            // sequence number of the next answer
-	slots []uint64          // hash in each slot (0: empty)
-	index map[uint64]uint32 // hash -> slot
+	mu  sync.Mutex
+	seq uint64 // sequence number of the next answer
+	// previous holds the answers of previous processes, nil once forgotten.
+	previous map[uint64]struct{}
 }
 
 // Open reads the record a previous process left in client (which the
 // Record closes at Close) and returns it with the number of answers it holds.
 func Open(ctx context.Context, client storage.Client, size int) (*Record, int, error) {
-	r := &Record{client: client, size: size, slots: make([]uint64, size), index: make(map[uint64]uint32, size)}
+	r := &Record{client: client, size: size, previous: make(map[uint64]struct{}, size)}
 	ops := make([]*storage.Operation, size)
 	for i := range ops {
 		ops[i] = storage.GetOperation(slotKey(i))
@@ -58,7 +64,7 @@ func Open(ctx context.Context, client storage.Client, size int) (*Record, int, e
 		return nil, 0, err
 	}
 	var last uint64
-	for i, op := range ops {
+	for _, op := range ops {
 		if len(op.Value) != 16 {
 			continue // never written, or not ours: an empty slot
 		}
@@ -66,41 +72,41 @@ func Open(ctx context.Context, client storage.Client, size int) (*Record, int, e
 		if hash == 0 {
 			continue
 		}
-		r.slots[i], r.index[hash] = hash, uint32(i)
+		r.previous[hash] = struct{}{}
 		if seq >= last {
 			last, r.seq = seq, seq+1
 		}
 	}
-	return r, len(r.index), nil
+	return r, len(r.previous), nil
 }
 
-// Answered reports whether a request whose body hashes to hash was answered.
+// Answered reports whether a previous process recorded a request whose
+// body hashes to hash as answered (and Forget was not called since).
 func (r *Record) Answered(hash uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.index[nonZero(hash)]
+	_, ok := r.previous[nonZero(hash)]
 	return ok
 }
 
+// Forget ends the look-ups of previous processes' answers.
+func (r *Record) Forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.previous = nil
+}
+
 // Add records that a request whose body hashes to hash was answered: one
-// storage write. The hash is in the record in memory even when the write
-// fails (this process still knows; only a kill before a later write of the
-// same slot forgets it).
+// storage write, read by the next process.
 func (r *Record) Add(ctx context.Context, hash uint64) error {
-	hash = nonZero(hash)
 	r.mu.Lock()
 	seq := r.seq
 	r.seq++
-	slot := int(seq % uint64(r.size))
-	if old := r.slots[slot]; old != 0 && r.index[old] == uint32(slot) {
-		delete(r.index, old)
-	}
-	r.slots[slot], r.index[hash] = hash, uint32(slot)
 	r.mu.Unlock()
 	var v [16]byte
 	binary.LittleEndian.PutUint64(v[:], seq)
-	binary.LittleEndian.PutUint64(v[8:], hash)
-	return r.client.Set(context.WithoutCancel(ctx), slotKey(slot), v[:])
+	binary.LittleEndian.PutUint64(v[8:], nonZero(hash))
+	return r.client.Set(context.WithoutCancel(ctx), slotKey(int(seq%uint64(r.size))), v[:])
 }
 
 // Close closes the storage client.

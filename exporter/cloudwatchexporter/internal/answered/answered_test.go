@@ -74,25 +74,48 @@ func TestRecordKeepsTheLastSizeAnswersAcrossReopens(t *testing.T) {
 	for h := uint64(1); h <= size+3; h++ {
 		require.NoError(t, r.Add(ctx, h))
 	}
-	for h := uint64(1); h <= 3; h++ {
-		assert.False(t, r.Answered(h), "%d fell out of the ring", h)
-	}
-	for h := uint64(4); h <= size+3; h++ {
-		assert.True(t, r.Answered(h), "%d", h)
-	}
-	assert.False(t, r.Answered(100))
 
-	// The next process goes on where this one stopped: its first answer
-	// replaces the oldest (4), not a newer one.
 	r2, n, err := Open(ctx, disk, size)
 	require.NoError(t, err)
 	assert.Equal(t, size, n)
-	require.NoError(t, r2.Add(ctx, 100))
-	assert.False(t, r2.Answered(4))
-	for h := uint64(5); h <= size+3; h++ {
+	for h := uint64(1); h <= 3; h++ {
+		assert.False(t, r2.Answered(h), "%d fell out of the ring", h)
+	}
+	for h := uint64(4); h <= size+3; h++ {
 		assert.True(t, r2.Answered(h), "%d", h)
 	}
-	assert.True(t, r2.Answered(100))
+	assert.False(t, r2.Answered(100))
+
+	// The next process goes on where this one stopped: its first answer
+	// replaces the oldest (4), not a newer one.
+	require.NoError(t, r2.Add(ctx, 100))
+	r3, _, err := Open(ctx, disk, size)
+	require.NoError(t, err)
+	assert.False(t, r3.Answered(4))
+	for h := uint64(5); h <= size+3; h++ {
+		assert.True(t, r3.Answered(h), "%d", h)
+	}
+	assert.True(t, r3.Answered(100))
+}
+
+// A process's own answers are not looked up: a request identical to one it
+// sent is new data, sent again on purpose. Forget ends the look-ups of the
+// previous process's answers.
+func TestOnlyPreviousAnswersAreLookedUpUntilForgotten(t *testing.T) {
+	ctx := context.Background()
+	disk := newMapClient()
+	r, _, err := Open(ctx, disk, 8)
+	require.NoError(t, err)
+	require.NoError(t, r.Add(ctx, 1))
+	assert.False(t, r.Answered(1), "this process's own answer")
+
+	r2, _, err := Open(ctx, disk, 8)
+	require.NoError(t, err)
+	require.NoError(t, r2.Add(ctx, 2))
+	assert.True(t, r2.Answered(1))
+	assert.False(t, r2.Answered(2))
+	r2.Forget()
+	assert.False(t, r2.Answered(1))
 }
 
 func TestHashZeroIsRecorded(t *testing.T) {
@@ -115,7 +138,10 @@ func TestUnreadableSlotsAreEmpty(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	require.NoError(t, r.Add(ctx, 7))
-	assert.True(t, r.Answered(7))
+	r2, n, err := Open(ctx, disk, 4)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.True(t, r2.Answered(7))
 }
 
 const childEnv = "ANSWERED_TEST_CHILD_DIR"
