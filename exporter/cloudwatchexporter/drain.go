@@ -13,21 +13,6 @@ import (
 // drainPollInterval is how often Shutdown looks at the queue's size.
 const drainPollInterval = 50 * time.Millisecond
 
-// Shutdown sends what is queued, for at most shutdown_drain_timeout, and
-// only then stops exporterhelper. Upstream components are stopped before
-// an exporter is, so nothing new arrives meanwhile.
-//
-// exporterhelper's own Shutdown stops a persistent queue's consumers at
-// once, leaving what is queued on disk for the next start
-// (open-telemetry/opentelemetry-collector#5902); a sidecar whose pod is
-// deleted loses its disk with it. The in-memory queue does drain, but with
-// retries off: waiting here gives its requests their retries too.
-func (m *metricsExporter) Shutdown(ctx context.Context) error {
-	m.stopWriteBuffer(ctx)
-	m.drainQueue(ctx)
-	return m.Metrics.Shutdown(ctx)
-}
-
 // drainQueue returns when the sending queue is empty (every request
 // exported or given up after its retries), when shutdown_drain_timeout has
 // passed or when ctx is done.

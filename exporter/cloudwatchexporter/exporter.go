@@ -6,205 +6,115 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
-	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
-	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
 )
 
-const (
-	// throttleRetryDelay is the least time before a throttled request is retried.
-	throttleRetryDelay = time.Second
-)
-
-// errAutoDryRun is the component status of an auto dry run: nothing reaches CloudWatch.
-var errAutoDryRun = errors.New("dry run: no AWS region or credentials found, printing PutMetricData requests to stdout instead of sending them")
-
-// cloudWatchExporter translates, packs and sends metrics; exporterhelper
-// calls pushMetrics from the sending queue and retries what it hands back.
-type cloudWatchExporter struct {
-	id         component.ID
-	cfg        *Config
-	logger     *zap.Logger
-	telemetry  *metadata.TelemetryBuilder
-	translator *translator
-	deltas     *deltaConverter
-	series     *seriesLimiter // nil: max_series_per_metric 0
-	slots      chan struct{}  // bounds the requests in flight, across concurrent exports
-	pace       *adaptiverate.Limiter
-	now        func() time.Time
-	// throttleDelay is the least wait before a throttled request is retried.
-	throttleDelay time.Duration
-
-	// saveFailing: the last save of the cumulative state failed.
-	saveFailing atomic.Bool
-
-	// set by start
-	putter   putter
-	dryRun   atomic.Bool
-	file     *os.File
-	resolver *credentialsResolver // output_destination auto only
-	host     component.Host
-	// autoDryRunReported: the auto dry run was reported as component status.
-	autoDryRunReported atomic.Bool
-
-	translations sync.Pool
+// metricsExporter is the exporter the collector runs: Start, ConsumeMetrics
+// and Shutdown are here. It is exporterhelper (sending queue, retries,
+// timeout) around cloudWatchExporter's pushMetrics (push.go: translate,
+// pack, send), with what comes before the queue: the cumulative to delta
+// conversion (delta.go), so that what the queue holds, retries and replays
+// after a restart is exact, and the write failure buffer (writefailure.go,
+// writereserve.go); at Shutdown, the drain (drain.go).
+type metricsExporter struct {
+	exporter.Metrics
+	exp   *cloudWatchExporter
+	queue *queueSizeProbe
+	// turn makes conversion, enqueue and undo one step per request. Were
+	// two requests interleaved, an undone conversion could not be taken
+	// back once a later point of the same series had been converted, and
+	// its increment would be lost.
+	turn chan struct{}
+	// held is what the persistent queue could not write (writefailure.go);
+	// nil without a persistent queue.
+	held *writeBuffer
+	// answeredStop and answeredDone stop forgetAnsweredOnceQueueEmpty.
+	answeredStop, answeredDone chan struct{}
 }
 
-// translationBuffers is the per-export scratch space, reused through a pool.
-type translationBuffers struct {
-	translation
-	reqs []packedRequest
-}
-
-func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExporter, error) {
-	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
-	if err != nil {
-		return nil, err
+// Start starts exporterhelper, then the writer of held data.
+func (m *metricsExporter) Start(ctx context.Context, host component.Host) error {
+	if q := m.exp.cfg.QueueConfig.Get(); q != nil && q.StorageID != nil {
+		// The persistent queue's requests are stored compressed.
+		host = queuecompress.NewHost(host, *q.StorageID, m.exp.id, queueClientName, isQueueItemKey)
 	}
-	e := &cloudWatchExporter{
-		id:         set.ID,
-		cfg:        cfg,
-		logger:     set.Logger,
-		telemetry:  tb,
-		translator: newTranslator(cfg),
-		deltas:     newLoggedDeltaConverter(cfg.CumulativeState, set.Logger),
-		series:     newSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
-		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
-		now:        time.Now,
-
-		throttleDelay: throttleRetryDelay,
-	}
-	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
-	e.translations.New = func() any { return new(translationBuffers) }
-	err = tb.RegisterExporterCloudwatchCumulativeSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
-		o.Observe(int64(e.deltas.seriesCount()))
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, o metric.Float64Observer) error {
-		o.Observe(e.pace.Limit())
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = tb.RegisterExporterCloudwatchDryRunCallback(func(_ context.Context, o metric.Int64Observer) error {
-		if e.dryRun.Load() {
-			o.Observe(1)
-		} else {
-			o.Observe(0)
-		}
-		return nil
-	})
-	return e, err
-}
-
-func (e *cloudWatchExporter) start(ctx context.Context, host component.Host) error {
-	e.host = host
-	if err := e.openState(ctx, host); err != nil {
+	if err := m.Metrics.Start(ctx, host); err != nil {
 		return err
 	}
-	switch e.cfg.OutputDestination {
-	case destinationStdout:
-		e.setDryRun(os.Stdout)
-	case destinationFile:
-		f, err := os.OpenFile(e.cfg.OutputPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("output_path: %w", err)
+	if m.held != nil {
+		if r := m.held.reserve; r != nil {
+			if err := r.create(); err != nil {
+				m.exp.logger.Warn("Could not create the write reserve; it is created once there is room",
+					zap.String("file", r.path), zap.Int64("write_reserve_bytes", r.size), zap.Error(err))
+			}
 		}
-		e.file = f
-		e.setDryRun(f)
-	case destinationCloudWatch:
-		awsCfg, err := loadAWSConfig(ctx, e.cfg)
-		if err != nil {
-			return err
-		}
-		if awsCfg.Region == "" {
-			return errors.New("region: not set, and no region found in the AWS environment or shared config")
-		}
-		p := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
-		p.requestTimeout = e.cfg.RequestTimeout
-		e.putter = p
-	case destinationAuto:
-		e.startAuto(ctx)
+		m.held.stop, m.held.stopped = make(chan struct{}), make(chan struct{})
+		go m.writeHeldLoop()
+	}
+	if m.exp.answered != nil {
+		m.answeredStop, m.answeredDone = make(chan struct{}), make(chan struct{})
+		go m.forgetAnsweredOnceQueueEmpty()
 	}
 	return nil
 }
 
-// startAuto decides between CloudWatch and a dry run once it knows: no
-// region (or an unreadable AWS configuration) is a dry run at once; with a
-// region, credentials are looked up in the background (see
-// credentialsResolver) and requests are held in the sending queue meanwhile.
-// A configured credentials source that fails is retried, never a dry run.
-func (e *cloudWatchExporter) startAuto(ctx context.Context) {
-	auto := &autoPutter{dryRun: &dryRunPutter{w: os.Stdout}}
-	e.putter = auto
-	decide := func(s autoState) {
-		if s == autoDryRun {
-			e.dryRun.Store(true)
-			e.logger.Warn("No AWS region or credentials found: this is a dry run, printing to stdout the PutMetricData requests that would be sent to CloudWatch (set output_destination: cloudwatch to require AWS)")
+// ConsumeMetrics converts cumulative points to deltas and queues the
+// request, one request at a time; what the queue refuses has its
+// conversion undone.
+func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	select {
+	case m.turn <- struct{}{}:
+		defer func() { <-m.turn }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var cv conversion
+	m.exp.deltas.convert(ctx, md, m.exp.now(), &cv)
+	m.exp.recordDropped(ctx, &cv.dropped)
+	if cv.evictions > 0 {
+		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
+	}
+	m.exp.recordStorageErrors(ctx, storageRead, cv.readErrors)
+	err := m.enqueue(ctx, md)
+	if err != nil {
+		// The data did not get through: take the conversion back so that the
+		// next cumulative point's delta covers it again.
+		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
+			m.exp.deltas.undoPoints(failed.Data())
+		} else if m.refusedByQueue(err) || refusedForWriteFailure(err) {
+			m.exp.deltas.undo(cv.records)
 		}
-		auto.state.Store(int32(s))
 	}
-	awsCfg, err := loadAWSConfig(ctx, e.cfg)
-	if err != nil || awsCfg.Region == "" || awsCfg.Credentials == nil {
-		if err != nil {
-			e.logger.Warn("The AWS configuration cannot be loaded", zap.Error(err))
-		}
-		decide(autoDryRun)
-		return
-	}
-	configured := credentialSourceConfigured(e.cfg, os.Getenv)
-	if !configured && strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") {
-		decide(autoDryRun) // no source, and the instance metadata service is off
-		return
-	}
-	cw := newCloudWatchPutter(awsCfg, e.cfg.Endpoint)
-	cw.requestTimeout = e.cfg.RequestTimeout
-	auto.cloudWatch = cw
-	e.resolver = &credentialsResolver{
-		creds: awsCfg.Credentials, configured: configured, logger: e.logger,
-		decide: decide, backoff: credentialsBackoff,
-	}
-	e.resolver.resolve(ctx)
-}
-
-// reportAutoDryRun shows an auto dry run in the component status (once).
-func (e *cloudWatchExporter) reportAutoDryRun() {
-	if e.cfg.OutputDestination != destinationAuto || !e.dryRun.Load() || e.host == nil ||
-		e.autoDryRunReported.Swap(true) {
-		return
-	}
-	componentstatus.ReportStatus(e.host, componentstatus.NewRecoverableErrorEvent(errAutoDryRun))
-}
-
-func (e *cloudWatchExporter) setDryRun(w *os.File) {
-	e.putter = &dryRunPutter{w: w}
-	e.dryRun.Store(true)
-}
-
-func (e *cloudWatchExporter) shutdown(ctx context.Context) error {
-	if e.resolver != nil {
-		e.resolver.stop()
-	}
-	err := e.deltas.closeStorage(ctx)
-	e.telemetry.Shutdown()
-	if e.file != nil {
-		err = errors.Join(err, e.file.Close())
+	// Only now, with the data queued (or the conversion undone), is the
+	// state worth saving: what is saved never runs ahead of the queue.
+	if m.exp.deltas.store != nil && (len(cv.records) > 0 || cv.evictions > 0) {
+		m.exp.saveState(ctx, cv.records)
 	}
 	return err
+}
+
+// Shutdown sends what is queued, for at most shutdown_drain_timeout, and
+// only then stops exporterhelper. Upstream components are stopped before
+// an exporter is, so nothing new arrives meanwhile.
+//
+// exporterhelper's own Shutdown stops a persistent queue's consumers at
+// once, leaving what is queued on disk for the next start
+// (open-telemetry/opentelemetry-collector#5902); a sidecar whose pod is
+// deleted loses its disk with it. The in-memory queue does drain, but with
+// retries off: waiting here gives its requests their retries too.
+func (m *metricsExporter) Shutdown(ctx context.Context) error {
+	if m.answeredStop != nil {
+		close(m.answeredStop)
+		<-m.answeredDone
+	}
+	m.stopWriteBuffer(ctx)
+	m.drainQueue(ctx)
+	return m.Metrics.Shutdown(ctx)
 }

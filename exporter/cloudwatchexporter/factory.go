@@ -5,17 +5,14 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
@@ -117,54 +114,6 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 		return nil, err
 	}
 	return m, nil
-}
-
-// metricsExporter turns cumulative data into deltas before it is queued, so
-// that what the queue holds, retries and replays after a restart is exact.
-type metricsExporter struct {
-	exporter.Metrics
-	exp   *cloudWatchExporter
-	queue *queueSizeProbe
-	// turn makes conversion, enqueue and undo one step per request. Were
-	// two requests interleaved, an undone conversion could not be taken
-	// back once a later point of the same series had been converted, and
-	// its increment would be lost.
-	turn chan struct{}
-	// held is what the persistent queue could not write (writefailure.go);
-	// nil without a persistent queue.
-	held *writeBuffer
-}
-
-func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	select {
-	case m.turn <- struct{}{}:
-		defer func() { <-m.turn }()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	var cv conversion
-	m.exp.deltas.convert(ctx, md, m.exp.now(), &cv)
-	m.exp.recordDropped(ctx, &cv.dropped)
-	if cv.evictions > 0 {
-		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
-	}
-	m.exp.recordStorageErrors(ctx, storageRead, cv.readErrors)
-	err := m.enqueue(ctx, md)
-	if err != nil {
-		// The data did not get through: take the conversion back so that the
-		// next cumulative point's delta covers it again.
-		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
-			m.exp.deltas.undoPoints(failed.Data())
-		} else if m.refusedByQueue(err) || refusedForWriteFailure(err) {
-			m.exp.deltas.undo(cv.records)
-		}
-	}
-	// Only now, with the data queued (or the conversion undone), is the
-	// state worth saving: what is saved never runs ahead of the queue.
-	if m.exp.deltas.store != nil && (len(cv.records) > 0 || cv.evictions > 0) {
-		m.exp.saveState(ctx, cv.records)
-	}
-	return err
 }
 
 // defaultQueueConfig: one consumer, so one batch (up to the batch max_size)

@@ -10,6 +10,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // The exporter writes PutMetricData bodies itself, straight from its datums
@@ -26,6 +28,9 @@ import (
 type bodyBuffers struct {
 	sent bytes.Buffer
 	body preparedBody
+	// hash identifies the request by its uncompressed body: the same
+	// datums give the same hash in any process (see internal/answered).
+	hash uint64
 }
 
 // bodyWriter writes and compresses request bodies one at a time, in one
@@ -96,6 +101,7 @@ func (w *bodyWriter) prepare(namespace string, datums []datum) (*bodyBuffers, er
 	defer w.mu.Unlock()
 	w.keepScratch()
 	w.raw = appendPutMetricData(w.raw[:0], namespace, datums)
+	b.hash = xxhash.Sum64(w.raw)
 	if len(w.raw) < minCompressBytes {
 		b.sent.Write(w.raw) // a copy: raw is the next body's
 		b.body = preparedBody{bytes: b.sent.Bytes()}

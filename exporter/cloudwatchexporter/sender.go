@@ -158,6 +158,9 @@ type cloudWatchPutter struct {
 	// requestTimeout, when positive, bounds a request instead of the
 	// export's deadline (see detachDeadline).
 	requestTimeout time.Duration
+	// answered, when set, records each answered request and keeps one a
+	// previous process saw answered from being sent again (answered.go).
+	answered *answeredRequests
 }
 
 // detachDeadline returns the context of one request: it ignores ctx's
@@ -206,6 +209,7 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 		o.Retryer = aws.NopRetryer{}
+		o.HTTPClient = answerRecorder{next: o.HTTPClient}
 	})
 	creds, _ := awsCfg.Credentials.(*aws.CredentialsCache)
 	p := newPutter(client)
@@ -240,6 +244,13 @@ func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []d
 	if err != nil {
 		return err
 	}
+	if p.answered.seen(body.hash, len(datums)) {
+		p.bodies.release(body)
+		return nil
+	}
+	// answerRecorder records the request as answered once its status
+	// arrives.
+	body.body.hash, body.body.answered = body.hash, p.answered
 	ctx = context.WithValue(ctx, preparedBodyKey{}, &body.body)
 	_, err = p.client.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: &namespace}, sendPreparedBody)
 	if err == nil {

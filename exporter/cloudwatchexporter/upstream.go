@@ -215,6 +215,10 @@ const minCompressBytes = 10240
 type preparedBody struct {
 	bytes   []byte
 	gzipped bool
+	// hash identifies the request in the record of answered requests
+	// (answerRecorder); answered is nil without one.
+	hash     uint64
+	answered *answeredRequests
 }
 
 type preparedBodyKey struct{}

@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/writebuffer"
 )
 
@@ -304,28 +303,6 @@ func failedDirectory(err error, storage component.ID) string {
 func (m *metricsExporter) countWriteFailure(ctx context.Context, points int, reason, outcome string) {
 	m.exp.telemetry.ExporterCloudwatchQueueWriteFailures.Add(ctx, int64(points),
 		metric.WithAttributes(attribute.String("reason", reason), attribute.String("outcome", outcome)))
-}
-
-// Start starts exporterhelper, then the writer of held data.
-func (m *metricsExporter) Start(ctx context.Context, host component.Host) error {
-	if q := m.exp.cfg.QueueConfig.Get(); q != nil && q.StorageID != nil {
-		// The persistent queue's requests are stored compressed.
-		host = queuecompress.NewHost(host, *q.StorageID, m.exp.id, queueClientName, isQueueItemKey)
-	}
-	if err := m.Metrics.Start(ctx, host); err != nil {
-		return err
-	}
-	if m.held != nil {
-		if r := m.held.reserve; r != nil {
-			if err := r.create(); err != nil {
-				m.exp.logger.Warn("Could not create the write reserve; it is created once there is room",
-					zap.String("file", r.path), zap.Int64("write_reserve_bytes", r.size), zap.Error(err))
-			}
-		}
-		m.held.stop, m.held.stopped = make(chan struct{}), make(chan struct{})
-		go m.writeHeldLoop()
-	}
-	return nil
 }
 
 // writeHeldLoop writes held data when no request comes to do it.

@@ -132,11 +132,21 @@ func TestEveryStoreExactAcrossRestarts(t *testing.T) {
 				"cloudwatch": want, "otlp": derived, "cloudwatch-otlp": derived, "prometheus": derived, "prometheus-remote-write": derived,
 				"otlp (service's series)": want, "cloudwatch-otlp (service's series)": want,
 			}
+			// The kill comes right after the first workload landed: it may
+			// fall between CloudWatch's answer and the exporter's record of
+			// it, and that request is sent again (docs/guarantees.md). The
+			// cumulative stores take a point sent again as it was; the
+			// PutMetricData deltas count it again, at most once per series
+			// and kill, so at most the series' total before the kill.
+			resendable := map[string]totals{}
+			if kill {
+				resendable["cloudwatch"] = first
+			}
 			var got map[string]totals
 			ok := binarytest.Eventually(2*time.Minute, func() bool {
 				got = read()
 				for k, w := range expect {
-					if !maps.Equal(got[k], w) {
+					if !withinResent(got[k], w, resendable[k]) {
 						return false
 					}
 				}
@@ -144,8 +154,8 @@ func TestEveryStoreExactAcrossRestarts(t *testing.T) {
 			})
 			if !ok {
 				for k, w := range expect {
-					if !maps.Equal(got[k], w) {
-						t.Errorf("%s: got %v, want %v", k, got[k], w)
+					if !withinResent(got[k], w, resendable[k]) {
+						t.Errorf("%s: got %v, want %v (up to %v more sent again after the kill)", k, got[k], w, resendable[k])
 					}
 				}
 			}
@@ -209,20 +219,45 @@ func TestOTLPDeltaExactAcrossAKill(t *testing.T) {
 		"GPUBUILD_OTLP_TEMPORALITY=delta",
 	)
 	c := startCollector(t, p, env)
-	await := func(want totals) {
+	await := func(want, resendable totals) {
 		t.Helper()
 		var got totals
-		if !binarytest.Eventually(2*time.Minute, func() bool { got = g.sink.deltaTotals(resultsOf(want)); return maps.Equal(got, want) }) {
-			t.Fatalf("otlp (delta): got %v, want %v", got, want)
+		if !binarytest.Eventually(2*time.Minute, func() bool {
+			got = g.sink.deltaTotals(resultsOf(want))
+			return withinResent(got, want, resendable)
+		}) {
+			t.Fatalf("otlp (delta): got %v, want %v (up to %v more sent again after the kill)", got, want, resendable)
 		}
 	}
 	want := truthTotals(runSim(t, simConfig(p, "vector-index-build", 81)))
-	await(want)
+	await(want, nil)
+	// The kill right after the deltas landed may fall between the store's
+	// answer and the queue's record of it: that request is sent again, at
+	// most one delta per series, so at most the totals before the kill.
+	first := maps.Clone(want)
 	c.Kill9()
 
 	startCollector(t, p, env)
 	for k, v := range truthTotals(runSim(t, simConfig(p, "vector-index-build", 82))) {
 		want[k] += v
 	}
-	await(want)
+	await(want, first)
+}
+
+// withinResent reports whether got has the keys of want, each at least
+// its value and at most extra's more (extra nil: exactly).
+func withinResent(got, want, extra totals) bool {
+	if extra == nil {
+		return maps.Equal(got, want)
+	}
+	if len(got) != len(want) {
+		return false
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok || g < w || g > w+extra[k] {
+			return false
+		}
+	}
+	return true
 }

@@ -146,10 +146,14 @@ func TestKill9WithPersistentQueue(t *testing.T) {
 	require.NoError(t, e.cw.SetDown(true))
 
 	s := runSim(t, simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-kill9", 41))
-	// Let the connector flush into the queue (two intervals to be sure).
+	// Let the connector flush into the queue (two intervals); the derived
+	// counts not flushed by then are in its state, which the kill keeps.
 	time.Sleep(2*e.cfg.FlushInterval + 500*time.Millisecond)
-	q := requireMetric(t, e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"})
-	require.Positive(t, q, "nothing in the persistent queue before the kill")
+	var q float64
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
+		q = requireMetric(t, e.scrape(), "otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"})
+		return q > 0
+	}), "nothing in the persistent queue before the kill")
 	e.col.Kill9()
 	assert.Empty(t, e.cw.Datums())
 
@@ -273,12 +277,18 @@ func outageQueueFull(t *testing.T, block bool) {
 		s, err := buildsim.Run(context.Background(), cfg)
 		done <- result{s, err}
 	}()
+	// The queue fills (as fast as the machine lets the service send), and
+	// never past its size.
 	var maxQueued float64
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
+	queued := func() bool {
 		if q, ok := e.scrape().Sum("otelcol_exporter_queue_size", map[string]string{"exporter": "cloudwatch"}); ok {
 			maxQueued = max(maxQueued, q)
 		}
+		return maxQueued >= queueSize
+	}
+	assert.True(t, binarytest.Eventually(60*time.Second, queued), "the queue never filled: at most %v of %d", maxQueued, queueSize)
+	for range 10 {
+		queued()
 		time.Sleep(100 * time.Millisecond)
 	}
 	assert.Equal(t, float64(queueSize), maxQueued, "the queue filled up to its size and no further")

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -55,23 +56,26 @@ func burstTraces(t *testing.T, size int) []byte {
 	return b
 }
 
-// Scenario 8: a burst far above capacity trips memory_limiter, which
-// refuses with a retryable status (HTTP 503 / gRPC UNAVAILABLE, so OTLP
-// clients retry); RSS stays under the configured limit; and the collector
-// recovers: buildsim's traffic after the burst arrives exactly. The RSS
-// bound is the sidecar's memory budget that memory_limiter is configured
-// from (see the constants below).
+// Scenario 8: a burst far above capacity, with a build service sending
+// through it. What is guaranteed, whatever the machine's load: memory stays
+// bounded (peak RSS under the sidecar's budget, memory_limiter's limit
+// plus the margin stated below); every refusal is one an OTLP client
+// retries (HTTP 503/429, gRPC UNAVAILABLE), never a dropped connection;
+// and nothing acknowledged is lost: the service's data sent during the
+// burst (its client retrying what was refused) and after it lands exactly.
+// Whether memory_limiter refuses at all depends on how fast the burst
+// arrives (a busy machine slows it down): the refusals are reported, not
+// required.
 func TestOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the overload burst (about 15 s of both cores); run without -short, as `make test` does")
 	}
 	// The sidecar's memory budget (its container limit) is 256 MiB and
-	// memory_limiter's limit 200 MiB (the default config's). limit_mib bounds
-	// the Go heap, not RSS: the binary and runtime (about 50 MiB) and the
-	// requests being decoded before memory_limiter sees them come on top.
-	// The spike allowance is sized for that: 8 concurrent 4.5 MiB requests
-	// decode to about 100 MiB, so refusals start at 50 MiB of heap (low
-	// enough that a burst slowed down by a busy machine still reaches it).
+	// memory_limiter's limit 200 MiB (the default config's): the 56 MiB
+	// margin is for what limit_mib does not bound, the binary and runtime
+	// (about 50 MiB) and requests being decoded before memory_limiter sees
+	// them. The spike allowance is sized for that: 8 concurrent 4.5 MiB
+	// requests decode to about 100 MiB, so refusals start at 50 MiB of heap.
 	const budgetMiB, limitMiB, spikeMiB = 256, 200, 150
 	e := newEnv(t, func(c *sidecarConfig) {
 		c.MemoryLimitMiB, c.MemorySpikeMiB = limitMiB, spikeMiB
@@ -80,6 +84,19 @@ func TestOverload(t *testing.T) {
 	payload := burstTraces(t, 4<<20)
 
 	sampleMem := binarytest.SampleMem(e.col.Pid(), 10*time.Millisecond)
+
+	// The service sends during the burst; its client retries refusals.
+	type simResult struct {
+		s   *buildsim.Summary
+		err error
+	}
+	during := make(chan simResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		s, err := buildsim.Run(ctx, simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-during-burst", 100), buildsim.WithLogf(t.Logf))
+		during <- simResult{s, err}
+	}()
 
 	var mu sync.Mutex
 	statuses := map[int]int{}
@@ -108,28 +125,35 @@ func TestOverload(t *testing.T) {
 	wg.Wait()
 	peakRSS := sampleMem().RSS
 	_, hwm := e.col.rssKiB()
+	r := <-during
+	require.NoError(t, r.err, "the service sending during the burst")
 
 	samples := e.scrape()
 	refused, _ := samples.Sum("otelcol_processor_memory_limiter_refused_spans", nil)
 	t.Logf("burst of %d x %d KiB requests: statuses %v; memory_limiter refused %v spans; peak RSS sampled %d KiB, VmHWM %d KiB (limit_mib %d, budget %d MiB)",
 		senders, len(payload)>>10, statuses, refused, peakRSS, hwm, limitMiB, budgetMiB)
-	assert.Positive(t, statuses[http.StatusServiceUnavailable]+statuses[http.StatusTooManyRequests], "no retryable refusal: statuses %v", statuses)
 	assert.Zero(t, statuses[-1], "connection errors: the collector must refuse, not fall over")
 	for code, n := range statuses {
-		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable, http.StatusTooManyRequests}, code, "%d responses with status %d", n, code)
+		assert.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable, http.StatusTooManyRequests}, code, "%d responses with status %d: not a refusal OTLP clients retry", n, code)
 	}
-	assert.Positive(t, refused, "memory_limiter's own telemetry shows no refusal; it has: %s", samples.Names())
 	assert.Less(t, hwm, int64(budgetMiB)<<10, "peak RSS %d KiB over the %d MiB budget", hwm, budgetMiB)
+	// The service's client retried every refusal (a refusal it does not
+	// retry fails it for good) until all of it was acknowledged.
+	requireAllAcknowledged(t, r.s)
 
 	// Recovery: healthy again, and traffic after the burst arrives exactly.
 	recoverStart := time.Now()
 	require.True(t, binarytest.Eventually(20*time.Second, e.col.healthy), "not healthy after the burst")
 	t.Logf("healthy %v after the burst", time.Since(recoverStart))
 	s := runSim(t, simConfig(e.cfg.ports, buildsim.ProtocolGRPC, "build-after-burst", 101))
+	e.waitJobs(60*time.Second, serviceDims(r.s), totalJobs(r.s.Generated))
 	e.waitJobs(30*time.Second, serviceDims(s), totalJobs(s.Generated))
 	time.Sleep(2 * e.cfg.FlushInterval)
 	e.col.stop(30 * time.Second)
 	datums := e.cw.Datums()
-	checkDerived(t, datums, s.Generated, serviceDims(s), e.cfg.APIFromSpans)
-	checkSDKMetrics(t, datums, s.SDKMetrics, serviceDims(s))
+	// Nothing acknowledged lost, during the burst or after it.
+	for _, sum := range []*buildsim.Summary{r.s, s} {
+		checkDerived(t, datums, sum.Generated, serviceDims(sum), e.cfg.APIFromSpans)
+		checkSDKMetrics(t, datums, sum.SDKMetrics, serviceDims(sum))
+	}
 }

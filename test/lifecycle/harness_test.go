@@ -246,7 +246,27 @@ func total[V int | float64](m map[string]V) V {
 func mismatches(l landed, tr *tally) []string {
 	out := diff("build.jobs", l.Jobs, tr.Jobs)
 	out = append(out, diff("api.requests", l.Requests, tr.apiRequests())...)
-	out = append(out, diff("http.server.request.duration count", l.Histogram, tr.Requests)...)
+	return append(out, diffWithin("http.server.request.duration count", l.Histogram, tr.Requests, tr.Resendable)...)
+}
+
+// diffWithin lists the keys where got is below want or above want plus extra.
+func diffWithin(what string, got map[string]float64, want, extra map[string]int) []string {
+	if len(extra) == 0 {
+		return diff(what, got, want)
+	}
+	var out []string
+	keys := map[string]bool{}
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if g, w := got[k], float64(want[k]); g < w || g > w+float64(extra[k]) {
+			out = append(out, fmt.Sprintf("%s{%s}: landed %v, truth %d (up to %d more sent again after a kill)", what, k, g, want[k], extra[k]))
+		}
+	}
 	return out
 }
 

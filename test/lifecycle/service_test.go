@@ -162,10 +162,27 @@ type tally struct {
 	// design (the upgrade from a release without derivation state); the
 	// histograms must still land exactly Requests.
 	Recounted map[string]int
+	// Resendable is how much more than Requests the pass-through histogram
+	// counts may land: what a kill -9 may send twice (see resendableSoFar).
+	Resendable map[string]int
 }
 
 func newTally() *tally {
-	return &tally{Jobs: map[string]int{}, Requests: map[string]int{}, Recounted: map[string]int{}}
+	return &tally{Jobs: map[string]int{}, Requests: map[string]int{}, Recounted: map[string]int{}, Resendable: map[string]int{}}
+}
+
+// resendableSoFar is called before a kill -9: the exporter may send again
+// what CloudWatch answered in the instant before the kill, before its
+// record of the answer (docs/guarantees.md). The queue has one consumer
+// and each OTLP request is one item, so that is at most one datum per
+// series, the delta since the series' previous export: no more than the
+// requests made so far.
+func (tr *tally) resendableSoFar() {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for k, v := range tr.Requests {
+		tr.Resendable[k] += v
+	}
 }
 
 // recountSoFar marks every request made so far as counted twice in
