@@ -64,12 +64,17 @@ test: check-generated lint build jsservice-deps deps promtool-check image build-
 unit-test: build jsservice-deps image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
-## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
+## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations, the load balancer of test/fleet (pinned)
 PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
+HAPROXY_DEB    := 2.6.12-1+deb12u4
 deps:
 	@if ! command -v prometheus >/dev/null 2>&1; then \
 		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo="sudo"; \
 		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends prometheus=$(PROMETHEUS_DEB); \
+	fi
+	@if ! command -v haproxy >/dev/null 2>&1; then \
+		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo="sudo"; \
+		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends haproxy=$(HAPROXY_DEB); \
 	fi
 
 ## promtool-check: deploy/prometheus: the example config and the rules (promtool check) and the rules' unit tests (promtool test rules)
