@@ -100,9 +100,9 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
-## fleet-production: the gateway tier at the shipped timings (60 s interval, 10 s flushes and GPU scrapes), 10 sidecars, kill -9 of a sidecar and a gateway, a worker 3 h ahead (about 5 minutes; not in make test)
+## fleet-production: the gateway tier at the shipped timings (60 s interval, 10 s flushes and GPU scrapes), 10 sidecars, kill -9 of a sidecar and a gateway, a worker 3 h ahead; then three gateways behind HAProxy (about 12 minutes; not in make test)
 fleet-production: build
-	$(GO) test -tags production -count=1 -timeout 20m -run TestFleetAtProductionTiming -v ./test/fleet/
+	$(GO) test -tags production -count=1 -timeout 20m -run 'TestFleetAtProductionTiming|TestFleetBehindLoadBalancerAtProductionTiming' -v ./test/fleet/
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 45 minutes)
 bench-peers: build tools

@@ -17,11 +17,21 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/test/internal/binarytest"
 )
 
-// balancedGatewayEnv: short interval, connections closed every 3 s (each
-// sidecar's connection moves between gateways many times), a short drain.
-func balancedGatewayEnv(cw *cloudwatchtest.Server) []string {
-	return append(gatewayEnv(cw, 2*time.Second),
-		"GPUBUILD_GATEWAY_MAX_CONNECTION_AGE=3s", "GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT=2s")
+// balancedTimings are a balanced fleet's timings: the gateways' interval
+// and extra variables, the sidecars' variables.
+type balancedTimings struct {
+	interval            time.Duration
+	gatewayEnv, sideEnv []string
+	jobs                int // each worker's builds while gateways are killed, at 1 a second
+}
+
+// shortTimings: a 2 s interval, connections closed every 3 s (each
+// sidecar's connection moves between gateways many times), a short drain,
+// 1 s sidecar flushes.
+var shortTimings = balancedTimings{
+	interval:   2 * time.Second,
+	gatewayEnv: []string{"GPUBUILD_GATEWAY_MAX_CONNECTION_AGE=3s", "GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT=2s"},
+	jobs:       30,
 }
 
 // TestFleetBehindLoadBalancer: sidecars on the default config send through
@@ -33,7 +43,9 @@ func balancedGatewayEnv(cw *cloudwatchtest.Server) []string {
 // started by a new process on other ports); then, CloudWatch down, a
 // scale-down (SIGTERM) of a gateway that holds a backlog, whose directory
 // comes back with the next scale-up. Every series lands exactly once.
-func TestFleetBehindLoadBalancer(t *testing.T) {
+func TestFleetBehindLoadBalancer(t *testing.T) { balancedFleet(t, shortTimings) }
+
+func balancedFleet(t *testing.T, timings balancedTimings) {
 	const workers = 6
 	cw, err := cloudwatchtest.Start("127.0.0.1:0")
 	require.NoError(t, err)
@@ -42,14 +54,14 @@ func TestFleetBehindLoadBalancer(t *testing.T) {
 	slots := newSlots(t, 4) // three gateways and the replaced one's new place
 	gateways := make([]*node, 3)
 	for i := range gateways {
-		gateways[i] = newNode(t, "otelcol-gateway.yaml", balancedGatewayEnv(cw)...)
+		gateways[i] = newNode(t, "otelcol-gateway.yaml", append(gatewayEnv(cw, timings.interval), timings.gatewayEnv...)...)
 		gateways[i].onSlot(slots[i])
 		gateways[i].start()
 	}
 	lb := startHAProxy(t, slots)
 	sidecarNodes := make([]*node, workers)
 	for i := range sidecarNodes {
-		sidecarNodes[i] = newNode(t, sidecarConfig, sidecarEnvAt(lb.endpoint())...)
+		sidecarNodes[i] = newNode(t, sidecarConfig, append(sidecarEnvAt(lb.endpoint()), timings.sideEnv...)...)
 		sidecarNodes[i].start()
 	}
 
@@ -68,7 +80,7 @@ func TestFleetBehindLoadBalancer(t *testing.T) {
 				cfg := workload(n, i)
 				cfg.Seed = int64(7000 + 100*phase + i)
 				cfg.Jobs, cfg.Rate = jobs, 1
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+2*time.Duration(jobs)*time.Second)
 				defer cancel()
 				summaries[i], errs[i] = buildsim.Run(ctx, cfg)
 			}()
@@ -85,13 +97,13 @@ func TestFleetBehindLoadBalancer(t *testing.T) {
 		}
 	}
 
-	wait := run(0, 30)
+	wait := run(0, timings.jobs)
 	// A gateway killed during the hand-over: right after its flush count
 	// moved (the interval is on its way into the exporter's queue).
 	g := gateways[0]
-	require.True(t, binarytest.Eventually(60*time.Second, func() bool { return g.flushes() >= 2 }), "gateway 0 flushes")
+	require.True(t, binarytest.Eventually(60*time.Second+2*timings.interval, func() bool { return g.flushes() >= 2 }), "gateway 0 flushes")
 	before := g.flushes()
-	require.True(t, binarytest.Eventually(30*time.Second, func() bool { return g.flushes() > before }), "gateway 0 hands an interval over")
+	require.True(t, binarytest.Eventually(30*time.Second+timings.interval, func() bool { return g.flushes() > before }), "gateway 0 hands an interval over")
 	counted(g)
 	g.Kill9()
 	g.start()
@@ -121,7 +133,7 @@ func TestFleetBehindLoadBalancer(t *testing.T) {
 	require.NoError(t, cw.SetDown(true))
 	wait = run(1, 10)
 	g = gateways[2]
-	require.True(t, binarytest.Eventually(60*time.Second, func() bool {
+	require.True(t, binarytest.Eventually(60*time.Second+timings.interval, func() bool {
 		return g.telemetryValue("otelcol_exporter_queue_size") > 0
 	}), "gateway 2 holds a backlog")
 	counted(g)
@@ -135,7 +147,7 @@ func TestFleetBehindLoadBalancer(t *testing.T) {
 	t.Log("gateway 2 scaled down with a backlog while CloudWatch was down, and up again on its directory")
 
 	var last []string
-	ok := binarytest.Eventually(120*time.Second, func() bool {
+	ok := binarytest.Eventually(120*time.Second+2*timings.interval, func() bool {
 		last = tr.mismatches(cw.Datums())
 		return len(last) == 0
 	})
