@@ -18,7 +18,7 @@ import (
 )
 
 // balancedTimings are a balanced fleet's timings: the gateways' interval
-// and extra variables, the sidecars' variables.
+// and extra variables, the sidecars' extra variables (later ones win).
 type balancedTimings struct {
 	interval            time.Duration
 	gatewayEnv, sideEnv []string

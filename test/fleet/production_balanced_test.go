@@ -15,5 +15,5 @@ import (
 // connections closed after the shipped 2 minutes, the shipped drain, the
 // sidecars' shipped 10 s flushes, 4 minutes of builds.
 func TestFleetBehindLoadBalancerAtProductionTiming(t *testing.T) {
-	balancedFleet(t, balancedTimings{interval: time.Minute, jobs: 240})
+	balancedFleet(t, balancedTimings{interval: time.Minute, jobs: 240, sideEnv: []string{"GPUBUILD_FLUSH_INTERVAL=10s"}})
 }
