@@ -6,6 +6,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,16 @@ func TestLastHopKillDuringPutMetricData(t *testing.T) {
 	cw.SetFaults(cloudwatchtest.Faults{AnswerDelay: answerDelay})
 	gw := newNode(t, "otelcol-gateway.yaml", gatewayEnv(cw, time.Second)...)
 	gw.start()
+	// The kill comes while CloudWatch holds the first call: its datums are
+	// stored and its answer not sent.
+	killed := make(chan struct{})
+	var once sync.Once
+	cw.OnAccept(func([]cloudwatchtest.Datum) {
+		once.Do(func() {
+			gw.Kill9()
+			close(killed)
+		})
+	})
 
 	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gw.grpc), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -63,8 +74,11 @@ func TestLastHopKillDuringPutMetricData(t *testing.T) {
 	}
 
 	// The call is open: its datums are stored, its answer is on the way.
-	require.True(t, binarytest.Eventually(30*time.Second, func() bool { return len(cw.Datums()) > 0 }), "the interval is sent")
-	gw.Kill9()
+	select {
+	case <-killed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the interval is not sent")
+	}
 	atKill, inFlight := runs(), len(cw.Datums())
 	require.NotEmpty(t, atKill)
 
@@ -84,5 +98,5 @@ func TestLastHopKillDuringPutMetricData(t *testing.T) {
 	_, err = gw.Stop(30 * time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, final, runs(), "the batch in flight landed twice, once more and no more")
-	t.Logf("a kill during a PutMetricData call held open %v: the call's %d datums landed again after the restart", answerDelay, inFlight)
+	t.Logf("a kill while CloudWatch held a PutMetricData call open: the call's %d datums landed again after the restart", inFlight)
 }
