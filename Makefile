@@ -65,12 +65,17 @@ test: check-generated lint build jsservice-deps schemas-deps deps promtool-check
 unit-test: build jsservice-deps schemas-deps image jsservice-image build-arm64
 	$(GO) test -count=1 -timeout $(GO_TEST_TIMEOUT) ./...
 
-## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations (pinned)
+## deps: Debian packages the tests start themselves: the Prometheus server of test/destinations, the load balancer of test/fleet (pinned)
 PROMETHEUS_DEB := 2.42.0+ds-5+deb12u1
+HAPROXY_DEB    := 2.6.12-1+deb12u4
 deps:
 	@if ! command -v prometheus >/dev/null 2>&1; then \
 		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo="sudo"; \
 		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends prometheus=$(PROMETHEUS_DEB); \
+	fi
+	@if ! command -v haproxy >/dev/null 2>&1; then \
+		sudo=""; [ "$$(id -u)" -ne 0 ] && sudo="sudo"; \
+		$$sudo apt-get update && $$sudo apt-get install -y --no-install-recommends haproxy=$(HAPROXY_DEB); \
 	fi
 
 ## promtool-check: deploy/prometheus: the example config and the rules (promtool check) and the rules' unit tests (promtool test rules)
@@ -102,9 +107,9 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./test/fleet/
 	@if [ -d test/load ]; then $(GO) run ./test/load; fi
 
-## fleet-production: the gateway tier at the shipped timings (60 s interval, 10 s flushes and GPU scrapes), 10 sidecars, kill -9 of a sidecar and a gateway, a worker 3 h ahead (about 5 minutes; not in make test)
+## fleet-production: the gateway tier at the shipped timings (60 s interval, 10 s flushes and GPU scrapes), 10 sidecars, kill -9 of a sidecar and a gateway, a worker 3 h ahead; then three gateways behind HAProxy (about 12 minutes; not in make test)
 fleet-production: build
-	$(GO) test -tags production -count=1 -timeout 20m -run TestFleetAtProductionTiming -v ./test/fleet/
+	$(GO) test -tags production -count=1 -timeout 20m -run 'TestFleetAtProductionTiming|TestFleetBehindLoadBalancerAtProductionTiming' -v ./test/fleet/
 
 ## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 45 minutes)
 bench-peers: build tools

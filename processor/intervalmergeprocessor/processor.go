@@ -124,6 +124,9 @@ func newMergeProcessor(set processor.Settings, cfg *Config, next consumer.Metric
 	}); err != nil {
 		return nil, err
 	}
+	if err := p.registerStateGauges(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -299,8 +302,8 @@ func (p *mergeProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics)
 		return nil
 	}
 	if err := p.overLimit(); err != nil {
+		p.countRefusal(ctx)
 		p.mu.Unlock()
-		p.tel.IntervalmergeRequestsRefused.Add(ctx, 1)
 		return err
 	}
 	if p.journal != nil {

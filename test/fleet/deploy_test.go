@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,15 +42,19 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 			break
 		}
 		require.NoError(t, err)
-		kinds[doc["kind"].(string)] = doc
+		kind := doc["kind"].(string)
+		if kind == "Service" && dig(doc, "spec", "clusterIP") == "None" {
+			kind = "headless Service" // the StatefulSet's pods' names
+		}
+		kinds[kind] = doc
 	}
-	require.Subset(t, keys(kinds), []string{"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"})
+	require.Subset(t, keys(kinds), []string{"StatefulSet", "Service", "headless Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"})
 
 	// The config path in the image.
 	dockerfile := readRepoFile(t, "Dockerfile")
 	assert.Contains(t, dockerfile, "/src/otelcol-gateway.yaml /etc/otelcol-gpubuild/gateway.yaml")
 
-	pod := dig(kinds["Deployment"], "spec", "template", "spec").(map[string]any)
+	pod := dig(kinds["StatefulSet"], "spec", "template", "spec").(map[string]any)
 	assert.Equal(t, true, dig(pod, "securityContext", "runAsNonRoot"))
 	c := pod["containers"].([]any)[0].(map[string]any)
 	assert.Equal(t, []any{"--config", "/etc/otelcol-gpubuild/gateway.yaml"}, c["args"])
@@ -76,6 +81,7 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 	assert.Contains(t, readRepoFile(t, "deploy/gateway-kubernetes.yaml"), "GPUBUILD_DESTINATIONS=gateway", "the sidecars run the default configuration")
 	assert.Contains(t, readRepoFile(t, "deploy/gateway-kubernetes.yaml"), "GPUBUILD_GATEWAY_ENDPOINT="+host+":4317")
 	assert.Equal(t, "otelcol-gateway", dig(kinds["HorizontalPodAutoscaler"], "spec", "scaleTargetRef", "name"))
+	assert.Equal(t, "StatefulSet", dig(kinds["HorizontalPodAutoscaler"], "spec", "scaleTargetRef", "kind"))
 	assert.Equal(t, 1, dig(kinds["PodDisruptionBudget"], "spec", "minAvailable"))
 }
 
@@ -104,4 +110,50 @@ func envNames(config string) []string {
 		out = append(out, m[1])
 	}
 	return out
+}
+
+// TestGatewayManifestKeepsWhatWasAcknowledged: each gateway's queue
+// directory is a claim of its own that a scale-down or a deleted
+// StatefulSet keeps, written with fsync (the claim outlives the node), and
+// the grace period covers the preStop wait and the drain.
+func TestGatewayManifestKeepsWhatWasAcknowledged(t *testing.T) {
+	var sts map[string]any
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(readRepoFile(t, "deploy/gateway-kubernetes.yaml"))))
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if doc["kind"] == "StatefulSet" {
+			sts = doc
+		}
+	}
+	require.NotNil(t, sts)
+	assert.Equal(t, map[string]any{"whenDeleted": "Retain", "whenScaled": "Retain"}, dig(sts, "spec", "persistentVolumeClaimRetentionPolicy"))
+	claims := dig(sts, "spec", "volumeClaimTemplates").([]any)
+	require.Len(t, claims, 1)
+	pod := dig(sts, "spec", "template", "spec").(map[string]any)
+	c := pod["containers"].([]any)[0].(map[string]any)
+	env := map[string]string{}
+	for _, e := range c["env"].([]any) {
+		env[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"].(string)
+	}
+	var mounted bool
+	for _, m := range c["volumeMounts"].([]any) {
+		m := m.(map[string]any)
+		mounted = mounted || (m["name"] == dig(claims[0], "metadata", "name") && m["mountPath"] == env["GPUBUILD_QUEUE_DIR"])
+	}
+	assert.True(t, mounted, "the claim is the queue directory")
+	assert.Nil(t, pod["volumes"], "no emptyDir")
+	assert.Equal(t, "true", env["GPUBUILD_GATEWAY_FSYNC"])
+
+	drain, err := time.ParseDuration(env["GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT"])
+	require.NoError(t, err)
+	preStop := time.Duration(dig(c, "lifecycle", "preStop", "sleep", "seconds").(int)) * time.Second
+	grace := time.Duration(pod["terminationGracePeriodSeconds"].(int)) * time.Second
+	// Room for the receiver's stop, the hand-over and a call in flight
+	// (the exporter's request_timeout, 18 s).
+	assert.GreaterOrEqual(t, grace, preStop+drain+30*time.Second)
 }

@@ -25,21 +25,25 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                             metric.Meter
-	mu                                sync.Mutex
-	registrations                     []metric.Registration
-	IntervalmergeConflicts            metric.Int64Counter
-	IntervalmergeFlushes              metric.Int64Counter
-	IntervalmergeIntervalsPending     metric.Int64ObservableUpDownCounter
-	IntervalmergeJournalWriteFailures metric.Int64Counter
-	IntervalmergePointsHeld           metric.Int64ObservableUpDownCounter
-	IntervalmergePointsIn             metric.Int64Counter
-	IntervalmergePointsMerged         metric.Int64Counter
-	IntervalmergePointsOutOfRange     metric.Int64Counter
-	IntervalmergeRequestsDuplicate    metric.Int64Counter
-	IntervalmergeRequestsHeld         metric.Int64ObservableUpDownCounter
-	IntervalmergeRequestsRefused      metric.Int64Counter
-	IntervalmergeRequestsUnidentified metric.Int64Counter
+	meter                                   metric.Meter
+	mu                                      sync.Mutex
+	registrations                           []metric.Registration
+	IntervalmergeConflicts                  metric.Int64Counter
+	IntervalmergeFlushes                    metric.Int64Counter
+	IntervalmergeIdentitiesKept             metric.Int64ObservableUpDownCounter
+	IntervalmergeIntervalsPending           metric.Int64ObservableUpDownCounter
+	IntervalmergeJournalBytes               metric.Int64ObservableUpDownCounter
+	IntervalmergeJournalWriteFailures       metric.Int64Counter
+	IntervalmergeOldestPendingAge           metric.Float64ObservableGauge
+	IntervalmergePointsHeld                 metric.Int64ObservableUpDownCounter
+	IntervalmergePointsIn                   metric.Int64Counter
+	IntervalmergePointsMerged               metric.Int64Counter
+	IntervalmergePointsOutOfRange           metric.Int64Counter
+	IntervalmergeRequestsDuplicate          metric.Int64Counter
+	IntervalmergeRequestsHeld               metric.Int64ObservableUpDownCounter
+	IntervalmergeRequestsRefused            metric.Int64Counter
+	IntervalmergeRequestsRefusedJournalFull metric.Int64Counter
+	IntervalmergeRequestsUnidentified       metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -53,12 +57,57 @@ func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
 }
 
+// RegisterIntervalmergeIdentitiesKeptCallback sets callback for observable IntervalmergeIdentitiesKept metric.
+func (builder *TelemetryBuilder) RegisterIntervalmergeIdentitiesKeptCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.IntervalmergeIdentitiesKept, obs: o})
+		return nil
+	}, builder.IntervalmergeIdentitiesKept)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterIntervalmergeIntervalsPendingCallback sets callback for observable IntervalmergeIntervalsPending metric.
 func (builder *TelemetryBuilder) RegisterIntervalmergeIntervalsPendingCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		cb(ctx, &observerInt64{inst: builder.IntervalmergeIntervalsPending, obs: o})
 		return nil
 	}, builder.IntervalmergeIntervalsPending)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterIntervalmergeJournalBytesCallback sets callback for observable IntervalmergeJournalBytes metric.
+func (builder *TelemetryBuilder) RegisterIntervalmergeJournalBytesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.IntervalmergeJournalBytes, obs: o})
+		return nil
+	}, builder.IntervalmergeJournalBytes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterIntervalmergeOldestPendingAgeCallback sets callback for observable IntervalmergeOldestPendingAge metric.
+func (builder *TelemetryBuilder) RegisterIntervalmergeOldestPendingAgeCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.IntervalmergeOldestPendingAge, obs: o})
+		return nil
+	}, builder.IntervalmergeOldestPendingAge)
 	if err != nil {
 		return err
 	}
@@ -108,6 +157,16 @@ func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
 	oi.obs.ObserveInt64(oi.inst, value, opts...)
 }
 
+type observerFloat64 struct {
+	embedded.Float64Observer
+	inst metric.Float64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerFloat64) Observe(value float64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveFloat64(oi.inst, value, opts...)
+}
+
 // Shutdown unregister all registered callbacks for async instruments.
 func (builder *TelemetryBuilder) Shutdown() {
 	builder.mu.Lock()
@@ -138,16 +197,34 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{flush}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.IntervalmergeIdentitiesKept, err = builder.meter.Int64ObservableUpDownCounter(
+		"otelcol_intervalmerge_identities_kept",
+		metric.WithDescription("Senders (sidecar processes) whose merged request identities are kept, so that their repeats are known. [Development]"),
+		metric.WithUnit("{sender}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.IntervalmergeIntervalsPending, err = builder.meter.Int64ObservableUpDownCounter(
 		"otelcol_intervalmerge_intervals_pending",
 		metric.WithDescription("Closed intervals in the journal that the next consumer has not taken yet (it refused them; they are offered again). [Development]"),
 		metric.WithUnit("{interval}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.IntervalmergeJournalBytes, err = builder.meter.Int64ObservableUpDownCounter(
+		"otelcol_intervalmerge_journal_bytes",
+		metric.WithDescription("Bytes of acknowledged requests in the receipt journal that the next consumer has not taken (the open interval and the pending ones); at journal.max_bytes requests are refused. [Development]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
 	builder.IntervalmergeJournalWriteFailures, err = builder.meter.Int64Counter(
 		"otelcol_intervalmerge_journal_write_failures",
 		metric.WithDescription("Requests refused with a retryable error because the journal could not write them (a full or failing disk). [Development]"),
 		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergeOldestPendingAge, err = builder.meter.Float64ObservableGauge(
+		"otelcol_intervalmerge_oldest_pending_age",
+		metric.WithDescription("Seconds since the oldest closed interval the next consumer has not taken was opened; 0 when none is pending. Grows through an exporter outage. [Development]"),
+		metric.WithUnit("s"),
 	)
 	errs = errors.Join(errs, err)
 	builder.IntervalmergePointsHeld, err = builder.meter.Int64ObservableUpDownCounter(
@@ -189,6 +266,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.IntervalmergeRequestsRefused, err = builder.meter.Int64Counter(
 		"otelcol_intervalmerge_requests_refused",
 		metric.WithDescription("Requests refused with a retryable error because the open interval held twice max_points or the journal held journal.max_bytes. [Development]"),
+		metric.WithUnit("{request}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.IntervalmergeRequestsRefusedJournalFull, err = builder.meter.Int64Counter(
+		"otelcol_intervalmerge_requests_refused_journal_full",
+		metric.WithDescription("Of intervalmerge_requests_refused, those refused because the journal held journal.max_bytes (the next consumer has not taken the pending intervals); the rest were refused at twice max_points. [Development]"),
 		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)

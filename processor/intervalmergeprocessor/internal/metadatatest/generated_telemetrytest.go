@@ -53,6 +53,22 @@ func AssertEqualIntervalmergeFlushes(t *testing.T, tt *componenttest.Telemetry, 
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualIntervalmergeIdentitiesKept(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_identities_kept",
+		Description: "Senders (sidecar processes) whose merged request identities are kept, so that their repeats are known. [Development]",
+		Unit:        "{sender}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_identities_kept")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualIntervalmergeIntervalsPending(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_intervalmerge_intervals_pending",
@@ -69,6 +85,22 @@ func AssertEqualIntervalmergeIntervalsPending(t *testing.T, tt *componenttest.Te
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualIntervalmergeJournalBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_journal_bytes",
+		Description: "Bytes of acknowledged requests in the receipt journal that the next consumer has not taken (the open interval and the pending ones); at journal.max_bytes requests are refused. [Development]",
+		Unit:        "By",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: false,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_journal_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualIntervalmergeJournalWriteFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_intervalmerge_journal_write_failures",
@@ -81,6 +113,20 @@ func AssertEqualIntervalmergeJournalWriteFailures(t *testing.T, tt *componenttes
 		},
 	}
 	got, err := tt.GetMetric("otelcol_intervalmerge_journal_write_failures")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualIntervalmergeOldestPendingAge(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_oldest_pending_age",
+		Description: "Seconds since the oldest closed interval the next consumer has not taken was opened; 0 when none is pending. Grows through an exporter outage. [Development]",
+		Unit:        "s",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_oldest_pending_age")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
@@ -193,6 +239,22 @@ func AssertEqualIntervalmergeRequestsRefused(t *testing.T, tt *componenttest.Tel
 		},
 	}
 	got, err := tt.GetMetric("otelcol_intervalmerge_requests_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualIntervalmergeRequestsRefusedJournalFull(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_intervalmerge_requests_refused_journal_full",
+		Description: "Of intervalmerge_requests_refused, those refused because the journal held journal.max_bytes (the next consumer has not taken the pending intervals); the rest were refused at twice max_points. [Development]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_intervalmerge_requests_refused_journal_full")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

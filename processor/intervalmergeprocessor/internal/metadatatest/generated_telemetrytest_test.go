@@ -20,7 +20,19 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	require.NoError(t, tb.RegisterIntervalmergeIdentitiesKeptCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterIntervalmergeIntervalsPendingCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterIntervalmergeJournalBytesCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterIntervalmergeOldestPendingAgeCallback(func(_ context.Context, observer metric.Float64Observer) error {
 		observer.Observe(1)
 		return nil
 	}))
@@ -40,6 +52,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.IntervalmergePointsOutOfRange.Add(context.Background(), 1)
 	tb.IntervalmergeRequestsDuplicate.Add(context.Background(), 1)
 	tb.IntervalmergeRequestsRefused.Add(context.Background(), 1)
+	tb.IntervalmergeRequestsRefusedJournalFull.Add(context.Background(), 1)
 	tb.IntervalmergeRequestsUnidentified.Add(context.Background(), 1)
 	AssertEqualIntervalmergeConflicts(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -47,11 +60,20 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualIntervalmergeFlushes(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeIdentitiesKept(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergeIntervalsPending(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeJournalBytes(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergeJournalWriteFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeOldestPendingAge(t, testTel,
+		[]metricdata.DataPoint[float64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergePointsHeld(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -72,6 +94,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergeRequestsRefused(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualIntervalmergeRequestsRefusedJournalFull(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualIntervalmergeRequestsUnidentified(t, testTel,
