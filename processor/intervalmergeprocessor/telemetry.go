@@ -53,7 +53,7 @@ func (p *mergeProcessor) journalBytes() int64 {
 // held.
 func (p *mergeProcessor) countRefusal(ctx context.Context) {
 	p.tel.IntervalmergeRequestsRefused.Add(ctx, 1)
-	if p.journal != nil && p.journalBytes() >= p.cfg.Journal.MaxBytes {
+	if p.journal != nil && p.journalBytes() >= p.cfg.State.Journal.MaxBytes {
 		p.tel.IntervalmergeRequestsRefusedJournalFull.Add(ctx, 1)
 	}
 }

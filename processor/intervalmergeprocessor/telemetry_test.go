@@ -18,7 +18,7 @@ import (
 func TestStateGaugesAndRefusalReasons(t *testing.T) {
 	next := &flaky{}
 	next.refuse.Store(true)
-	g := startGateway(t, t.TempDir(), next, func(c *Config) { c.Journal.MaxBytes = 4 << 10 })
+	g := startGateway(t, t.TempDir(), next, func(c *Config) { c.State.Journal.MaxBytes = 4 << 10 })
 	assert.Zero(t, g.oldestPendingAge(t), "nothing pending")
 
 	require.NoError(t, g.ConsumeMetrics(context.Background(), stamped("a", 1, 1)))
