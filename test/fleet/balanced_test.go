@@ -66,7 +66,6 @@ func balancedFleet(t *testing.T, timings balancedTimings) {
 	}
 
 	tr := truth{}
-	service := map[string]string{"service.name": "vector-index-build"}
 	var duplicates float64
 	counted := func(g *node) { duplicates += g.duplicates() }
 	run := func(phase int, jobs int) func() {
@@ -90,9 +89,7 @@ func balancedFleet(t *testing.T, timings balancedTimings) {
 			for i, s := range summaries {
 				require.NoError(t, errs[i], "phase %d worker %d", phase, i)
 				require.Equal(t, s.Generated, s.Acknowledged)
-				tr.add("build.jobs", "build.job.duration", s.Generated.Jobs, service)
-				tr.add("build.stage.runs", "build.stage.duration", s.Generated.StageRuns, service)
-				tr.add("api.requests", "api.request.duration", s.Generated.APIRequests, service)
+				tr.addService(s.Generated)
 			}
 		}
 	}

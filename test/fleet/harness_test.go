@@ -271,3 +271,24 @@ func (tr truth) mismatches(datums []cloudwatchtest.Datum) []string {
 	sort.Strings(out)
 	return out
 }
+
+// addService adds what one build service generated (its job runs, stage
+// runs and API requests, under its service.name) to the truth.
+func (tr truth) addService(g buildsim.Totals) {
+	service := map[string]string{"service.name": "vector-index-build"}
+	tr.add("build.jobs", "build.job.duration", g.Jobs, service)
+	tr.add("build.stage.runs", "build.stage.duration", g.StageRuns, service)
+	tr.add("api.requests", "api.request.duration", g.APIRequests, service)
+}
+
+// requireLanded waits up to timeout for every series of the truth to land
+// exactly at cw, and fails naming the first that differ.
+func (tr truth) requireLanded(t testing.TB, cw *cloudwatchtest.Server, timeout time.Duration) {
+	t.Helper()
+	var last []string
+	ok := binarytest.Eventually(timeout, func() bool {
+		last = tr.mismatches(cw.Datums())
+		return len(last) == 0
+	})
+	require.True(t, ok, "%d series differ, e.g.\n%v", len(last), head(last, 20))
+}

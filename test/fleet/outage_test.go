@@ -103,16 +103,8 @@ func outage(t *testing.T, config string, control bool) {
 	require.NoError(t, <-done)
 	require.Equal(t, s.Generated, s.Acknowledged)
 	tr := truth{}
-	service := map[string]string{"service.name": "vector-index-build"}
-	tr.add("build.jobs", "build.job.duration", s.Generated.Jobs, service)
-	tr.add("build.stage.runs", "build.stage.duration", s.Generated.StageRuns, service)
-	tr.add("api.requests", "api.request.duration", s.Generated.APIRequests, service)
-	var last []string
-	ok := binarytest.Eventually(120*time.Second, func() bool {
-		last = tr.mismatches(cw.Datums())
-		return len(last) == 0
-	})
-	require.True(t, ok, "%d series differ, e.g.\n%v", len(last), head(last, 20))
+	tr.addService(s.Generated)
+	tr.requireLanded(t, cw, 120*time.Second)
 	assert.Zero(t, failed(), "nothing acknowledged was dropped")
 	_, err = sc.Stop(30 * time.Second)
 	require.NoError(t, err)

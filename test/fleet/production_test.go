@@ -181,13 +181,10 @@ func TestFleetAtProductionTiming(t *testing.T) {
 	wg.Wait()
 	<-services
 	tr := truth{}
-	service := map[string]string{"service.name": "vector-index-build"}
 	for i, s := range summaries {
 		require.NoError(t, errs[i], "worker %d", i)
 		require.Equal(t, s.Generated, s.Acknowledged, "worker %d", i)
-		tr.add("build.jobs", "build.job.duration", s.Generated.Jobs, service)
-		tr.add("build.stage.runs", "build.stage.duration", s.Generated.StageRuns, service)
-		tr.add("api.requests", "api.request.duration", s.Generated.APIRequests, service)
+		tr.addService(s.Generated)
 	}
 	var last []string
 	var got float64

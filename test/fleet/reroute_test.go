@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/buildsim"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
@@ -40,7 +39,6 @@ func TestGatewaySetChanges(t *testing.T) {
 		sidecarNodes[i] = newNode(t, sidecarConfig)
 	}
 	tr := truth{}
-	service := map[string]string{"service.name": "vector-index-build"}
 	phases := []struct {
 		name     string
 		gateways []*node
@@ -77,9 +75,7 @@ func TestGatewaySetChanges(t *testing.T) {
 		for i, s := range summaries {
 			require.NoError(t, errs[i], "%s worker %d", phase.name, i)
 			require.Equal(t, s.Generated, s.Acknowledged)
-			tr.add("build.jobs", "build.job.duration", s.Generated.Jobs, service)
-			tr.add("build.stage.runs", "build.stage.duration", s.Generated.StageRuns, service)
-			tr.add("api.requests", "api.request.duration", s.Generated.APIRequests, service)
+			tr.addService(s.Generated)
 		}
 		// The sidecars stop (SIGTERM: final flush; what their outer queue
 		// still holds stays on disk) and come back with the next list.
@@ -94,12 +90,7 @@ func TestGatewaySetChanges(t *testing.T) {
 		n.pickPorts()
 		n.start()
 	}
-	var last []string
-	ok := binarytest.Eventually(90*time.Second, func() bool {
-		last = tr.mismatches(cw.Datums())
-		return len(last) == 0
-	})
-	require.True(t, ok, "%d series differ, e.g.\n%v", len(last), head(last, 20))
+	tr.requireLanded(t, cw, 90*time.Second)
 	for _, n := range sidecarNodes {
 		_, err := n.Stop(60 * time.Second)
 		require.NoError(t, err)
