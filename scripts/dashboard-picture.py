@@ -61,7 +61,7 @@ def main(data_path, png_path):
     for ax in axes.flat[len(MAIN):]:
         ax.set_visible(False)
     fig.suptitle("otelcol-gpubuild: Grafana dashboard panels over a real run (scripts/dashboard-picture.sh)", fontsize=12)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(png_path, dpi=80)
 
 
