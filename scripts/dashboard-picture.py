@@ -23,9 +23,15 @@ MAIN = [
     "GPU utilization",
     "GPU temperature",
     "GPU power",
+    "GPU energy per successful build",
+    "GPU busy time per successful build",
+    "Peak GPU memory per successful build",
+    "SM and tensor activity per successful build",
+    "GPU energy per stage",
+    "GPU SM and tensor activity (GPM)",
 ]
 
-UNITS = {"percentunit": "fraction", "s": "seconds", "reqps": "requests/s", "celsius": "°C", "watt": "W", "short": ""}
+UNITS = {"joule": "J", "bytes": "bytes", "percentunit": "fraction", "s": "seconds", "reqps": "requests/s", "celsius": "°C", "watt": "W", "short": ""}
 
 
 def main(data_path, png_path):
@@ -34,7 +40,7 @@ def main(data_path, png_path):
     missing = [t for t in MAIN if t not in panels]
     if missing:
         sys.exit(f"panels not in {data_path}: {missing}")
-    fig, axes = plt.subplots(3, 3, figsize=(15, 10.5))
+    fig, axes = plt.subplots(5, 3, figsize=(15, 17.5))
     for ax, title in zip(axes.flat, MAIN):
         panel = panels[title]
         series = panel.get("series") or []
@@ -48,12 +54,14 @@ def main(data_path, png_path):
         ax.set_ylabel(UNITS.get(panel["unit"], panel["unit"]), fontsize=8)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-        if title.startswith("GPU"):
+        if title.startswith("GPU") or title in MAIN[9:]:
             # The fake driver's readings are steady: show them against zero.
             ax.set_ylim(bottom=0, top=max(1.0, ax.get_ylim()[1] * 1.15))
         ax.legend(fontsize=6, loc="best")
+    for ax in axes.flat[len(MAIN):]:
+        ax.set_visible(False)
     fig.suptitle("otelcol-gpubuild: Grafana dashboard panels over a real run (scripts/dashboard-picture.sh)", fontsize=12)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(png_path, dpi=80)
 
 

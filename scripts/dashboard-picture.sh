@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Draws docs/images/dashboards.png: the main panels of the Grafana dashboard
-# (deploy/grafana/gpubuild-dashboard.json) over a real two-minute run of the
-# built sidecar (fake two-GPU driver, simulated build service with failures,
-# timeouts, 4xx and 5xx) scraped by Debian's Prometheus. Grafana itself is not
+# (deploy/grafana/gpubuild-dashboard.json), the GPU cost per build among
+# them, over a real two-minute run of the built sidecar (fake two-GPU
+# driver, simulated build service with failures, timeouts, 4xx and 5xx) scraped by Debian's Prometheus. Grafana itself is not
 # in Debian's packages: the panels' own queries are evaluated by Prometheus
 # (test/dashboards TestWritePictureData) and plotted with Debian's matplotlib.
 #

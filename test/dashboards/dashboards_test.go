@@ -121,6 +121,15 @@ func TestDashboardsAgainstRealOutput(t *testing.T) {
 	t.Run("cloudwatch dashboard and alarms match landed datums", func(t *testing.T) {
 		datums := r.cw.Datums()
 		require.Empty(t, missing(dashRefs, datums), "dashboard widgets that would be empty")
+		// The GPU cost per build landed, every figure of it, and the list
+		// the coverage test checks is what the sidecar sends.
+		gpuCost := map[string]bool{}
+		for _, d := range datums {
+			if isGPUCostMetric(d.MetricName) {
+				gpuCost[d.MetricName] = true
+			}
+		}
+		require.ElementsMatch(t, slices.Collect(maps.Keys(gpuCostMetrics)), slices.Collect(maps.Keys(gpuCost)))
 
 		resources := loadTemplate(t, map[string]any{
 			"ServiceName":    serviceName,
@@ -138,12 +147,12 @@ func TestDashboardsAgainstRealOutput(t *testing.T) {
 
 		refs, alarms := alarmRefs(t, resources)
 		require.Empty(t, missing(refs, datums), "alarms on series that did not land")
-		// One p99 alarm per engine and data type of the workload, and one
-		// of each other.
+		// One p99 alarm and one GPU energy alarm per engine and data type
+		// of the workload, and one of each other.
 		want := []string{"API5xxRateAlarm", "BuildSuccessRateAlarm", "BuildTimeoutAlarm", "GPUMissingAlarm", "GPUTemperatureAlarm", "SidecarNoDataAlarm"}
 		for _, e := range workload("").Engines {
 			for _, d := range workload("").DataTypes {
-				want = append(want, "BuildP99Alarm"+strings.ReplaceAll(e, "_", "")+d)
+				want = append(want, "BuildP99Alarm"+strings.ReplaceAll(e, "_", "")+d, "GPUEnergyAlarm"+strings.ReplaceAll(e, "_", "")+d)
 			}
 		}
 		require.ElementsMatch(t, want, alarms)

@@ -116,25 +116,70 @@ func (p *prometheusServer) firingAlerts() (map[string]int, error) {
 	return out, nil
 }
 
-// gpus is the fake driver's two GPUs.
-func gpus() []fakenvml.GPU {
+// servicePID is the simulated build service's process.pid: the process
+// whose GPU memory is each run's peak.
+const servicePID = 424242
+
+// gpuLoad is how long the fake GPUs' scripted load lasts from the driver's
+// start: longer than any run of the package, well inside the sampler's
+// retention (35 minutes).
+const gpuLoad = 10 * time.Minute
+
+// gpus is the fake driver's two GPUs (with GPM, as Hopper has), on the wall
+// clock from now (µs) on: each alternates every 3 s between idle (GPU 0:
+// 80 W, 10 % busy, SM 5 %, tensor 1 %) and loaded (GPU 0: 320 W, 90 %
+// busy, SM 70 %, tensor 40 %; GPU 1 draws and works a little more), and
+// the service's process holds 2 GiB, then 6 GiB while loaded, on each.
+// Runs therefore get energy, busy time, peak memory, SM and tensor
+// activity that differ from run to run.
+func gpus(now uint64) []fakenvml.GPU {
+	const s = uint64(1_000_000)
 	var out []fakenvml.GPU
 	for i := range 2 {
 		u := uint32(i)
-		out = append(out, fakenvml.GPU{
-			UUID: fmt.Sprintf("GPU-da5b0a7d-0000-4000-8000-00000000000%d", i), Name: "NVIDIA A100-SXM4-80GB",
+		g := fakenvml.GPU{
+			UUID: gpuUUID(i), Name: "NVIDIA H100 80GB HBM3",
 			BusID:    fmt.Sprintf("00000000:%02X:00.0", 0x07+i),
 			MemTotal: 80 << 30, MemUsed: uint64(20+10*i) << 30, MemReserved: 256 << 20,
-			Temperature: 61 + 4*u, PowerMW: 250_500 + 40_000*u, PowerLimitMW: 400_000, EnergyMJ: 5_000_000,
+			Temperature: 61 + 4*u, PowerMW: 250_500 + 40_000*u, PowerLimitMW: 700_000, EnergyMJ: 5_000_000,
 			ClockSM: 1410, ClockMem: 1593, ClockGraphics: 1410, ECCCorrected: 2,
 			UtilGPU: 71 + 10*u, UtilMem: 20,
-		})
+			GPM: fakenvml.GPMOn,
+		}
+		from := now - 60*s
+		g.Power = append(g.Power, fakenvml.PowerStep{FromUs: from, MW: 80_000})
+		g.GPMSteps = append(g.GPMSteps, fakenvml.GPMStep{GPUInstance: -1, FromUs: from, Values: [4]float64{5, 5, 1, 5}})
+		g.ProcessMemory = append(g.ProcessMemory, fakenvml.ProcessMemoryStep{PID: servicePID, FromUs: from, Bytes: 2 << 30})
+		end := now + uint64(gpuLoad/time.Microsecond)
+		for at, k := now, uint64(0); at < end; at, k = at+3*s, k+1 {
+			loaded := k%2 == 0
+			mw, sm, tensor, mem := uint64(80_000), 5.0, 1.0, uint64(2<<30)
+			if loaded {
+				mw, sm, tensor, mem = 320_000+20_000*uint64(i), 70+5*float64(i), 40+5*float64(i), 6<<30
+			}
+			g.Power = append(g.Power, fakenvml.PowerStep{FromUs: at, MW: mw})
+			g.GPMSteps = append(g.GPMSteps, fakenvml.GPMStep{GPUInstance: -1, FromUs: at, Values: [4]float64{sm, sm, tensor, sm}})
+			g.ProcessMemory = append(g.ProcessMemory, fakenvml.ProcessMemoryStep{PID: servicePID, FromUs: at, Bytes: mem})
+		}
+		// The driver's utilization samples, every 200 ms: a sample at ts
+		// is the utilization of the 200 ms before it.
+		for ts := now - 5*s; ts < end; ts += s / 5 {
+			pct := uint32(10)
+			if ts > now && ((ts-now-1)/(3*s))%2 == 0 {
+				pct = 90 + 5*u
+			}
+			g.GPUSamples = append(g.GPUSamples, fakenvml.Sample{TimestampUs: ts, Percent: pct})
+		}
+		out = append(out, g)
 	}
 	return out
 }
 
+// gpuUUID is the fake GPU i's NVML UUID (hw.id).
+func gpuUUID(i int) string { return fmt.Sprintf("GPU-da5b0a7d-0000-4000-8000-00000000000%d", i) }
+
 // fakeDriver builds the fake libnvidia-ml.so.1 and returns the environment
-// that makes the collector load it with the given GPUs.
+// that makes the collector load it with the given GPUs, on the wall clock.
 func fakeDriver(t testing.TB, g []fakenvml.GPU) []string {
 	t.Helper()
 	dir := t.TempDir()
@@ -142,7 +187,7 @@ func fakeDriver(t testing.TB, g []fakenvml.GPU) []string {
 	require.NoError(t, os.Mkdir(libDir, 0o700))
 	_, err := fakenvml.Build(libDir, binarytest.RepoRoot())
 	require.NoError(t, err)
-	sc := fakenvml.Scenario{Driver: "535.161.08", GPUs: g}
+	sc := fakenvml.Scenario{Driver: "535.161.08", GPUs: g, Realtime: true}
 	scenarioPath := filepath.Join(dir, "scenario.txt")
 	require.NoError(t, sc.WriteFile(scenarioPath))
 	statePath := filepath.Join(dir, "state.txt")
@@ -199,7 +244,7 @@ func startRun(t testing.TB, ruleFiles []string) *run {
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
 	)
-	env = append(env, fakeDriver(t, gpus())...)
+	env = append(env, fakeDriver(t, gpus(uint64(time.Now().UnixMicro())))...)
 	c := binarytest.StartBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
 	require.NoError(t, c.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", ports[3]), 60*time.Second), "collector not healthy")
 	return r
@@ -229,6 +274,19 @@ func workload(endpoint string) buildsim.Config {
 	cfg.API4xxRatio = 0.1
 	cfg.API5xxRatio = 0.1
 	cfg.MetricInterval = 500 * time.Millisecond
+	// Runs of a few seconds on the fake GPUs, named by hw.id, from a
+	// process whose GPU memory the sampler sees: every run started after
+	// the sidecar gets its GPU cost.
+	cfg.StageMeans = []buildsim.StageMean{
+		{Stage: "download", Mean: 500 * time.Millisecond},
+		{Stage: "gpu_build", Mean: 2 * time.Second},
+		{Stage: "gpu_to_cpu", Mean: 300 * time.Millisecond},
+		{Stage: "upload", Mean: 400 * time.Millisecond},
+	}
+	cfg.StageMax = 6 * time.Second
+	cfg.QueueWaitMean = 200 * time.Millisecond
+	cfg.GPUIDs = []string{gpuUUID(0), gpuUUID(1)}
+	cfg.ProcessPID = servicePID
 	cfg.ExportTimeout = 5 * time.Second
 	cfg.RetryMaxElapsed = 30 * time.Second
 	return cfg

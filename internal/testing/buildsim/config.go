@@ -39,6 +39,15 @@ type Config struct {
 	ServiceName string
 	InstanceID  string
 
+	// GPUIDs, when not empty, names the GPU each run used (hw.id, the
+	// GPU's NVML UUID) on its job span, status records and stage spans:
+	// run n used GPUIDs[n % len(GPUIDs)]. Empty (the default) names none.
+	GPUIDs []string
+	// ProcessPID, when > 0, is the resource's process.pid: the process
+	// whose GPU memory the sidecar reads as each run's peak. 0 (the
+	// default) sets none.
+	ProcessPID int
+
 	// Jobs is how many build runs to emit.
 	Jobs int
 	// Rate is build runs per second of real time; 0 means as fast as the

@@ -236,11 +236,15 @@ func (r *runner) startIncarnation(ctx context.Context) (*incarnation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating exporters: %w", err)
 	}
-	res := resource.NewWithAttributes("",
+	resAttrs := []attribute.KeyValue{
 		attribute.String("service.name", r.cfg.ServiceName),
 		attribute.String("service.instance.id", r.cfg.InstanceID),
 		attribute.String("service.version", "1.0.0"),
-	)
+	}
+	if r.cfg.ProcessPID > 0 {
+		resAttrs = append(resAttrs, attribute.Int(AttrProcessPID, r.cfg.ProcessPID))
+	}
+	res := resource.NewWithAttributes("", resAttrs...)
 	inc := &incarnation{r: r, ex: ex, spans: &spanBuffer{}, logs: &logBuffer{}}
 	inc.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(inc.spans), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	inc.lp = sdklog.NewLoggerProvider(sdklog.WithResource(res), sdklog.WithProcessor(inc.logs))
@@ -306,6 +310,7 @@ func (inc *incarnation) startJob(ctx context.Context, j JobPlan) {
 
 	if cfg.JobSpans {
 		attrs := append([]attribute.KeyValue{attribute.String(AttrJobID, j.ID), attribute.String(AttrTenant, j.Tenant)}, jobDims(j)...)
+		attrs = append(attrs, inc.r.gpuAttr(j)...)
 		if j.ResultAttr {
 			attrs = append(attrs, attribute.String(AttrJobResult, j.Result))
 		}
@@ -344,6 +349,14 @@ func (inc *incarnation) finishAll(context.Context) {
 	inc.pending = nil
 }
 
+// gpuAttr is the hw.id a run names (Config.GPUIDs), or nothing.
+func (r *runner) gpuAttr(j JobPlan) []attribute.KeyValue {
+	if len(r.cfg.GPUIDs) == 0 {
+		return nil
+	}
+	return []attribute.KeyValue{attribute.String(AttrGPUID, r.cfg.GPUIDs[j.Index%len(r.cfg.GPUIDs)])}
+}
+
 func jobDims(j JobPlan) []attribute.KeyValue {
 	return []attribute.KeyValue{attribute.String(AttrEngine, j.Engine), attribute.String(AttrDataType, j.DataType)}
 }
@@ -358,6 +371,7 @@ func (inc *incarnation) finishJob(p pendingJob) {
 	if cfg.StageSpans {
 		for _, st := range j.Stages {
 			attrs := append([]attribute.KeyValue{attribute.String(AttrStage, st.Stage), attribute.String(AttrJobID, j.ID)}, dims...)
+			attrs = append(attrs, r.gpuAttr(j)...)
 			if st.ResultAttr {
 				attrs = append(attrs, attribute.String(AttrStageResult, st.Result))
 			}
@@ -450,6 +464,9 @@ func (inc *incarnation) emitStatus(ctx context.Context, j JobPlan, status string
 	rec.SetBody(attribute.StringValue(fmt.Sprintf("job %s is %s", j.ID, status)))
 	rec.AddAttributes(attribute.String(AttrJobID, j.ID), attribute.String(AttrJobStatus, status),
 		attribute.String(AttrEngine, j.Engine), attribute.String(AttrDataType, j.DataType))
+	if len(inc.r.cfg.GPUIDs) > 0 {
+		rec.AddAttributes(attribute.String(AttrGPUID, inc.r.cfg.GPUIDs[j.Index%len(inc.r.cfg.GPUIDs)]))
+	}
 	inc.logger.Emit(ctx, rec)
 }
 

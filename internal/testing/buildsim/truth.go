@@ -27,6 +27,8 @@ const (
 	AttrURLPath      = "url.path"
 	AttrTenant       = "tenant.id"
 	AttrGPUIndex     = "gpu.index"
+	AttrGPUID        = "hw.id"
+	AttrProcessPID   = "process.pid"
 	AttrMetricSeries = "sim.series"
 )
 
