@@ -136,8 +136,8 @@ func TestCheckersReportBrokenInputs(t *testing.T) {
 			[]string{"unknown field periodSecond"}},
 		{"container port", "kubernetes", "kubernetes/pod.yaml", "containerPort:", "containerPrt:",
 			[]string{"unknown field containerPrt"}},
-		{"deployment strategy", "kubernetes", "gateway-kubernetes.yaml", "maxUnavailable:", "maxUnavailble:",
-			[]string{"unknown field maxUnavailble"}},
+		{"claim retention", "kubernetes", "gateway-kubernetes.yaml", "persistentVolumeClaimRetentionPolicy:", "persistentVolumeClaimRetentionPolcy:",
+			[]string{"unknown field persistentVolumeClaimRetentionPolcy"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
