@@ -8,7 +8,6 @@ import "github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 // Figure is one of the per-run GPU figures.
 type Figure uint8
 
-// The figures of a run, then of a stage (StageFigures further on).
 const (
 	FigureEnergy Figure = iota
 	FigureBusy
@@ -38,7 +37,6 @@ func (f Figure) String() string {
 // the join's own.
 type SkipReason uint8
 
-// The join's own reasons.
 const (
 	SkipNoWindow        = SkipReason(gpucost.NumReasons) + iota // the run has no start or end (timed out, end only)
 	SkipGPUNotFound                                             // the run names a GPU the sampler does not see
@@ -48,7 +46,7 @@ const (
 	NumSkipReasons
 )
 
-// Covered is no reason: the figure has a value.
+// Covered: the figure has a value.
 const Covered = SkipReason(gpucost.Covered)
 
 func (r SkipReason) String() string {

@@ -28,7 +28,7 @@ type Hint struct {
 	HasIndex bool
 }
 
-// None reports whether the records name no GPU.
+// None: the records name no GPU.
 func (h Hint) None() bool { return h.UUID == "" && !h.HasIndex }
 
 // Own copies the UUID out of the input batch.
