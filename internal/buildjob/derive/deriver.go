@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
@@ -37,7 +36,7 @@ type derivationStats struct {
 	stateWriteFailures int64
 	// GPU cost: figures a counted run did not get, by reason; runs that
 	// shared a GPU with another.
-	gpuSkipped         [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]int64
+	gpuSkipped         [numGPUFigures][numGPUSkipReasons]int64
 	gpuOverlappingRuns int64
 }
 

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
@@ -41,7 +40,7 @@ type emitter struct {
 	stateSkippedAttrs [numStateSkipReasons]metric.AddOption
 	refusedAttrs      [cumulative.NumReasons]metric.AddOption
 	evictedAttrs      [2]metric.AddOption
-	gpuSkippedAttrs   [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]metric.AddOption
+	gpuSkippedAttrs   [numGPUFigures][numGPUSkipReasons]metric.AddOption
 	carriedAttrs      metric.AddOption
 	droppedAttrs      metric.AddOption
 
@@ -69,8 +68,8 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 	for r := range numStateSkipReasons {
 		e.stateSkippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
-	for f := range gpujoin.NumAllFigures {
-		for r := range gpujoin.NumSkipReasons {
+	for f := range numGPUFigures {
+		for r := range numGPUSkipReasons {
 			e.gpuSkippedAttrs[f][r] = metric.WithAttributeSet(attribute.NewSet(
 				attribute.String("figure", f.String()), attribute.String("reason", r.String())))
 		}

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -72,7 +71,7 @@ func (d *deriver) statusRecord(res *resourceEntry, lr plog.LogRecord, now time.T
 		return
 	}
 	key := runmemory.Key{Service: res.serviceName, JobID: idV.Str()}
-	p := runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpujoin.HintFrom(attrs)}
+	p := runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpuHintFrom(attrs)}
 	switch action {
 	case StatusActionStart:
 		d.jobs.Start(key, p, ts, now)

@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -19,7 +18,7 @@ type runPayload struct {
 	dims []dimValue
 	// gpu: the GPU the run's records name, if any (not persisted: a run
 	// restored after a restart has no GPU samples before the restart).
-	gpu gpujoin.Hint
+	gpu gpuHint
 }
 
 // runTracker is the run memory, with the derivation's payload.
@@ -33,7 +32,7 @@ type countedRun struct {
 	seconds     float64
 	hasDuration bool
 	start, end  pcommon.Timestamp // the window, with hasDuration
-	gpu         gpujoin.Hint
+	gpu         gpuHint
 }
 
 func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
@@ -45,7 +44,7 @@ func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
 		TimeoutResult: resultTimeout,
 		// The resource entry is the derivation's own; the dimensions are
 		// borrowed from the input batch, and kept shared between runs.
-		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: dims.own(p.dims), gpu: p.gpu.Own()} },
+		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: dims.own(p.dims), gpu: p.gpu.own()} },
 		// A later record may set a dimension the first one lacked: the run
 		// takes another tuple, never writing into a shared one.
 		Fill: func(have *runPayload, from runPayload) {
@@ -61,8 +60,8 @@ func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
 			if filled != nil {
 				have.dims = dims.own(filled)
 			}
-			if have.gpu.None() && !from.gpu.None() {
-				have.gpu = from.gpu.Own()
+			if have.gpu.none() && !from.gpu.none() {
+				have.gpu = from.gpu.own()
 			}
 		},
 		Count: func(c runmemory.Counted[runPayload]) {
