@@ -340,9 +340,3 @@ func temporalityState(storageCfg map[string]any, storage string) map[string]any 
 	}
 	return state
 }
-
-const (
-	remoteWriteSocketName = "remote-write.sock"
-	// Linux's sun_path holds 108 bytes with the terminating NUL.
-	maxSocketPath = 107
-)

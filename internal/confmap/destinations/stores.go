@@ -16,6 +16,12 @@ import (
 	"time"
 )
 
+const (
+	remoteWriteSocketName = "remote-write.sock"
+	// Linux's sun_path holds 108 bytes with the terminating NUL.
+	maxSocketPath = 107
+)
+
 func (set *settings) readCloudWatchOTLP(env envReader) error {
 	region := env.get(EnvAWSRegion, "")
 	if region == "" {
