@@ -13,6 +13,8 @@ const (
 	defaultSamplingInterval  = time.Second
 	defaultRetention         = 35 * time.Minute // longer than the buildjob connector's default job_timeout
 	defaultInitRetryInterval = time.Minute
+	// minMaxGap is the shortest gap between samplings that voids a window.
+	minMaxGap = 2 * time.Second
 	// maxRingTicks bounds each GPU's ring whatever retention and interval say.
 	maxRingTicks = 1 << 20
 )
@@ -69,7 +71,11 @@ func (cfg *Config) ticks() int {
 	return int(cfg.Retention/cfg.SamplingInterval) + 2
 }
 
-// maxGap tolerates one missed sampling (a slow NVML call, a busy machine).
+// maxGap tolerates one missed sampling (a slow NVML call), and at short
+// intervals a sampler descheduled for up to two seconds on a busy host: the
+// energy counter keeps counting and the driver keeps its power readings
+// (about 2.4 s) and utilization samples across such a gap, so the figures
+// stay exact.
 func (cfg *Config) maxGap() time.Duration {
-	return 2*cfg.SamplingInterval + cfg.SamplingInterval/2
+	return max(2*cfg.SamplingInterval+cfg.SamplingInterval/2, minMaxGap)
 }

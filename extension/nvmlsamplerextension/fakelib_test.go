@@ -185,11 +185,15 @@ func TestLostGPULeavesAGap(t *testing.T) {
 	require.NoError(t, fakenvml.State{ClockUs: 2*sec + half, Lost: []int{0}}.WriteFile(clk.state))
 	clk.us = 2*sec + half
 	s.tick()
-	require.NoError(t, fakenvml.State{ClockUs: 3 * sec, Lost: []int{0}}.WriteFile(clk.state))
-	clk.us = 3 * sec
-	s.tick()
+	for _, us := range []uint64{3 * sec, 3*sec + half, 4 * sec} {
+		require.NoError(t, fakenvml.State{ClockUs: us, Lost: []int{0}}.WriteFile(clk.state))
+		clk.us = us
+		s.tick()
+	}
+	// Back after 2.5 s without a sample of GPU 0: longer than the gap a busy
+	// host is allowed (2 s at this interval).
 	for k := range 3 {
-		clk.set(4*sec + uint64(k)*half)
+		clk.set(4*sec + half + uint64(k)*half)
 		s.tick()
 	}
 	assert.Equal(t, 1, logs.FilterMessageSnippet("GPU is lost").Len())
@@ -207,7 +211,7 @@ func TestLostGPULeavesAGap(t *testing.T) {
 	_, r = gpucost.Energy(series[1].Energy, series[1].Power, across, s.MaxGap())
 	assert.Equal(t, gpucost.Covered, r)
 	// After it came back: covered again.
-	after := gpucost.Window{From: at(4*sec + sec/10), To: at(5 * sec)}
+	after := gpucost.Window{From: at(4*sec + half + sec/10), To: at(5*sec + half)}
 	series = s.Samples(after.From, after.To)
 	j, r := gpucost.Energy(series[0].Energy, series[0].Power, after, s.MaxGap())
 	require.Equal(t, gpucost.Covered, r)
