@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
@@ -36,7 +37,7 @@ type derivationStats struct {
 	stateWriteFailures int64
 	// GPU cost: figures a counted run did not get, by reason; runs that
 	// shared a GPU with another.
-	gpuSkipped         [numGPUFigures][numGPUSkipReasons]int64
+	gpuSkipped         [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]int64
 	gpuOverlappingRuns int64
 }
 

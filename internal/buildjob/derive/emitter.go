@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
@@ -40,7 +41,7 @@ type emitter struct {
 	stateSkippedAttrs [numStateSkipReasons]metric.AddOption
 	refusedAttrs      [cumulative.NumReasons]metric.AddOption
 	evictedAttrs      [2]metric.AddOption
-	gpuSkippedAttrs   [numGPUFigures][numGPUSkipReasons]metric.AddOption
+	gpuSkippedAttrs   [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]metric.AddOption
 	carriedAttrs      metric.AddOption
 	droppedAttrs      metric.AddOption
 
@@ -68,8 +69,8 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 	for r := range numStateSkipReasons {
 		e.stateSkippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
-	for f := range numGPUFigures {
-		for r := range numGPUSkipReasons {
+	for f := range gpujoin.NumAllFigures {
+		for r := range gpujoin.NumSkipReasons {
 			e.gpuSkippedAttrs[f][r] = metric.WithAttributeSet(attribute.NewSet(
 				attribute.String("figure", f.String()), attribute.String("reason", r.String())))
 		}

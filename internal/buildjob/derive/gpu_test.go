@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
 
@@ -110,7 +111,7 @@ func TestGPUFiguresPerRun(t *testing.T) {
 	nearly(t, 0.1*20, one(t, ps, metricBuildGPUBusyTime, attrs("build.result", "failure")).sum, "GPU 1: 10 % of 20 s")
 	assert.Empty(t, matching(ps, metricBuildGPUMemoryPeak, attrs("build.result", "failure")))
 	st := d.takeStats()
-	assert.Equal(t, int64(1), st.gpuSkipped[figureMemory][gpuSkipProcessNotOnGPU])
+	assert.Equal(t, int64(1), st.gpuSkipped[gpujoin.FigureMemory][gpujoin.SkipProcessNotOnGPU])
 }
 
 // TestGPUOverlapsSplitEvenly: two runs on GPU 0 overlapping for 20 s share
@@ -163,10 +164,10 @@ func TestGPUNoFigureWithoutCoverage(t *testing.T) {
 	assert.Empty(t, matching(ps, metricBuildGPUBusyTime, nil))
 	assert.Empty(t, matching(ps, metricBuildGPUMemoryPeak, nil))
 	st := d.takeStats()
-	for _, f := range []gpuFigure{figureEnergy, figureBusy, figureMemory} {
-		assert.Equal(t, int64(1), st.gpuSkipped[f][gpuSkipReason(gpucost.NotCovered)], f.String())
-		assert.Equal(t, int64(1), st.gpuSkipped[f][gpuSkipGPUNotFound], f.String())
-		assert.Equal(t, int64(1), st.gpuSkipped[f][gpuSkipNoWindow], f.String())
+	for _, f := range []gpujoin.Figure{gpujoin.FigureEnergy, gpujoin.FigureBusy, gpujoin.FigureMemory} {
+		assert.Equal(t, int64(1), st.gpuSkipped[f][gpujoin.SkipReason(gpucost.NotCovered)], f.String())
+		assert.Equal(t, int64(1), st.gpuSkipped[f][gpujoin.SkipGPUNotFound], f.String())
+		assert.Equal(t, int64(1), st.gpuSkipped[f][gpujoin.SkipNoWindow], f.String())
 	}
 }
 
@@ -174,11 +175,11 @@ func TestGPUHintFromAttributes(t *testing.T) {
 	svc := gpuService(t)
 	svc.jobSpan("job-h", at(0), at(time.Second), 0, attribute.String("gpu.index", "3"))
 	td := svc.traces()
-	h := gpuHintFrom(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes())
-	require.True(t, h.hasIndex)
-	assert.Equal(t, int64(3), h.index)
-	assert.True(t, h.matches(&gpucost.Series{Index: 3}))
-	assert.False(t, h.matches(&gpucost.Series{Index: 0}))
+	h := gpujoin.HintFrom(td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes())
+	require.True(t, h.HasIndex)
+	assert.Equal(t, int64(3), h.Index)
+	assert.True(t, h.Matches(&gpucost.Series{Index: 3}))
+	assert.False(t, h.Matches(&gpucost.Series{Index: 0}))
 }
 
 // TestGPUSeriesPersist: the GPU families are new family numbers in the
@@ -240,7 +241,7 @@ func TestGPUFiguresWaitForSamples(t *testing.T) {
 	ps := points(d.flush(sec(32), false))
 	assert.Equal(t, int64(1), total(ps, metricBuildJobs, attrs("build.result", "success")), "the run is counted at once")
 	assert.Empty(t, matching(ps, metricBuildGPUEnergy, nil), "its GPU figures wait")
-	assert.Zero(t, d.peekStats().gpuSkipped[figureEnergy][gpuSkipReason(gpucost.NotCovered)])
+	assert.Zero(t, d.peekStats().gpuSkipped[gpujoin.FigureEnergy][gpujoin.SkipReason(gpucost.NotCovered)])
 
 	h.until = sec(32)
 	ps = points(d.flush(sec(33), false))
@@ -255,8 +256,8 @@ func TestGPUFiguresWaitForSamples(t *testing.T) {
 	ps = points(d.flush(sec(42), true))
 	assert.Empty(t, matching(ps, metricBuildGPUEnergy, nil))
 	st := d.takeStats()
-	for _, f := range []gpuFigure{figureEnergy, figureBusy, figureMemory} {
-		assert.Equal(t, int64(1), st.gpuSkipped[f][gpuSkipReason(gpucost.NotCovered)], f.String())
+	for _, f := range []gpujoin.Figure{gpujoin.FigureEnergy, gpujoin.FigureBusy, gpujoin.FigureMemory} {
+		assert.Equal(t, int64(1), st.gpuSkipped[f][gpujoin.SkipReason(gpucost.NotCovered)], f.String())
 	}
 }
 
@@ -343,8 +344,8 @@ func TestGPUActivityPerStageAndRun(t *testing.T) {
 		nearly(t, tc.sm/2, one(t, ps, metricBuildStageGPUTensor, want).sum, tc.stage+" tensor activity")
 	}
 	assert.Empty(t, matching(ps, metricBuildStageGPUSMActivity, attrs("build.stage", "upload", "build.result", "success")))
-	assert.Equal(t, int64(1), st.gpuSkipped[figureStageSMActivity][gpuSkipNoGPM])
-	assert.Equal(t, int64(1), st.gpuSkipped[figureStageTensorActivity][gpuSkipNoGPM])
+	assert.Equal(t, int64(1), st.gpuSkipped[gpujoin.FigureStageSMActivity][gpujoin.SkipNoGPM])
+	assert.Equal(t, int64(1), st.gpuSkipped[gpujoin.FigureStageTensorActivity][gpujoin.SkipNoGPM])
 	// The upload stage still has its energy (GPU 1 has an energy counter).
 	nearly(t, 100*4, one(t, ps, metricBuildStageGPUEnergy, attrs("build.stage", "upload", "build.result", "success")).sum, "upload energy")
 

@@ -9,14 +9,15 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
 
-// recentWindow is a counted run's window on a GPU.
-type recentWindow struct {
-	w  gpucost.Window
-	id uint64
-}
+var (
+	runGPUFamilies   = [gpujoin.NumFigures]family{familyGPUEnergy, familyGPUBusy, familyGPUMemory, familyGPUSMActivity, familyGPUTensorActivity}
+	stageGPUFamilies = [gpujoin.NumFigures]family{familyStageGPUEnergy, familyStageGPUBusy, familyStageGPUMemory,
+		familyStageGPUSMActivity, familyStageGPUTensorActivity}
+)
 
 // pendingGPU is a run's or stage's GPU figures to emit: at once, or once
 // the samples reach the window's end.
@@ -25,14 +26,17 @@ type pendingGPU struct {
 	res      *resourceEntry
 	a, b     string // the series labels: result; or stage, result
 	dims     []dimValue
-	families [numFigures]family
+	families [gpujoin.NumFigures]family
 	deadline time.Time // give up waiting for samples then
 }
+
+// maxPendingGPU bounds the windows waiting for their samples.
+const maxPendingGPU = 4096
 
 // countGPU adds one counted run's GPU figures, or counts why it has none.
 func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
 	if !c.hasDuration {
-		d.skipGPU(gpuSkipNoWindow, figureEnergy, figureBusy, figureMemory, figureSMActivity, figureTensorActivity)
+		d.skipGPU(gpujoin.SkipNoWindow, gpujoin.FigureEnergy, gpujoin.FigureBusy, gpujoin.FigureMemory, gpujoin.FigureSMActivity, gpujoin.FigureTensorActivity)
 		return
 	}
 	d.emitGPU(pendingGPU{
@@ -42,9 +46,9 @@ func (d *deriver) countGPU(c *countedRun, res *resourceEntry) {
 }
 
 // countStageGPU adds one stage run's GPU figures, or counts why it has none.
-func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp, hint gpuHint, stage, result string, dims []dimValue) {
+func (d *deriver) countStageGPU(res *resourceEntry, start, end pcommon.Timestamp, hint gpujoin.Hint, stage, result string, dims []dimValue) {
 	d.emitGPU(pendingGPU{
-		gw:  gpuWindow{w: gpucost.Window{From: start.AsTime(), To: end.AsTime()}, hint: hint, res: res, offset: stageFigures},
+		gw:  gpuWindow{w: gpucost.Window{From: start.AsTime(), To: end.AsTime()}, hint: hint, res: res, offset: gpujoin.StageFigures},
 		res: res, a: stage, b: result, dims: dims, families: stageGPUFamilies,
 	})
 }
@@ -69,7 +73,7 @@ func (d *deriver) emitGPU(pv pendingGPU) {
 		*p = pv
 		p.deadline = time.Now().Add(gpuPendingGrace(d.gpu.sampler.MaxGap()))
 		p.a, p.b = strings.Clone(p.a), strings.Clone(p.b)
-		p.gw.hint = p.gw.hint.own()
+		p.gw.hint = p.gw.hint.Own()
 		p.dims = ownedDims(p.dims)
 		d.gpu.pending = append(d.gpu.pending, p)
 	}
@@ -101,12 +105,12 @@ func gpuPendingGrace(maxGap time.Duration) time.Duration {
 // their overlap with it.
 func (d *deriver) tryGPU(p *pendingGPU, final bool) bool {
 	r := d.gpuFigures(p.gw)
-	if r.notYet && !final {
-		for _, reason := range r.reasons {
-			if reason == gpuSkipReason(gpucost.NotCovered) {
+	if r.NotYet && !final {
+		for _, reason := range r.Reasons {
+			if reason == gpujoin.SkipReason(gpucost.NotCovered) {
 				if p.gw.share {
-					for _, uuid := range r.gpus {
-						d.gpu.remember(uuid, p.gw.w, p.gw.id)
+					for _, uuid := range r.GPUs {
+						d.gpu.recent.Remember(uuid, p.gw.w, p.gw.id)
 					}
 				}
 				return false
@@ -115,42 +119,21 @@ func (d *deriver) tryGPU(p *pendingGPU, final bool) bool {
 	}
 	res := d.resources.reintern(p.res)
 	for i, fam := range p.families {
-		if r.reasons[i] == gpuCovered {
-			d.observeGPU(fam, res, p.a, p.b, p.dims, r.vals[i])
+		if r.Reasons[i] == gpujoin.Covered {
+			d.observeGPU(fam, res, p.a, p.b, p.dims, r.Vals[i])
 		} else {
-			d.skipGPU(r.reasons[i], gpuFigure(i)+p.gw.offset)
+			d.skipGPU(r.Reasons[i], gpujoin.Figure(i)+p.gw.offset)
 		}
 	}
 	if p.gw.share {
-		for _, uuid := range r.gpus {
-			d.gpu.remember(uuid, p.gw.w, p.gw.id)
+		for _, uuid := range r.GPUs {
+			d.gpu.recent.Remember(uuid, p.gw.w, p.gw.id)
 		}
-		if r.overlapped {
+		if r.Overlapped {
 			d.stats.gpuOverlappingRuns++
 		}
 	}
 	return true
-}
-
-// remember keeps w for later runs on the GPU, forgetting windows that
-// ended longer than a run can last before w's start.
-func (c *gpuCost) remember(uuid string, w gpucost.Window, id uint64) {
-	list := c.recent[uuid]
-	cut := w.From.Add(-c.keep)
-	i := 0
-	for i < len(list) && list[i].w.To.Before(cut) {
-		i++
-	}
-	for _, o := range list {
-		if o.id == id {
-			return // remembered when it began to wait for its samples
-		}
-	}
-	list = append(list[i:], recentWindow{w: w, id: id})
-	if len(list) > maxRecentWindows {
-		list = list[len(list)-maxRecentWindows:]
-	}
-	c.recent[uuid] = list
 }
 
 func (d *deriver) observeGPU(fam family, res *resourceEntry, a, b string, dims []dimValue, v float64) {

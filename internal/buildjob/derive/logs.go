@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -71,7 +72,7 @@ func (d *deriver) statusRecord(res *resourceEntry, lr plog.LogRecord, now time.T
 		return
 	}
 	key := runmemory.Key{Service: res.serviceName, JobID: idV.Str()}
-	p := runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpuHintFrom(attrs)}
+	p := runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpujoin.HintFrom(attrs)}
 	switch action {
 	case StatusActionStart:
 		d.jobs.Start(key, p, ts, now)

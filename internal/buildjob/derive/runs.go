@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -18,7 +19,7 @@ type runPayload struct {
 	dims []dimValue
 	// gpu: the GPU the run's records name, if any (not persisted: a run
 	// restored after a restart has no GPU samples before the restart).
-	gpu gpuHint
+	gpu gpujoin.Hint
 }
 
 // runTracker is the run memory, with the derivation's payload.
@@ -32,7 +33,7 @@ type countedRun struct {
 	seconds     float64
 	hasDuration bool
 	start, end  pcommon.Timestamp // the window, with hasDuration
-	gpu         gpuHint
+	gpu         gpujoin.Hint
 }
 
 func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
@@ -44,7 +45,7 @@ func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
 		TimeoutResult: resultTimeout,
 		// The resource entry is the derivation's own; the dimensions are
 		// borrowed from the input batch, and kept shared between runs.
-		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: dims.own(p.dims), gpu: p.gpu.own()} },
+		Own: func(p runPayload) runPayload { return runPayload{res: p.res, dims: dims.own(p.dims), gpu: p.gpu.Own()} },
 		// A later record may set a dimension the first one lacked: the run
 		// takes another tuple, never writing into a shared one.
 		Fill: func(have *runPayload, from runPayload) {
@@ -60,8 +61,8 @@ func newRunTracker(cfg *jobSettings, count func(countedRun)) *runTracker {
 			if filled != nil {
 				have.dims = dims.own(filled)
 			}
-			if have.gpu.none() && !from.gpu.none() {
-				have.gpu = from.gpu.own()
+			if have.gpu.None() && !from.gpu.None() {
+				have.gpu = from.gpu.Own()
 			}
 		},
 		Count: func(c runmemory.Counted[runPayload]) {

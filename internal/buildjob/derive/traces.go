@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -132,7 +133,7 @@ func (d *deriver) stageSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.
 	dims := d.resolveDims(attrs, res)
 	d.observe(familyStages, res, stage, result, "", dims, seconds)
 	if d.gpu != nil {
-		d.countStageGPU(res, span.StartTimestamp(), span.EndTimestamp(), gpuHintFrom(attrs), stage, result, dims)
+		d.countStageGPU(res, span.StartTimestamp(), span.EndTimestamp(), gpujoin.HintFrom(attrs), stage, result, dims)
 	}
 }
 
@@ -150,7 +151,7 @@ func (d *deriver) jobSpan(res *resourceEntry, span ptrace.Span, attrs pcommon.Ma
 		return
 	}
 	key := runmemory.Key{Service: res.serviceName, JobID: id.Str()}
-	d.jobs.Span(key, runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpuHintFrom(attrs)}, span.StartTimestamp(), span.EndTimestamp(), result, now)
+	d.jobs.Span(key, runPayload{res: res, dims: d.resolveDims(attrs, res), gpu: gpujoin.HintFrom(attrs)}, span.StartTimestamp(), span.EndTimestamp(), result, now)
 }
 
 // unnamedJobSpan counts a span matched by job_span_names that has no job
