@@ -162,3 +162,37 @@ func TestDimensionsOfEveryKindComeBack(t *testing.T) {
 	_, err = DecodeSeries(v, &Layout{Dims: 3, Buckets: []int{1}})
 	assert.Error(t, err, "an unknown family does not fit")
 }
+
+// Whatever a value holds, decoding it does not panic, and what decodes
+// encodes to a value that decodes the same: the fixture's entries and
+// garbage alike.
+func FuzzDecode(f *testing.F) {
+	for _, v := range loadFixtureFile(f, fixturePath) {
+		f.Add(v)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{FormatV1})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if s, err := DecodeSeries(v, &fixtureLayout); err == nil {
+			again, err := DecodeSeries(EncodeSeries(nil, s), &fixtureLayout)
+			require.NoError(t, err)
+			assert.Equal(t, s.Count, again.Count)
+			assert.Equal(t, s.Hist.Counts, again.Hist.Counts)
+		}
+		if runs, err := decodeJob(v, fixtureLayout.Dims); err == nil {
+			again, err := decodeJob(EncodeJob(nil, runs), fixtureLayout.Dims)
+			require.NoError(t, err)
+			require.Len(t, again, len(runs))
+			for i := range runs {
+				assert.Equal(t, runs[i].State, again[i].State)
+				assert.Equal(t, runs[i].ListedAt.UnixNano(), again[i].ListedAt.UnixNano())
+			}
+		}
+		if start, err := decodeMeta(v); err == nil {
+			again, err := decodeMeta(encodeMeta(start))
+			require.NoError(t, err)
+			assert.Equal(t, start, again)
+		}
+		_, _ = decodeResource(v)
+	})
+}
