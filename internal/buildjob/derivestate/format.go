@@ -48,7 +48,7 @@ const (
 )
 
 var (
-	// ErrUnknownVersion: a value's format byte is not one this version reads.
+	// ErrUnknownVersion is a value's format byte this version does not read.
 	ErrUnknownVersion = errors.New("unknown format version")
 	errTruncated      = errors.New("truncated or corrupted entry")
 )
@@ -56,6 +56,7 @@ var (
 // DimKind says what a dimension holds.
 type DimKind uint8
 
+// Dimension kinds: unset, a string, another type.
 const (
 	DimUnset DimKind = iota
 	DimString

@@ -22,6 +22,8 @@ import (
 // SkipReason says why a persisted entry is skipped at start.
 type SkipReason uint8
 
+// Skip reasons: the format byte, anything else that does not decode or
+// fit, a resource entry the entry names that is not there.
 const (
 	SkipUnknownVersion SkipReason = iota
 	SkipCorrupted
