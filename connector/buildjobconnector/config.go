@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 )
 
 // Config is the configuration of the buildjob connector.
@@ -19,7 +20,7 @@ type Config struct {
 	// State keeps the run memory and the derived counts not yet handed
 	// over in a storage extension, so that a restart or a kill neither
 	// loses nor repeats a count.
-	State derive.StateConfig `mapstructure:"state"`
+	State derivestate.Config `mapstructure:"state"`
 
 	// GPUSampler names an nvml_sampler extension: each counted run then
 	// gets its GPU energy, busy time and peak memory (see the README).
@@ -32,7 +33,7 @@ type Config struct {
 var _ component.Config = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
-	return &Config{OutputConfig: derive.DefaultOutputConfig(), JobConfig: derive.DefaultJobConfig(), State: derive.DefaultStateConfig()}
+	return &Config{OutputConfig: derive.DefaultOutputConfig(), JobConfig: derive.DefaultJobConfig(), State: derivestate.DefaultConfig()}
 }
 
 // Validate checks the connector settings; each error names its field.

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 )
 
 // Config is the configuration of the buildjob processor.
@@ -22,7 +23,7 @@ type Config struct {
 	// State keeps the cumulative baselines and the derived counts not yet
 	// handed over in a storage extension, so that a restart neither
 	// repeats nor loses a request.
-	State derive.StateConfig `mapstructure:"state"`
+	State derivestate.Config `mapstructure:"state"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -31,7 +32,7 @@ type Config struct {
 var _ component.Config = (*Config)(nil)
 
 func createDefaultConfig() component.Config {
-	return &Config{OutputConfig: derive.DefaultOutputConfig(), Cumulative: derive.DefaultCumulativeConfig(), State: derive.DefaultStateConfig()}
+	return &Config{OutputConfig: derive.DefaultOutputConfig(), Cumulative: derive.DefaultCumulativeConfig(), State: derivestate.DefaultConfig()}
 }
 
 // Validate checks the processor settings; each error names its field.

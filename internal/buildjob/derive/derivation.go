@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
 
@@ -79,7 +80,7 @@ func (d *Derivation) UseGPUSampler(s gpucost.Sampler) {
 
 // OpenState opens the state in cfg.Storage (which must be set) and loads
 // what a previous process saved there; call it before Start.
-func (d *Derivation) OpenState(ctx context.Context, host component.Host, cfg StateConfig) error {
+func (d *Derivation) OpenState(ctx context.Context, host component.Host, cfg derivestate.Config) error {
 	e := d.emitter
 	e.mu.Lock()
 	defer func() {
@@ -93,16 +94,16 @@ func (d *Derivation) OpenState(ctx context.Context, host component.Host, cfg Sta
 		return err
 	}
 	if d.http {
-		load := e.d.httpTracker.Attach(ctx, batchJoiner{Client: st.client, st: st}, now)
+		load := e.d.httpTracker.Attach(ctx, st.store.Joiner(), now)
 		if load.ReadErrors > 0 {
-			e.d.stats.stateSkipped[stateSkipCorrupted] += load.ReadErrors
+			e.d.stats.stateSkipped[derivestate.SkipCorrupted] += load.ReadErrors
 			e.logger.Warn("Some cumulative baselines could not be read: the next point of those series is a baseline",
-				zap.String("storage", st.location), zap.Int64("entries", load.ReadErrors))
+				zap.String("storage", st.store.Location()), zap.Int64("entries", load.ReadErrors))
 		}
-		e.logger.Info("Restored the cumulative baselines", zap.String("storage", st.location),
+		e.logger.Info("Restored the cumulative baselines", zap.String("storage", st.store.Location()),
 			zap.Int("series", load.Restored), zap.Int("expired", load.Expired))
 		if err := st.persist(ctx, e.d); err != nil {
-			e.logger.Warn("Failed to write the restored state", zap.String("storage", st.location), zap.Error(err))
+			e.logger.Warn("Failed to write the restored state", zap.String("storage", st.store.Location()), zap.Error(err))
 		}
 	}
 	d.state = st
@@ -122,9 +123,9 @@ func (d *Derivation) Shutdown(ctx context.Context) error {
 		e := d.emitter
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return errors.Join(err, e.d.httpTracker.Close(ctx), d.state.persist(ctx, e.d), d.state.close(ctx))
+		return errors.Join(err, e.d.httpTracker.Close(ctx), d.state.persist(ctx, e.d), d.state.store.Close(ctx))
 	}
-	return errors.Join(err, d.state.close(ctx))
+	return errors.Join(err, d.state.store.Close(ctx))
 }
 
 // ConsumeTraces derives from spans. Malformed spans are skipped and

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
@@ -29,7 +30,7 @@ type derivationStats struct {
 	evicted      [2]int64
 	// Persisted state: entries skipped at start, runs forgotten for the
 	// byte budget, failed writes.
-	stateSkipped [numStateSkipReasons]int64
+	stateSkipped [derivestate.NumSkipReasons]int64
 	// cumulativeRefused: cumulative points that gave no increment, by
 	// reason (baselines are not counted here).
 	cumulativeRefused  [cumulative.NumReasons]int64
@@ -119,7 +120,7 @@ func newDeriver(out *OutputConfig, jobBounds, stageBounds, apiBounds []float64, 
 type jobSettings struct {
 	OutputConfig
 	JobConfig
-	State StateConfig
+	State derivestate.Config
 }
 
 // newConnectorDeriver derives job, stage and API metrics from spans and logs.

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
@@ -38,7 +39,7 @@ type emitter struct {
 	d  *deriver
 
 	skippedAttrs      [numSkipReasons]metric.AddOption
-	stateSkippedAttrs [numStateSkipReasons]metric.AddOption
+	stateSkippedAttrs [derivestate.NumSkipReasons]metric.AddOption
 	refusedAttrs      [cumulative.NumReasons]metric.AddOption
 	evictedAttrs      [2]metric.AddOption
 	gpuSkippedAttrs   [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]metric.AddOption
@@ -66,7 +67,7 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 	for r := range cumulative.NumReasons {
 		e.refusedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
-	for r := range numStateSkipReasons {
+	for r := range derivestate.NumSkipReasons {
 		e.stateSkippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
 	}
 	for f := range gpujoin.NumAllFigures {
@@ -133,7 +134,7 @@ func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time))
 	if e.d.state != nil {
 		if err := e.d.state.persist(ctx, e.d); err != nil {
 			e.logger.Warn("Failed to persist the derivation state; the counts are kept in memory and written with the next batch",
-				zap.String("storage", e.d.state.location), zap.Error(err))
+				zap.String("storage", e.d.state.store.Location()), zap.Error(err))
 		}
 	}
 	stats := e.d.takeStats()
@@ -192,7 +193,7 @@ func (e *emitter) finalFlush(ctx context.Context) error {
 			// Their entries stay in the state: the next start emits them.
 			e.telemetry.FlushesFailed.Add(ctx, 1, e.carriedAttrs)
 			e.logger.Warn("The final flush at shutdown was refused; the derived metrics stay in the persisted state for the next start",
-				zap.Error(err), zap.Int("series", f.series), zap.String("storage", e.d.state.location))
+				zap.Error(err), zap.Int("series", f.series), zap.String("storage", e.d.state.store.Location()))
 			return err
 		}
 		e.handedOver(ctx, f)
@@ -230,7 +231,7 @@ func (e *emitter) handedOver(ctx context.Context, f *flushed) {
 	e.mu.Unlock()
 	if err != nil {
 		e.logger.Error("Failed to delete the persisted entries of accepted derived metrics: a restart before they expire would emit them again",
-			zap.String("storage", e.d.state.location), zap.Error(err))
+			zap.String("storage", e.d.state.store.Location()), zap.Error(err))
 	}
 }
 

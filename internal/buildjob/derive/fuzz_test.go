@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumertest"
@@ -32,7 +33,7 @@ func FuzzRestoredDerivationState(f *testing.F) {
 		f.Add(uint8(i), fixture[k])
 	}
 	f.Add(uint8(0), []byte{})
-	f.Add(uint8(1), []byte{stateFormatV1})
+	f.Add(uint8(1), []byte{derivestate.FormatV1})
 
 	f.Fuzz(func(t *testing.T, entry uint8, value []byte) {
 		entries := loadFixture(t)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/gpujoin"
 	"github.com/gpubuild/otelcol-gpubuild/internal/gpucost"
 )
@@ -191,8 +192,12 @@ func TestGPUSeriesPersist(t *testing.T) {
 	s.count = 2
 	s.hist.observe(4000)
 	s.hist.observe(12.5)
-	got, err := decodeSeries(encodeSeries(nil, s, "res/00000000000000ff"), 0, d.series.bounds)
+	var st derivationState
+	rec := st.seriesRecord(s, "res/00000000000000ff")
+	layout := stateLayout(d)
+	decoded, err := derivestate.DecodeSeries(derivestate.EncodeSeries(nil, &rec), &layout)
 	require.NoError(t, err)
+	got := d.seriesFromState(decoded, nil)
 	assert.Equal(t, familyGPUEnergy, got.labels.fam)
 	assert.Equal(t, "success", got.labels.a)
 	assert.Equal(t, int64(2), got.count)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -378,7 +379,7 @@ func attrs(kv ...string) map[string]string {
 // testConfig is the default connector configuration with a flush interval
 // the tests reason about.
 func testConfig() *jobSettings {
-	cfg := &jobSettings{OutputConfig: DefaultOutputConfig(), JobConfig: DefaultJobConfig(), State: DefaultStateConfig()}
+	cfg := &jobSettings{OutputConfig: DefaultOutputConfig(), JobConfig: DefaultJobConfig(), State: derivestate.DefaultConfig()}
 	cfg.MetricsFlushInterval = 10 * time.Second
 	return cfg
 }

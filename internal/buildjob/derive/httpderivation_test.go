@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
@@ -251,7 +252,7 @@ func TestProcessorPassesMetricsThroughAndFlushesOnShutdown(t *testing.T) {
 	ctx := context.Background()
 	next := new(consumertest.MetricsSink)
 	set := componenttest.NewNopTelemetrySettings()
-	p := newTestProcessor(set, HTTPSpec{Output: *defaultOutput(), Telemetry: testTelemetry(set)}, StateConfig{}, next)
+	p := newTestProcessor(set, HTTPSpec{Output: *defaultOutput(), Telemetry: testTelemetry(set)}, derivestate.Config{}, next)
 	require.NoError(t, p.Start(ctx, componenttest.NewNopHost()))
 
 	sink := newOTLPSink(t)

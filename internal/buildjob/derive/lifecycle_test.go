@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
@@ -116,10 +117,10 @@ func testConnectorFactory() connector.Factory {
 // testProcessor is the processor component's lifecycle over a Derivation.
 type testProcessor struct {
 	*Derivation
-	stateCfg StateConfig
+	stateCfg derivestate.Config
 }
 
-func newTestProcessor(set component.TelemetrySettings, spec HTTPSpec, st StateConfig, next consumer.Metrics) *testProcessor {
+func newTestProcessor(set component.TelemetrySettings, spec HTTPSpec, st derivestate.Config, next consumer.Metrics) *testProcessor {
 	return &testProcessor{Derivation: NewHTTPDerivation(set, component.NewID(testType), spec, next), stateCfg: st}
 }
 

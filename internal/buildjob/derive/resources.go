@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"math"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
@@ -24,10 +25,8 @@ type resourceEntry struct {
 	dimValues []dimValue
 	// lastUsed is the flush epoch in which the entry was last interned.
 	lastUsed uint64
-	// stateKey and stateEncoded: the key and value of its persisted entry,
-	// once computed.
-	stateKey     string
-	stateEncoded []byte
+	// stateRef: its persisted entry, once computed.
+	stateRef derivestate.ResourceRef
 }
 
 // resourceTable interns resources so that each distinct resource has one

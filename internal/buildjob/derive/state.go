@@ -5,165 +5,280 @@ package derive
 
 import (
 	"context"
-	"errors"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/state"
-	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
-// StateConfig says where the derivation keeps its state (the run memory and
-// the derived counts not yet accepted by the next consumer) so that a
-// restarted or killed collector neither loses nor repeats a count.
-type StateConfig struct {
-	// Storage and Journal: where the state is kept (internal/state).
-	state.Config `mapstructure:",squash"`
-	// MaxBytes bounds the persisted run memory; beyond it the oldest
-	// counted runs are forgotten (counted and logged).
-	MaxBytes int64 `mapstructure:"max_bytes"`
-	// ExpiryMargin: a run not updated for job_timeout plus this margin is
-	// not restored at start (the collector was down longer than that).
-	ExpiryMargin time.Duration `mapstructure:"expiry_margin"`
-
-	// prevent unkeyed literal initialization
-	_ struct{}
-}
-
-// DefaultStateConfig is in memory until a storage is named, with 32 MiB of run
-// memory (about 150,000 runs); 10 minutes of margin; no journal until its
-// directory is named.
-func DefaultStateConfig() StateConfig {
-	return StateConfig{Config: state.DefaultConfig(), MaxBytes: 32 << 20, ExpiryMargin: 10 * time.Minute}
-}
-
-// Problems checks the state settings, each error naming its field.
-func (cfg *StateConfig) Problems() []error {
-	var errs []error
-	if cfg.MaxBytes <= 0 {
-		errs = append(errs, errors.New("state.max_bytes: must be positive"))
-	}
-	if cfg.ExpiryMargin < 0 {
-		errs = append(errs, errors.New("state.expiry_margin: must not be negative"))
-	}
-	return append(errs, cfg.Config.Problems("state")...)
-}
-
-// stateClientName names the connector's client of the storage extension;
-// file_storage keeps it in the file connector_<type>_<name>_derivation.
-const stateClientName = "derivation"
-
-// Reasons a persisted entry is skipped at start.
-type stateSkipReason uint8
-
-const (
-	stateSkipUnknownVersion stateSkipReason = iota
-	stateSkipCorrupted
-	stateSkipMissingResource
-	numStateSkipReasons
-)
-
-var stateSkipReasonNames = [numStateSkipReasons]string{
-	stateSkipUnknownVersion:  "unknown_version",
-	stateSkipCorrupted:       "corrupted",
-	stateSkipMissingResource: "missing_resource",
-}
-
-func (r stateSkipReason) String() string { return stateSkipReasonNames[r] }
-
-// derivationState writes the derivation's state to a storage client, batched
-// per request: the entries the request changed, in one transaction, before
-// the request is acknowledged. It is used under the emitter's lock.
+// derivationState is the derivation's side of its persisted state: which
+// entries a request changed, as plain records, and putting back what a
+// previous process saved. The store (derivestate) knows the format and the
+// storage. It is used under the emitter's lock.
 type derivationState struct {
-	client   storage.Client
-	cfg      StateConfig
-	location string // for log messages: extension and file
-	logger   *zap.Logger
-	// journal is client when state.journal is set; its checkpoint errors
-	// are reported once each.
-	journal           *journal.Client
-	lastCheckpointErr error
-
-	// resources already written, by key.
-	resources map[string]bool
-	// bytes of persisted job entries (each job's own in its Stored).
-	totalJobs  int64
-	nextID     uint64 // next series entry id
-	nextJobSeq uint64 // next job entry's place in the key order
-
-	// ops is the batch being written (ptrs points at them); inBuf its
-	// operations whose keys or values lie in buf.
-	ops     []storage.Operation
-	ptrs    []*storage.Operation
-	inBuf   []bufOp
-	deletes []string // series entries to delete with the next write
-	// joined holds the cumulative tracker's operations, written with the
-	// next batch (batchJoiner).
-	joined []*storage.Operation
-	buf    []byte
+	store *derivestate.Store
+	// Scratch space for the records of one job, and the keys of one
+	// accepted flush.
+	runs []derivestate.Run
+	dims []derivestate.Dim
+	keys []string
 }
 
 // openState gets the storage client and loads what a previous process
 // saved into d.
-func openState(ctx context.Context, host component.Host, owner component.ID, kind component.Kind, cfg StateConfig, d *deriver, now time.Time, logger *zap.Logger) (*derivationState, error) {
-	opened, err := state.Open(ctx, host, cfg.Config, state.Owner{
-		Kind: kind, ID: owner, Client: stateClientName,
-		Field: "state", What: "derivation state", Logger: logger,
-	})
+func openState(ctx context.Context, host component.Host, owner component.ID, kind component.Kind, cfg derivestate.Config, d *deriver, now time.Time, logger *zap.Logger) (*derivationState, error) {
+	store, err := derivestate.Open(ctx, host, kind, owner, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	client := opened.Client
-	st := &derivationState{
-		client:     client,
-		journal:    opened.Journal,
-		cfg:        cfg,
-		location:   opened.Location,
-		logger:     logger,
-		resources:  map[string]bool{},
-		nextID:     1,
-		nextJobSeq: 1,
-	}
-	if st.journal != nil {
-		// A batch writes a few jobs, most of them again within the
-		// checkpoint interval: the checkpoint reads only their last
-		// entries.
-		st.journal.IndexAppends()
-	}
+	st := &derivationState{store: store}
 	// Tracking is on while loading: what the load merges or trims is
 	// written with the first batch.
 	d.state = st
 	if d.jobs != nil {
 		d.jobs.Track()
 	}
-	if err := st.load(ctx, d, now, logger); err != nil {
+	snap, err := store.Load(ctx, stateLayout(d), now)
+	if err != nil {
 		d.state, d.dirtySeries = nil, nil
 		if d.jobs != nil {
 			d.jobs.Untrack()
 		}
-		_ = client.Close(ctx)
+		_ = store.Close(ctx)
 		return nil, err
 	}
+	st.restore(d, snap)
 	return st, nil
 }
 
-// resourceKey returns the key of res's entry, writing it with the next
-// batch when it is new.
-func (st *derivationState) resourceKey(res *resourceEntry) string {
-	if res.stateKey == "" {
-		res.stateEncoded = encodeAttributes(res.attrs)
-		res.stateKey = resourceStateKey(res.stateEncoded)
+// restore puts back what a previous process saved: the counts as a refused
+// flush would be, the runs oldest first so that the open and ended lists
+// keep their order.
+func (st *derivationState) restore(d *deriver, snap *derivestate.Snapshot) {
+	if d.cumulative {
+		d.restoredStart = snap.Start
 	}
-	if !st.resources[res.stateKey] {
-		st.resources[res.stateKey] = true
-		st.ops = append(st.ops, storage.Operation{Type: storage.Set, Key: res.stateKey, Value: encodeResource(res.stateEncoded)})
+	resolve := func(key string) *resourceEntry {
+		res := pcommon.NewResource()
+		snap.Resources[key].CopyTo(res.Attributes())
+		return d.resources.intern(res)
 	}
-	return res.stateKey
+	for i := range snap.Series {
+		e := &snap.Series[i]
+		s := d.seriesFromState(&e.Series, resolve(e.Resource))
+		s.stateKey = e.Key
+		st.mergeSeries(d, s)
+	}
+	if d.jobs != nil {
+		restored := make(map[runmemory.Key][]*runmemory.Run[runPayload], len(snap.Jobs))
+		saved := make(map[runmemory.Key]*derivestate.SavedJob, len(snap.Jobs))
+		for i := range snap.Jobs {
+			j := &snap.Jobs[i]
+			runs := make([]*runmemory.Run[runPayload], len(j.Runs))
+			for k, r := range j.Runs {
+				runs[k] = &runmemory.Run[runPayload]{
+					State: r.State, HasSpan: r.HasSpan, Start: r.Start, End: r.End,
+					LogStart: r.LogStart, LogEnd: r.LogEnd, SpanStart: r.SpanStart, SpanEnd: r.SpanEnd,
+					Result: r.Result, ListedAt: r.ListedAt,
+					Payload: runPayload{res: resolve(r.Resource), dims: fromStateDims(r.Dims)},
+				}
+			}
+			restored[j.Key], saved[j.Key] = runs, j
+		}
+		for jk, jr := range d.jobs.Restore(restored) {
+			jr.Stored = saved[jk].Stored
+			if saved[jk].Rewrite {
+				d.jobs.Touch(jr)
+			}
+		}
+	}
+	for i, n := range snap.Skipped {
+		d.stats.stateSkipped[i] += n
+	}
 }
 
-func (st *derivationState) close(ctx context.Context) error {
-	return st.client.Close(ctx)
+// persist writes what changed since the last call: the dirty jobs and
+// series, and the deletions of forgotten ones, in one batch. On failure the
+// entries stay dirty and are written with the next batch; the counts stay
+// in memory meanwhile. When the run memory is then over its byte budget,
+// the oldest counted runs are forgotten and a second batch writes that.
+func (st *derivationState) persist(ctx context.Context, d *deriver) error {
+	if d.httpTracker != nil {
+		// Joins this batch through the store's Joiner; it cannot fail.
+		_ = d.httpTracker.Save(ctx, d.httpResult.Records)
+		d.httpResult.Records = d.httpResult.Records[:0]
+	}
+	if err := st.write(ctx, d); err != nil {
+		return err
+	}
+	if d.jobs != nil && st.store.OverBudget() {
+		st.evictOverBudget(d)
+		return st.write(ctx, d)
+	}
+	return nil
+}
+
+func (st *derivationState) write(ctx context.Context, d *deriver) error {
+	store := st.store
+	store.Begin()
+	if d.jobs != nil {
+		for _, jr := range d.jobs.Dirty() {
+			if len(jr.Runs()) == 0 {
+				store.DeleteJob(&jr.Stored, jr.Key())
+				continue
+			}
+			store.PutJob(&jr.Stored, jr.Key(), st.runRecords(jr.Runs()))
+		}
+	}
+	var rec derivestate.Series
+	for _, s := range d.dirtySeries {
+		if s.handedOver {
+			continue
+		}
+		st.dims = st.dims[:0]
+		rec = st.seriesRecord(s, store.Resource(&s.labels.res.stateRef, s.labels.res.attrs))
+		store.PutSeries(&s.stateKey, &rec)
+	}
+	// Do not keep the values alive.
+	clear(st.dims[:cap(st.dims)])
+	clear(st.runs[:cap(st.runs)])
+	if d.metaDirty {
+		store.PutMeta(d.startTime)
+	}
+	if store.Empty() {
+		return nil
+	}
+	if err := store.Commit(ctx); err != nil {
+		d.stats.stateWriteFailures++
+		return err
+	}
+	d.clearDirty()
+	if store.CheckpointFailed() {
+		d.stats.stateWriteFailures++
+	}
+	return nil
+}
+
+// stateLayout is what d's persisted entries must fit.
+func stateLayout(d *deriver) derivestate.Layout {
+	l := derivestate.Layout{Dims: len(d.dimensions), Buckets: make([]int, numFamilies)}
+	for f, b := range d.series.bounds {
+		l.Buckets[f] = len(b) + 1
+	}
+	if d.jobs != nil {
+		l.Runs, l.JobTimeout = true, d.jobs.Timeout()
+	}
+	return l
+}
+
+// seriesRecord is s's record, its resource's entry under resKey; its
+// dimensions are in scratch space.
+func (st *derivationState) seriesRecord(s *series, resKey string) derivestate.Series {
+	return derivestate.Series{
+		Family: uint8(s.labels.fam), A: s.labels.a, B: s.labels.b, C: s.labels.c,
+		Resource: resKey,
+		Dims:     st.stateDims(s.labels.dims),
+		Count:    s.count,
+		Hist:     derivestate.Histogram{N: s.hist.n, Sum: s.hist.sum, Min: s.hist.min, Max: s.hist.max, Counts: s.hist.counts},
+	}
+}
+
+// seriesFromState is the series of a record, of resource res.
+func (d *deriver) seriesFromState(e *derivestate.Series, res *resourceEntry) *series {
+	return &series{
+		labels: seriesLabels{res: res, fam: family(e.Family), a: e.A, b: e.B, c: e.C, dims: fromStateDims(e.Dims)},
+		count:  e.Count,
+		hist: histogram{
+			bounds: d.series.bounds[e.Family], counts: e.Hist.Counts,
+			n: e.Hist.N, sum: e.Hist.Sum, min: e.Hist.Min, max: e.Hist.Max,
+		},
+	}
+}
+
+// runRecords returns the records of a job's runs, in scratch space that
+// the next call reuses.
+func (st *derivationState) runRecords(runs []*runmemory.Run[runPayload]) []derivestate.Run {
+	n := 0
+	for _, r := range runs {
+		n += len(r.Payload.dims)
+	}
+	// Grown once: the runs' dimensions are slices of it.
+	st.dims = slices.Grow(st.dims[:0], n)
+	st.runs = st.runs[:0]
+	for _, r := range runs {
+		st.runs = append(st.runs, derivestate.Run{
+			State: r.State, HasSpan: r.HasSpan, Start: r.Start, End: r.End,
+			LogStart: r.LogStart, LogEnd: r.LogEnd, SpanStart: r.SpanStart, SpanEnd: r.SpanEnd,
+			Result: r.Result, ListedAt: r.ListedAt,
+			Resource: st.store.Resource(&r.Payload.res.stateRef, r.Payload.res.attrs),
+			Dims:     st.stateDims(r.Payload.dims),
+		})
+	}
+	return st.runs
+}
+
+// stateDims appends dims' records to the scratch space.
+func (st *derivationState) stateDims(dims []dimValue) []derivestate.Dim {
+	start := len(st.dims)
+	for _, v := range dims {
+		st.dims = append(st.dims, derivestate.Dim{Kind: derivestate.DimKind(v.kind), Str: v.str, Other: v.other})
+	}
+	return st.dims[start:len(st.dims):len(st.dims)]
+}
+
+// fromStateDims returns the dimension values of the records.
+func fromStateDims(dims []derivestate.Dim) []dimValue {
+	out := make([]dimValue, len(dims))
+	for i, v := range dims {
+		out[i] = dimValue{kind: dimKind(v.Kind), str: v.Str, other: v.Other}
+	}
+	return out
+}
+
+// evictOverBudget forgets the oldest counted runs while the persisted run
+// memory is over its byte budget. A forgotten run's late record may count
+// it again, so each eviction is counted and logged.
+func (st *derivationState) evictOverBudget(d *deriver) {
+	for st.store.OverBudget() {
+		jr, ok := d.jobs.EvictOldestEnded()
+		if !ok {
+			return
+		}
+		d.stats.stateEvicted++
+		st.store.RunForgotten(&jr.Stored, len(jr.Runs()))
+	}
+}
+
+// accepted deletes the entries of series the next consumer accepted (or
+// that were dropped for good).
+func (st *derivationState) accepted(ctx context.Context, taken []*series) error {
+	st.keys = st.keys[:0]
+	for _, s := range taken {
+		s.handedOver = true
+		if s.stateKey != "" {
+			st.keys = append(st.keys, s.stateKey)
+		}
+	}
+	err := st.store.Delete(ctx, st.keys)
+	clear(st.keys)
+	return err
+}
+
+// mergeSeries puts s, persisted under s.stateKey, into d's table: as
+// itself, or added to the series with the same labels, whose entry is then
+// rewritten and s's deleted.
+func (st *derivationState) mergeSeries(d *deriver, s *series) {
+	cur := d.series.merge(s)
+	if cur == nil {
+		return
+	}
+	d.markDirty(cur)
+	if s.stateKey != "" {
+		st.store.QueueDelete(s.stateKey)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
@@ -216,7 +217,7 @@ func BenchmarkProcessorHistogramsPersisted(b *testing.B) {
 	ext := startFileStorage(&testing.T{}, b.TempDir())
 	defer func() { _ = ext.Shutdown(ctx) }()
 	set := componenttest.NewNopTelemetrySettings()
-	cfg := DefaultStateConfig()
+	cfg := derivestate.DefaultConfig()
 	cfg.Storage = &stateStorageID
 	p := newTestProcessor(set, HTTPSpec{Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), Telemetry: testTelemetry(set)}, cfg, consumertest.NewNop())
 	var clock time.Time

@@ -30,10 +30,11 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
 
-var updateFixtures = flag.Bool("update", false, "rewrite testdata/state_v1.txt from this version's encoder")
+var updateFixtures = flag.Bool("update", false, "rewrite ../derivestate/testdata/state_v1.txt from this version's encoder")
 
 var stateStorageID = component.MustNewIDWithName("file_storage", "state")
 
@@ -139,11 +140,11 @@ func (s *sidecar) kill9() {
 // leaves it: a journal is not written into the storage.
 func closeAsKilled(t *testing.T, st *derivationState) {
 	t.Helper()
-	if st.journal != nil {
-		require.NoError(t, st.journal.Storage().Close(context.Background()))
+	if j := st.store.Journal(); j != nil {
+		require.NoError(t, j.Storage().Close(context.Background()))
 		return
 	}
-	require.NoError(t, st.close(context.Background()))
+	require.NoError(t, st.store.Close(context.Background()))
 }
 
 // stateModes runs a lifecycle test with each request's batch written to
@@ -165,7 +166,7 @@ func stateModes(t *testing.T, test func(t *testing.T, config func() *jobSettings
 func seriesEntries(t *testing.T, dir string) int {
 	n := 0
 	for k := range readEntries(t, dir) {
-		if strings.HasPrefix(k, stateKeySeriesPrefix) {
+		if strings.HasPrefix(k, derivestate.KeySeriesPrefix) {
 			n++
 		}
 	}
@@ -289,7 +290,7 @@ func TestStateJournalTurnedOffAfterSIGTERMLosesNothing(t *testing.T) {
 	svc.status("job-2", completed, now) // its start is still in the SDK's batch
 	a.consumeLogs(svc)
 	require.NoError(t, a.sigterm())
-	journal, err := os.ReadFile(filepath.Join(dir, journal.FileName(component.KindConnector, component.NewID(testType), stateClientName)))
+	journal, err := os.ReadFile(filepath.Join(dir, journal.FileName(component.KindConnector, component.NewID(testType), derivestate.ClientName)))
 	require.NoError(t, err)
 	assert.Equal(t, 8, len(journal), "the journal holds its header only")
 
@@ -372,7 +373,7 @@ func TestStateByteBudgetEvictsOldestEndedRuns(t *testing.T) {
 		svc.status(id, completed, now)
 		a.consumeLogs(svc)
 	}
-	assert.LessOrEqual(t, a.conn.state.totalJobs, int64(600))
+	assert.LessOrEqual(t, a.conn.state.store.JobBytes(), int64(600))
 	got, err := a.tel.GetMetric("otelcol_buildjob_state_runs_evicted")
 	require.NoError(t, err)
 	evicted := got.Data.(metricdata.Sum[int64]).DataPoints[0].Value
@@ -383,14 +384,14 @@ func TestStateByteBudgetEvictsOldestEndedRuns(t *testing.T) {
 	assert.Equal(t, int64(20), landed(metricBuildJobs, success, sink))
 }
 
-// fixtureTime is when the runs of testdata/state_v1.txt were counted.
+// fixtureTime is when the runs of the fixture (fixturePath) were counted.
 var fixtureTime = time.Date(2026, time.March, 2, 10, 0, 0, 0, time.UTC)
 
 // fixturePath is the state this version writes; fixtureByIDPath the same
 // state as versions before the ordered job keys wrote it.
 const (
-	fixturePath     = "testdata/state_v1.txt"
-	fixtureByIDPath = "testdata/state_v1_job_keys_by_id.txt"
+	fixturePath     = "../derivestate/testdata/state_v1.txt"
+	fixtureByIDPath = "../derivestate/testdata/state_v1_job_keys_by_id.txt"
 )
 
 // With fsync on the extension (the power-loss option) every batch is synced

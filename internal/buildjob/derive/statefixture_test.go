@@ -22,13 +22,13 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
 )
 
@@ -52,7 +52,7 @@ func writeFixtureState(t *testing.T, dir string) {
 func withStateClient(t *testing.T, dir string, f func(storage.Client)) {
 	ext := startFileStorage(t, dir)
 	defer func() { require.NoError(t, ext.Shutdown(context.Background())) }()
-	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindConnector, component.NewID(testType), stateClientName)
+	client, err := ext.(storage.Extension).GetClient(context.Background(), component.KindConnector, component.NewID(testType), derivestate.ClientName)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, client.Close(context.Background())) }()
 	f(client)
@@ -154,10 +154,10 @@ func testFixtureIsRestored(t *testing.T, path string) {
 
 	var jobKeys []string
 	for k := range readEntries(t, dir) {
-		if strings.HasPrefix(k, stateKeyJobPrefixUnordered) {
+		if strings.HasPrefix(k, derivestate.KeyJobPrefixByID) {
 			t.Errorf("entry %q is left under the earlier key layout", k)
 		}
-		if strings.HasPrefix(k, stateKeyJobPrefix) {
+		if strings.HasPrefix(k, derivestate.KeyJobPrefix) {
 			jobKeys = append(jobKeys, k)
 		}
 	}
@@ -176,9 +176,9 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 		switch {
 		case strings.HasSuffix(k, "\x00job-7"):
 			job7 = k
-		case strings.HasPrefix(k, stateKeySeriesPrefix):
+		case strings.HasPrefix(k, derivestate.KeySeriesPrefix):
 			seriesKey = k
-		case strings.HasPrefix(k, stateKeyResPrefix):
+		case strings.HasPrefix(k, derivestate.KeyResPrefix):
 			resKey = k
 		}
 	}
@@ -189,10 +189,10 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	entries[job7] = future                                              // unknown version
 	entries[seriesKey] = entries[seriesKey][:len(entries[seriesKey])-3] // truncated
 	entries["job/vector-index-build\x00job-x"] = []byte{1, 0xff, 0xff}
-	orphan := encodeSeries(nil, &series{labels: seriesLabels{fam: familyJobs, a: "success"}, count: 5}, "res/00000000000000ff")
-	entries[seriesStateKey(99)] = orphan
-	orphanRun := &runmemory.Run[runPayload]{State: runmemory.Ended, Start: 1, End: 2, Result: resultSuccess, ListedAt: fixtureTime}
-	entries[jobStateKey(99, runmemory.Key{Service: "vector-index-build", JobID: "job-y"})] = encodeJob(nil, []*runmemory.Run[runPayload]{orphanRun}, func(*resourceEntry) string { return "res/00000000000000ff" })
+	orphan := derivestate.EncodeSeries(nil, &derivestate.Series{Family: uint8(familyJobs), A: "success", Resource: "res/00000000000000ff", Count: 5})
+	entries[derivestate.SeriesKey(99)] = orphan
+	orphanRun := derivestate.Run{State: runmemory.Ended, Start: 1, End: 2, Result: resultSuccess, ListedAt: fixtureTime, Resource: "res/00000000000000ff"}
+	entries[derivestate.JobKey(99, runmemory.Key{Service: "vector-index-build", JobID: "job-y"})] = derivestate.EncodeJob(nil, []derivestate.Run{orphanRun})
 	writeEntries(t, dir, entries)
 	require.Contains(t, entries, resKey)
 
@@ -218,38 +218,6 @@ func TestStateDamagedEntriesAreSkipped(t *testing.T) {
 	ps := points(sink.AllMetrics()[0])
 	assert.Empty(t, matching(ps, metricBuildJobs, nil))
 	assert.Equal(t, int64(1), one(t, ps, metricBuildJobsActive, nil).value)
-}
-
-// An entry of any kind whose format byte this version does not know is
-// skipped as an unknown version (the first failure of a read sticks), not
-// as corrupted.
-func TestStateUnknownFormatByteOfEveryEntry(t *testing.T) {
-	res := func(*resourceEntry) string { return "res/00000000000000ff" }
-	run := &runmemory.Run[runPayload]{State: runmemory.Ended, Start: 1, End: 2, Result: resultSuccess, ListedAt: fixtureTime}
-	attrs := pcommon.NewMap()
-	attrs.PutStr("service.name", "vector-index-build")
-	for name, tc := range map[string]struct {
-		entry  []byte
-		decode func([]byte) error
-	}{
-		"meta": {encodeMeta(5), func(v []byte) error { _, err := decodeMeta(v); return err }},
-		"resource": {encodeResource(encodeAttributes(attrs)), func(v []byte) error {
-			_, err := decodeResource(v)
-			return err
-		}},
-		"job": {encodeJob(nil, []*runmemory.Run[runPayload]{run}, res), func(v []byte) error {
-			_, err := decodeJob(v, 0)
-			return err
-		}},
-		"series": {encodeSeries(nil, &series{labels: seriesLabels{fam: familyJobs, a: "success"}, count: 5}, res(nil)), func(v []byte) error {
-			_, err := decodeSeries(v, 0, [numFamilies][]float64{})
-			return err
-		}},
-	} {
-		require.NoError(t, tc.decode(tc.entry), "%s as written", name)
-		tc.entry[0] = stateFormatV1 + 1
-		assert.ErrorIs(t, tc.decode(tc.entry), errUnknownVersion, name)
-	}
 }
 
 // Runs restored at start share their dimension tuples as runs seen live

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -21,7 +22,7 @@ func startProcessor(t *testing.T, dir, journalDir string, next consumer.Metrics)
 	t.Helper()
 	ext := startFileStorage(t, dir)
 	set := componenttest.NewNopTelemetrySettings()
-	cfg := DefaultStateConfig()
+	cfg := derivestate.DefaultConfig()
 	cfg.Storage = &stateStorageID
 	cfg.Journal.Directory = journalDir
 	p := newTestProcessor(set, HTTPSpec{Output: *defaultOutput(), Cumulative: DefaultCumulativeConfig(), Telemetry: testTelemetry(set)}, cfg, next)
