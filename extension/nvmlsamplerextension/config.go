@@ -15,6 +15,9 @@ const (
 	defaultInitRetryInterval = time.Minute
 	// minMaxGap is the shortest gap between samplings that voids a window.
 	minMaxGap = 2 * time.Second
+	// maxReadSpan is the longest energy counter read that is kept: its
+	// time is known to half of it, 12.5 ms, 4 J at 300 W.
+	maxReadSpan = 25 * time.Millisecond
 	// maxRingTicks bounds each GPU's ring whatever retention and interval say.
 	maxRingTicks = 1 << 20
 )

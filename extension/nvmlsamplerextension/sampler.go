@@ -273,7 +273,10 @@ func (s *sampler) sampleGPU(g *gpuRing) {
 		t0 := s.now()
 		mj, ret := g.dev.GetTotalEnergyConsumption()
 		t1 := s.now()
-		if s.ok(g, "energy", ret, &g.energyOff) {
+		// A read whose call took longer than maxReadSpan (the sampler was
+		// descheduled inside it) is known only to half the call: it is
+		// not kept, and the counter loses nothing until the next read.
+		if s.ok(g, "energy", ret, &g.energyOff) && t1.Sub(t0) <= maxReadSpan {
 			g.energy.push(gpucost.EnergySample{T: t0.Add(t1.Sub(t0) / 2), MilliJoules: float64(mj)})
 		}
 		if !g.lost && !g.energyOff && !g.power.off {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
 )
 
@@ -98,27 +99,112 @@ func costScenario(t uint64) fakenvml.Scenario {
 //
 // and job-2's gpu_build stage span (naming GPU 0 by hw.id) its own.
 //
-// Energy is compared at 1e-4: the sidecar stamps each counter read with
-// the host clock around the NVML call, and the counter is whole mJ. Busy
+// Energy is compared at 1e-4 and 8 J: the sampler keeps a counter read
+// only when its NVML call took at most 25 ms, so a read's time is known to
+// 12.5 ms (4 J at 300 W at each end of a window); the counter is whole mJ.
+// A run given another run's window or share is off by 150 J or more. Busy
 // time comes from the driver's own sample timestamps: 1e-6. Memory: exact.
-// GPM activity: its samples are stamped on the host clock as the energy
-// reads are; 0.005 (half a percentage point) absolute.
+// GPM activity: its samples are stamped on the host clock around their
+// call, which a loaded machine can stretch; 0.02 absolute (a window off by
+// one second is off by 0.075 here).
+//
+// A sampler descheduled for over 2 s on a busy machine voids the windows
+// it spans, and the sidecar says so (otelcol_buildjob_gpu_figures_skipped
+// with reason sample_gap) instead of guessing: the scenario is then played
+// again, with a fresh sidecar, up to three times.
 func TestGPUCostPerRun(t *testing.T) {
 	root := binarytest.RepoRoot()
-	dir := t.TempDir()
-	libDir := filepath.Join(dir, "lib")
+	libDir := filepath.Join(t.TempDir(), "lib")
 	require.NoError(t, os.Mkdir(libDir, 0o700))
 	_, err := fakenvml.Build(libDir, root)
 	require.NoError(t, err)
+
+	type want struct {
+		metric, result string
+		value, rel     float64
+		abs            float64
+	}
+	wants := []want{
+		{"build.gpu.energy", "success", 850, 1e-4, 8},
+		{"build.gpu.energy", "failure", 750, 1e-4, 8},
+		{"build.gpu.busy_time", "success", 2.45, 1e-6, 0},
+		{"build.gpu.busy_time", "failure", 2.15, 1e-6, 0},
+		{"build.gpu.memory.peak", "success", float64(3 * gib), 0, 0},
+		{"build.gpu.memory.peak", "failure", float64(6 * gib), 0, 0},
+		{"build.stage.gpu.energy", "failure", 675, 1e-4, 8},
+		{"build.stage.gpu.busy_time", "failure", 1.95, 1e-6, 0},
+		{"build.stage.gpu.memory.peak", "failure", float64(6 * gib), 0, 0},
+		{"build.gpu.sm_activity", "success", 0.675, 0, 0.02},
+		{"build.gpu.sm_activity", "failure", 0.65, 0, 0.02},
+		{"build.gpu.tensor_activity", "success", 0.325, 0, 0.02},
+		{"build.gpu.tensor_activity", "failure", 0.3, 0, 0.02},
+		{"build.stage.gpu.sm_activity", "failure", 0.65, 0, 0.02},
+	}
+	var play costPlay
+	for attempt := 1; attempt <= 3; attempt++ {
+		play = playCostScenario(t, root, libDir, func(p costPlay) bool {
+			for _, w := range wants {
+				if len(p.values(w.metric, w.result)) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		if play.sampleGaps == 0 {
+			break
+		}
+		t.Logf("attempt %d: the sampler stalled during the runs; %v figures skipped with sample_gap, as documented; playing the scenario again",
+			attempt, play.sampleGaps)
+	}
+	require.Zero(t, play.sampleGaps, "every attempt lost figures to sample_gap")
+	for _, w := range wants {
+		got := play.values(w.metric, w.result)
+		if len(got) == 0 {
+			for _, d := range play.datums {
+				t.Logf("datum %s %v %v", d.MetricName, d.Dimensions, d.Values)
+			}
+			t.Logf("telemetry:\n%s", play.telemetry)
+		}
+		require.Len(t, got, 1, "%s %s: one run within 30 s", w.metric, w.result)
+		assert.LessOrEqual(t, math.Abs(got[0]-w.value), w.rel*w.value+w.abs, "%s %s: want %v, got %v", w.metric, w.result, w.value, got[0])
+	}
+}
+
+// costPlay is what one play of the cost scenario left: the datums that
+// landed, the figures the sidecar skipped for sample_gap, its telemetry.
+type costPlay struct {
+	datums     []cloudwatchtest.Datum
+	sampleGaps float64
+	telemetry  string
+}
+
+// values are the run values of metric's datums for build.result result
+// (the gpu_build stage's, for a stage metric).
+func (p costPlay) values(metric, result string) []float64 {
+	var out []float64
+	for _, d := range p.datums {
+		if d.MetricName == metric && d.Dimensions["build.result"] == result &&
+			(!strings.HasPrefix(metric, "build.stage.") || d.Dimensions["build.stage"] == "gpu_build") {
+			out = append(out, runValues(d)...)
+		}
+	}
+	return out
+}
+
+// playCostScenario starts the built distribution on its shipped
+// configuration with the fake NVML playing costScenario on the wall clock,
+// sends the service's records once every window has passed, and waits up
+// to 30 s for complete (or for a figure skipped with sample_gap).
+func playCostScenario(t *testing.T, root, libDir string, complete func(costPlay) bool) costPlay {
+	dir := t.TempDir()
 	// t: a whole second, far enough ahead for the sidecar to be sampling.
 	base := time.Now().Add(12 * time.Second).Truncate(time.Second)
-	tUs := uint64(base.UnixMicro())
 	scenarioPath := filepath.Join(dir, "scenario.txt")
-	require.NoError(t, costScenario(tUs).WriteFile(scenarioPath))
+	require.NoError(t, costScenario(uint64(base.UnixMicro())).WriteFile(scenarioPath))
 
 	cw, err := cloudwatchtest.Start("127.0.0.1:0")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cw.Close() })
+	defer func() { _ = cw.Close() }()
 	httpPort := binarytest.FreePort(t)
 	telPort := binarytest.FreePort(t)
 	env := sidecarEnv(t, cw, dir,
@@ -130,6 +216,7 @@ func TestGPUCostPerRun(t *testing.T) {
 		"GPUBUILD_TELEMETRY_PORT="+strconv.Itoa(telPort),
 	)
 	col := binarytest.StartBinary(t, env, "--config", filepath.Join(root, "otelcol-config.yaml"))
+	defer func() { _, _ = col.Stop(30 * time.Second) }()
 	require.True(t, binarytest.Eventually(20*time.Second, func() bool {
 		return col.Exited() || containsAll(col.Output.String(), "sampling GPUs", "Everything is ready")
 	}), "the sidecar did not start sampling:\n%s", col.Output.String())
@@ -155,59 +242,21 @@ func TestGPUCostPerRun(t *testing.T) {
 			attribute.String("build.stage.result", "failure"), attribute.String("hw.id", "GPU-c0570000-0000-4000-8000-0000000000e0")))
 	stage.End(trace.WithTimestamp(base.Add(7500 * time.Millisecond)))
 
-	values := func(metric, result string) []float64 {
-		var out []float64
-		for _, d := range cw.Datums() {
-			if d.MetricName == metric && d.Dimensions["build.result"] == result &&
-				(!strings.HasPrefix(metric, "build.stage.") || d.Dimensions["build.stage"] == "gpu_build") {
-				out = append(out, runValues(d)...)
-			}
+	var play costPlay
+	binarytest.Eventually(30*time.Second, func() bool {
+		play = costPlay{datums: cw.Datums()}
+		if fams, err := promtext.Scrape("127.0.0.1:" + strconv.Itoa(telPort)); err == nil {
+			play.sampleGaps, _ = fams.Sum("otelcol_buildjob_gpu_figures_skipped", map[string]string{"reason": "sample_gap"})
 		}
-		return out
+		return col.Exited() || play.sampleGaps > 0 || complete(play)
+	})
+	require.False(t, col.Exited(), "collector exited: %v", col.Err())
+	if r, err := http.Get("http://127.0.0.1:" + strconv.Itoa(telPort) + "/metrics"); err == nil {
+		b, _ := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		play.telemetry = string(b)
 	}
-	// Energy: each counter read is stamped on the host clock halfway through
-	// its NVML call, so a loaded machine (a call descheduled for a few ms)
-	// moves a window's edges by that much: up to 1 J at these 300 W. A run
-	// given another run's window or share is off by tens of joules.
-	type want struct {
-		metric, result string
-		value, rel     float64
-		abs            float64
-	}
-	wants := []want{
-		{"build.gpu.energy", "success", 850, 1e-4, 1},
-		{"build.gpu.energy", "failure", 750, 1e-4, 1},
-		{"build.gpu.busy_time", "success", 2.45, 1e-6, 0},
-		{"build.gpu.busy_time", "failure", 2.15, 1e-6, 0},
-		{"build.gpu.memory.peak", "success", float64(3 * gib), 0, 0},
-		{"build.gpu.memory.peak", "failure", float64(6 * gib), 0, 0},
-		{"build.stage.gpu.energy", "failure", 675, 1e-4, 1},
-		{"build.stage.gpu.busy_time", "failure", 1.95, 1e-6, 0},
-		{"build.stage.gpu.memory.peak", "failure", float64(6 * gib), 0, 0},
-		{"build.gpu.sm_activity", "success", 0.675, 0, 0.005},
-		{"build.gpu.sm_activity", "failure", 0.65, 0, 0.005},
-		{"build.gpu.tensor_activity", "success", 0.325, 0, 0.005},
-		{"build.gpu.tensor_activity", "failure", 0.3, 0, 0.005},
-		{"build.stage.gpu.sm_activity", "failure", 0.65, 0, 0.005},
-	}
-	for _, w := range wants {
-		ok := binarytest.Eventually(30*time.Second, func() bool { return len(values(w.metric, w.result)) > 0 || col.Exited() })
-		require.False(t, col.Exited(), "collector exited: %v", col.Err())
-		if !ok {
-			for _, d := range cw.Datums() {
-				t.Logf("datum %s %v %v", d.MetricName, d.Dimensions, d.Values)
-			}
-			if r, err := http.Get("http://127.0.0.1:" + strconv.Itoa(telPort) + "/metrics"); err == nil {
-				b, _ := io.ReadAll(r.Body)
-				_ = r.Body.Close()
-				t.Logf("telemetry:\n%s", b)
-			}
-		}
-		require.True(t, ok, "no %s datum for %s within 30 s:\n%s", w.metric, w.result, col.Output.String())
-		got := values(w.metric, w.result)
-		require.Len(t, got, 1, "%s %s: one run", w.metric, w.result)
-		assert.LessOrEqual(t, math.Abs(got[0]-w.value), w.rel*w.value+w.abs, "%s %s: want %v, got %v", w.metric, w.result, w.value, got[0])
-	}
+	return play
 }
 
 // runValues are the values of single runs a datum carries: its values, its
