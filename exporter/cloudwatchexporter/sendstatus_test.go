@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/component/componenttest"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
 )
 
 type statusRecorder struct {
@@ -48,4 +50,17 @@ func TestSendStatusReportsChangesOnly(t *testing.T) {
 	mixed[outcomeSuccess], mixed[outcomeNetworkError] = 1, 4
 	s.update(host, &mixed)
 	assert.Len(t, host.got, 2, "an export with a call taken is not failing")
+}
+
+// TestStatusPassesThroughTheQueueHost: with a persistent queue the exporter
+// starts on a host wrapped by queuecompress; its status still reaches the
+// service's host.
+func TestStatusPassesThroughTheQueueHost(t *testing.T) {
+	host := &statusRecorder{Host: componenttest.NewNopHost()}
+	wrapped := queuecompress.NewHost(host, component.MustNewID("file_storage"), component.MustNewID("cloudwatch"), queueClientName, isQueueItemKey)
+	var s sendStatus
+	var outcomes [numOutcomes]int64
+	outcomes[outcomeNetworkError] = 1
+	s.update(wrapped, &outcomes)
+	assert.Equal(t, []componentstatus.Status{componentstatus.StatusRecoverableError}, host.got)
 }
