@@ -52,7 +52,9 @@ func TestGatewayReadinessFollowsItsJournalAndItsSends(t *testing.T) {
 					cw.SetFaults(cloudwatchtest.Faults{})
 				}
 			},
-			func(gw *node) bool { return gw.telemetryValue("otelcol_intervalmerge_requests_refused_journal_full") > 0 })
+			func(gw *node) bool {
+				return gw.telemetryValue("otelcol_intervalmerge_requests_refused_journal_full") > 0
+			})
 	})
 	t.Run("CloudWatch down", func(t *testing.T) {
 		t.Parallel()
