@@ -59,6 +59,8 @@ type cloudWatchExporter struct {
 	host     component.Host
 	// autoDryRunReported: the auto dry run was reported as component status.
 	autoDryRunReported atomic.Bool
+	// sending: whether PutMetricData gets through, as component status.
+	sending sendStatus
 
 	translations sync.Pool
 }

@@ -62,6 +62,7 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 	if e.dryRun.Load() {
 		e.reportAutoDryRun()
 	} else {
+		e.sending.update(e.host, &outcomes)
 		for o, n := range outcomes {
 			if n > 0 {
 				e.telemetry.ExporterCloudwatchRequests.Add(ctx, n,

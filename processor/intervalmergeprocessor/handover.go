@@ -20,6 +20,7 @@ import (
 func (p *mergeProcessor) flush(ctx context.Context, rotate bool) {
 	p.flushMu.Lock()
 	defer p.flushMu.Unlock()
+	defer p.updateRefusal()
 	now := p.now()
 	if rotate {
 		p.mu.Lock()

@@ -79,6 +79,9 @@ type mergeProcessor struct {
 	marsh   pmetric.ProtoMarshaler
 	unmarsh pmetric.ProtoUnmarshaler
 
+	// status: whether new requests are refused, as component status.
+	status refusalStatus
+
 	flushMu sync.Mutex    // one hand-over at a time (ticker, early flush, shutdown)
 	kick    chan struct{} // the open interval is full: hand it on now
 	refused chan struct{} // a hand-over was refused: offer it again later
@@ -142,7 +145,8 @@ func (p *mergeProcessor) Capabilities() consumer.Capabilities {
 // Start reads back what a previous process left in the journal (every
 // request it acknowledged and did not hand on) before the receivers start,
 // so a sender's retry of one of them is known as a repeat.
-func (p *mergeProcessor) Start(_ context.Context, _ component.Host) error {
+func (p *mergeProcessor) Start(_ context.Context, host component.Host) error {
+	p.status.host = host
 	if p.cfg.legacyJournalKey {
 		state.WarnRenamed(p.logger, legacyJournalKey, "state.journal")
 	}
@@ -303,7 +307,11 @@ func (p *mergeProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics)
 	}
 	if err := p.overLimit(); err != nil {
 		p.countRefusal(ctx)
+		changed := p.status.set(err)
 		p.mu.Unlock()
+		if changed {
+			p.status.report()
+		}
 		return err
 	}
 	if p.journal != nil {

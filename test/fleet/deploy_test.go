@@ -57,7 +57,7 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 	pod := dig(kinds["StatefulSet"], "spec", "template", "spec").(map[string]any)
 	assert.Equal(t, true, dig(pod, "securityContext", "runAsNonRoot"))
 	c := pod["containers"].([]any)[0].(map[string]any)
-	assert.Equal(t, []any{"--config", "/etc/otelcol-gpubuild/gateway.yaml"}, c["args"])
+	assert.Equal(t, []any{"--config", "/etc/otelcol-gpubuild/gateway.yaml", gatewayFeatureGate}, c["args"])
 
 	gatewayVars := envNames(readRepoFile(t, "otelcol-gateway.yaml"))
 	for _, e := range c["env"].([]any) {
@@ -69,6 +69,11 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 	for _, probe := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
 		assert.Equal(t, "health", dig(c, probe, "httpGet", "port"), probe)
 	}
+	// Readiness follows the journal and the sends; liveness and startup
+	// only the process (TestGatewayReadinessFollowsItsJournalAndItsSends).
+	assert.Equal(t, readinessPath, dig(c, "readinessProbe", "httpGet", "path"))
+	assert.Equal(t, livenessPath, dig(c, "livenessProbe", "httpGet", "path"))
+	assert.Equal(t, livenessPath, dig(c, "startupProbe", "httpGet", "path"))
 	ports := map[string]int{}
 	for _, p := range c["ports"].([]any) {
 		ports[p.(map[string]any)["name"].(string)] = p.(map[string]any)["containerPort"].(int)

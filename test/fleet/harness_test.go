@@ -33,7 +33,12 @@ type node struct {
 	env                     []string
 	grpc, health, telemetry int
 	queueDir                string
+	args                    []string // past --config
 }
+
+// gatewayFeatureGate turns the health check's component status on: the
+// gateway's config needs it (deploy/gateway-kubernetes.yaml passes it).
+const gatewayFeatureGate = "--feature-gates=+extension.healthcheck.useComponentStatus"
 
 func baseEnv() []string {
 	env := binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_")
@@ -53,8 +58,13 @@ func newNode(t testing.TB, config string, extra ...string) *node {
 	n := &node{t: t, config: filepath.Join(binarytest.RepoRoot(), config), queueDir: t.TempDir()}
 	n.pickPorts()
 	n.env = extra
+	if config == gatewayConfig {
+		n.args = []string{gatewayFeatureGate}
+	}
 	return n
 }
+
+const gatewayConfig = "otelcol-gateway.yaml"
 
 // pickPorts chooses the listeners' ports. A gateway keeps its ports across
 // restarts (the sidecars' lists name them); a sidecar picks new ones right
@@ -75,7 +85,7 @@ func (n *node) start() {
 		"GPUBUILD_QUEUE_DIR="+n.queueDir,
 	)
 	env = append(env, n.env...)
-	n.Process = binarytest.StartBinary(n.t, env, "--config", n.config)
+	n.Process = binarytest.StartBinary(n.t, env, append([]string{"--config", n.config}, n.args...)...)
 	require.NoError(n.t, n.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", n.health), 60*time.Second))
 }
 

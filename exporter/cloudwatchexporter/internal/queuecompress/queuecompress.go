@@ -22,6 +22,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
 
@@ -179,6 +180,10 @@ type Host struct {
 func NewHost(host component.Host, storageID, owner component.ID, name string, compress func(key string) bool) *Host {
 	return &Host{Host: host, storageID: storageID, owner: owner, name: name, compress: compress}
 }
+
+// Report passes the component's status on to the host: the wrapper must
+// not hide that the service's host is a componentstatus.Reporter.
+func (h *Host) Report(ev *componentstatus.Event) { componentstatus.ReportStatus(h.Host, ev) }
 
 // GetExtensions returns the host's extensions, the storage one wrapped.
 func (h *Host) GetExtensions() map[component.ID]component.Component {
