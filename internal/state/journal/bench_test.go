@@ -13,16 +13,20 @@ import (
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
 
-// BenchmarkBatch: one record per op, shaped as a 50-span request's
-// derivation state (six jobs, each a set of a 32-hex-digit key and a
-// 300-byte value), keys reused as a run's job is written at its start, its
-// stages and its end; indexed (IndexAppends) as the derivation's journal
-// is. Checkpoints happen as the journal fills (8 MiB), into an in-memory
+// BenchmarkBatch: one record per op, shaped as a request's derivation
+// state: a 50-span request's six jobs, or a 1,000-span request's 110, each
+// a set of a 32-hex-digit key and a 300-byte value, keys reused as a run's
+// job is written at its start, its stages and its end; indexed
+// (IndexAppends) as the derivation's journal is, and not. Checkpoints happen as the journal fills (8 MiB), into an in-memory
 // storage: the figure is the append and the index, with their share of
 // the checkpoint's reading back.
 func BenchmarkBatch(b *testing.B) {
-	for _, indexed := range []bool{true, false} {
-		b.Run(fmt.Sprintf("indexed=%v", indexed), func(b *testing.B) {
+	for _, bc := range []struct {
+		jobs    int
+		indexed bool
+	}{{6, true}, {6, false}, {110, true}, {110, false}} {
+		b.Run(fmt.Sprintf("jobs=%d/indexed=%v", bc.jobs, bc.indexed), func(b *testing.B) {
+			jobs, indexed := bc.jobs, bc.indexed
 			ctx := context.Background()
 			c, _, err := Open(ctx, newBase(), filepath.Join(b.TempDir(), "state.journal"), Config{})
 			if err != nil {
@@ -34,8 +38,7 @@ func BenchmarkBatch(b *testing.B) {
 			}
 			frozen := c.lastCheckpoint
 			c.now = func() time.Time { return frozen }
-			const jobs = 6
-			keys := make([]string, 4096)
+			keys := make([]string, 16384)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("jobs/%032x", uint64(i)*0x9e3779b97f4a7c15)
 			}
