@@ -71,7 +71,11 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 			}
 			fmt.Fprintf(&b, " %s |", s.format(format))
 		}
-		fmt.Fprintf(&b, " %s |\n", ratioCell(pairedRatios(vals[0], vals[1]), goal))
+		cell := ratioCell(pairedRatios(vals[0], vals[1]), goal)
+		if c, ours := spreadOf(vals[1]), spreadOf(vals[0]); c.hi == 0 && ours.lo > 0 {
+			cell = "above contrib's 0 in every round" // idle: contrib's threads may not run at all
+		}
+		fmt.Fprintf(&b, " %s |\n", cell)
 	}
 	row("binary (MB)", func(p peer) []float64 {
 		st, err := os.Stat(p.bin)
@@ -89,7 +93,7 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 			return v
 		}
 	}
-	row("idle CPU (cores)", idleOf(func(r idleRun) float64 { return r.cores }), "%.4f", 1)
+	row("idle CPU (cores)", idleOf(func(r idleRun) float64 { return r.cores }), "%.5f", 1)
 	row("idle RSS (MiB)", idleOf(func(r idleRun) float64 { return r.total }), "%.1f", 0)
 	row("idle RSS, anonymous (MiB)", idleOf(func(r idleRun) float64 { return r.anon }), "%.1f", 0)
 	row("idle RSS, the binary's pages (MiB)", idleOf(func(r idleRun) float64 { return r.binary }), "%.1f", 0)
