@@ -144,8 +144,8 @@ func TestSpreadAndRatioCell(t *testing.T) {
 	// Rounds are paired: ours 1.0, 1.4 against contrib 2.0, 2.0.
 	r := pairedRatios([]float64{1.0, 1.4, 3}, []float64{2.0, 2.0, 0})
 	assert.InDeltaSlice(t, []float64{0.5, 0.7}, r, 1e-9, "a round contrib did not measure is left out")
-	assert.Equal(t, "0.70 (0.50–0.70)×", ratioCell(r, 0), "under 1 in every round")
-	assert.Equal(t, "0.70 (0.50–0.70)×", ratioCell(r, 0.8), "under the goal in every round")
+	assert.Equal(t, "0.60 (0.50–0.70)×", ratioCell(r, 0), "under 1 in every round; two rounds' median is their mean")
+	assert.Equal(t, "0.60 (0.50–0.70)×", ratioCell(r, 0.8), "under the goal in every round")
 	assert.Equal(t, "0.75 (0.70–0.90)×, within noise of 0.8×", ratioCell([]float64{0.7, 0.75, 0.9}, 0.8))
 	assert.Equal(t, "1.00 (0.85–1.15)×, within noise of 1", ratioCell([]float64{0.85, 1.0, 1.15}, 0.8))
 	assert.Equal(t, "0.90 (0.75–1.05)×, within noise of 1 and 0.8×", ratioCell([]float64{0.75, 0.9, 1.05}, 0.8))
