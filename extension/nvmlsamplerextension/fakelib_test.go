@@ -223,6 +223,7 @@ func TestLostGPULeavesAGap(t *testing.T) {
 func TestDormantWithoutNVMLAndRetries(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.InitRetryInterval = time.Second
+	cfg.SamplingInterval = 500 * time.Millisecond
 	s, clk, logs := startFake(t, costScenario(), cfg)
 	load := s.load
 	attempts := 0
@@ -239,8 +240,12 @@ func TestDormantWithoutNVMLAndRetries(t *testing.T) {
 		if k < 4 {
 			assert.Nil(t, s.Samples(clk.now().Add(-time.Second), clk.now()), "tick %d", k)
 		}
+		if k%2 == 0 && k < 4 { // just after an attempt that failed
+			assert.Equal(t, cfg.InitRetryInterval, s.nextWake(), "without NVML the loop sleeps until the next attempt (tick %d)", k)
+		}
 	}
 	assert.Equal(t, 3, attempts) // at 1 s, 2 s and 3 s: once per init_retry_interval
+	assert.Equal(t, cfg.SamplingInterval, s.nextWake(), "with GPUs the loop wakes every sampling interval")
 	assert.Equal(t, 1, logs.FilterMessageSnippet("NVML is not available").Len())
 	require.Len(t, s.Samples(clk.now(), clk.now()), 2)
 }

@@ -119,12 +119,19 @@ func (s *sampler) loop() {
 	defer close(s.done)
 	t := time.NewTicker(s.cfg.SamplingInterval)
 	defer t.Stop()
+	period := s.cfg.SamplingInterval
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 			s.tick()
+			// Without a GPU the loop sleeps until the next attempt to load
+			// NVML instead of waking every sampling interval for nothing.
+			if p := s.nextWake(); p != period {
+				period = p
+				t.Reset(p)
+			}
 		}
 	}
 }
@@ -140,6 +147,17 @@ func (s *sampler) tick() {
 		s.initNVML()
 	}
 	s.sampleAll()
+}
+
+// nextWake is how long the loop waits for the next tick: the sampling
+// interval while there are GPUs, else until the next attempt to load NVML.
+func (s *sampler) nextWake() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.gpus) > 0 {
+		return s.cfg.SamplingInterval
+	}
+	return max(s.nextInit.Sub(s.now()), s.cfg.SamplingInterval)
 }
 
 func (s *sampler) MaxGap() time.Duration { return s.cfg.maxGap() }

@@ -4,6 +4,11 @@
 package main
 
 import (
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -127,4 +132,45 @@ exporters:
     # kept
     metrics: []
 `, got)
+}
+
+func TestSpreadAndRatioCell(t *testing.T) {
+	s := spreadOf([]float64{0.9, math.NaN(), 0.7, 1.1})
+	assert.Equal(t, spread{0.9, 0.7, 1.1}, s, "NaN (a round without the figure) left out")
+	assert.Equal(t, "0.90 (0.70–1.10)", s.format("%.2f"))
+	assert.Equal(t, "2.0", spreadOf([]float64{2, 2.01}).format("%.1f"), "no range where it does not show")
+	assert.True(t, math.IsNaN(spreadOf(nil).med))
+
+	// Rounds are paired: ours 1.0, 1.4 against contrib 2.0, 2.0.
+	r := pairedRatios([]float64{1.0, 1.4, 3}, []float64{2.0, 2.0, 0})
+	assert.InDeltaSlice(t, []float64{0.5, 0.7}, r, 1e-9, "a round contrib did not measure is left out")
+	assert.Equal(t, "0.60 (0.50–0.70)×", ratioCell(r, 0), "under 1 in every round; two rounds' median is their mean")
+	assert.Equal(t, "0.60 (0.50–0.70)×", ratioCell(r, 0.8), "under the goal in every round")
+	assert.Equal(t, "0.75 (0.70–0.90)×, within noise of 0.8×", ratioCell([]float64{0.7, 0.75, 0.9}, 0.8))
+	assert.Equal(t, "1.00 (0.85–1.15)×, within noise of 1", ratioCell([]float64{0.85, 1.0, 1.15}, 0.8))
+	assert.Equal(t, "0.90 (0.75–1.05)×, within noise of 1 and 0.8×", ratioCell([]float64{0.75, 0.9, 1.05}, 0.8))
+	assert.Equal(t, "1.00×", ratioCell([]float64{1}, 0), "one round: no spread to judge by")
+	assert.Equal(t, "–", ratioCell(nil, 0))
+}
+
+func TestPinCPU(t *testing.T) {
+	assert.Empty(t, pinCPU("off"))
+	assert.Equal(t, "0,1", pinCPU("0,1"))
+	got := pinCPU("auto")
+	if _, err := exec.LookPath("taskset"); err != nil || runtime.NumCPU() < 2 {
+		assert.Empty(t, got)
+	} else {
+		assert.Equal(t, strconv.Itoa(runtime.NumCPU()-1), got)
+	}
+}
+
+func TestSchedCPUSecondsCountsThisProcess(t *testing.T) {
+	before, err := schedCPUSeconds(os.Getpid())
+	require.NoError(t, err)
+	start := time.Now()
+	for time.Since(start) < 50*time.Millisecond { //nolint:revive // spin: CPU to be counted
+	}
+	after, err := schedCPUSeconds(os.Getpid())
+	require.NoError(t, err)
+	assert.Greater(t, after-before, 0.02, "50 ms of spinning is counted")
 }

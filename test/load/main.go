@@ -49,6 +49,8 @@ type options struct {
 	splice       string
 	only         string
 	sidecarEnv   envList
+	pin          string
+	idleWindow   time.Duration
 }
 
 // envList is a repeatable KEY=VALUE flag.
@@ -79,6 +81,8 @@ func main() {
 	flag.BoolVar(&o.peers, "peers", false, "instead: compare with the contrib assembly and the stock build, side by side (make bench-peers)")
 	flag.IntVar(&o.rounds, "rounds", 3, "with -peers: rounds to take medians over")
 	flag.StringVar(&o.only, "only", "", "with -peers: measure only the builds and loads whose names contain this text (e.g. \"spans only\"); for profiling one case")
+	flag.StringVar(&o.pin, "pin", "auto", "with -peers: the CPUs (taskset -c) every collector runs on; auto: the last CPU where taskset exists and there are two or more, off: none")
+	flag.DurationVar(&o.idleWindow, "idle-window", 5*time.Second, "with -peers: how long each idle run is measured (CPU, RSS), after 10 s to settle")
 	flag.Var(&o.sidecarEnv, "sidecar-env", "KEY=VALUE added to otelcol-gpubuild's environment only (repeatable; e.g. GOGC=50 to weigh a setting against the peers)")
 	flag.StringVar(&o.splice, "splice", "", "also put the report into this markdown file, between the lines <!-- NAME:begin --> and <!-- NAME:end --> (NAME = bench-peers or bench)")
 	flag.Parse()

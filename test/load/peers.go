@@ -7,12 +7,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -137,32 +135,37 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	}
 	loads := peerLoads(o.duration)
 
-	idle, idleAnon, idleBinary := make(map[string][]float64), make(map[string][]float64), make(map[string][]float64)
+	cpus := pinCPU(o.pin)
+	idle := make(map[string][]idleRun)
 	runs := make(map[string]map[string][]peerRun)
 	for _, p := range peers {
 		runs[p.name] = make(map[string][]peerRun)
 	}
+	wanted := func(p peer, load string) bool {
+		return o.only == "" || strings.Contains(p.name, o.only) || strings.Contains(load, o.only)
+	}
+	// Each load is run by every build in turn (A, B, C, A, B, C across
+	// rounds), each pinned to the same CPU: the builds compared in a round
+	// ran minutes apart at most, on the same core.
 	for round := 1; round <= o.rounds; round++ {
 		for _, p := range peers {
-			if p.loadsLike == "" {
-				t, err := p.target(tmp, round)
-				if err != nil {
-					return "", err
-				}
-				logf("round %d/%d: %s idle", round, o.rounds, p.name)
-				rss, err := idleRSS(t, 10*time.Second)
-				if err != nil {
-					return "", err
-				}
-				idle[p.name] = append(idle[p.name], rss.total)
-				idleAnon[p.name] = append(idleAnon[p.name], rss.anon)
-				idleBinary[p.name] = append(idleBinary[p.name], rss.binary)
+			if p.loadsLike != "" || !wanted(p, "idle") {
+				continue
 			}
-			for _, pl := range loads {
-				if o.only != "" && !strings.Contains(p.name, o.only) && !strings.Contains(pl.name, o.only) {
-					continue
-				}
-				if !strings.Contains(pl.name, p.loadsLike) {
+			t, err := p.target(tmp, round)
+			if err != nil {
+				return "", err
+			}
+			logf("round %d/%d: %s idle", round, o.rounds, p.name)
+			r, err := idleRunOf(t, 10*time.Second, o.idleWindow, cpus)
+			if err != nil {
+				return "", err
+			}
+			idle[p.name] = append(idle[p.name], r)
+		}
+		for _, pl := range loads {
+			for _, p := range peers {
+				if !wanted(p, pl.name) || !strings.Contains(pl.name, p.loadsLike) {
 					continue
 				}
 				t, err := p.target(tmp, round)
@@ -175,7 +178,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 					cwp = p.cw
 					cwp.Reset() // each run's delivery is judged on its own datums
 				}
-				r, err := run(ctx, t, pl.load, o.warmup, cwp, "")
+				r, err := run(ctx, t, pl.load, o.warmup, cwp, cpus)
 				if err != nil {
 					return "", err
 				}
@@ -188,157 +191,34 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 			}
 		}
 	}
-	return peersReport(o, peers, loads, idle, idleAnon, idleBinary, runs), nil
+	return peersReport(o, cpus, peers, loads, idle, runs), nil
 }
 
-func peersReport(o options, peers []peer, loads []peerLoad, idle, idleAnon, idleBinary map[string][]float64, runs map[string]map[string][]peerRun) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "### Side by side with the contrib assembly (`make bench-peers`)\n\n")
-	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, measured %s. ", runtime.NumCPU(), cpuModel(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
-	var extra strings.Builder
-	for _, kv := range o.sidecarEnv {
-		fmt.Fprintf(&extra, " -sidecar-env %s", kv)
-	}
-	if o.only != "" {
-		fmt.Fprintf(&extra, " -only %q", o.only)
-	}
-	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v%s`. ", o.rounds, o.duration, o.warmup, extra.String())
-	fmt.Fprintf(&b, "Medians of %d rounds; in each round every build runs every load in turn. ", o.rounds)
-	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup; RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ")
-	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic); %s runs otelcol-gpubuild's binary on stock's configuration, at the spans-only loads only: what receiving costs our build, before it derives and persists; %s runs it on `otelcol-config.yaml` without its `state:` and `cumulative_state:` blocks (nothing persisted before a request is acknowledged), at the spans-only loads only. – = not measured.\n\n", receiveOnlyPeer, inMemoryPeer)
+// idleRun is what one idle run measured: CPU seconds per second over the
+// window (from schedstat: an idle collector uses a few of stat's ticks), and the median VmRSS, RssAnon and RSS of the executable's pages
+// over it, in MiB.
+type idleRun struct{ cores, total, anon, binary float64 }
 
-	fmt.Fprintf(&b, "| figure |")
-	for _, p := range peers {
-		fmt.Fprintf(&b, " %s |", p.name)
-	}
-	fmt.Fprintf(&b, " ours / contrib |\n|---|")
-	for range peers {
-		fmt.Fprintf(&b, "---|")
-	}
-	fmt.Fprintf(&b, "---|\n")
-	row := func(name string, f func(p peer) float64, format string) {
-		vals := make([]float64, len(peers))
-		measured := false
-		for i, p := range peers {
-			vals[i] = f(p)
-			measured = measured || !math.IsNaN(vals[i])
-		}
-		if !measured { // a load left out by -only
-			return
-		}
-		fmt.Fprintf(&b, "| %s |", name)
-		for _, v := range vals {
-			if math.IsNaN(v) {
-				fmt.Fprintf(&b, " – |")
-				continue
-			}
-			fmt.Fprintf(&b, " "+format+" |", v)
-		}
-		fmt.Fprintf(&b, " %s |\n", ratio(vals[0], vals[1]))
-	}
-	row("binary (MB)", func(p peer) float64 {
-		st, err := os.Stat(p.bin)
-		if err != nil {
-			return 0
-		}
-		return float64(st.Size()) / 1e6
-	}, "%.1f")
-	row("idle RSS (MiB)", func(p peer) float64 { return median(idle[p.name]) }, "%.1f")
-	row("idle RSS, anonymous (MiB)", func(p peer) float64 { return median(idleAnon[p.name]) }, "%.1f")
-	row("idle RSS, the binary's pages (MiB)", func(p peer) float64 { return median(idleBinary[p.name]) }, "%.1f")
-	figures := []struct {
-		label, format string
-		of            func(peerRun) float64
-	}{
-		{"CPU (cores)", "%.3f", func(r peerRun) float64 { return r.cores }},
-		{"RSS (MiB)", "%.1f", func(r peerRun) float64 { return r.rssMiB }},
-		{"RSS, anonymous (MiB)", "%.1f", func(r peerRun) float64 { return r.anonMiB }},
-		{"RSS, the binary's pages (MiB)", "%.1f", func(r peerRun) float64 { return r.binaryMiB }},
-		{"RSS, other files: mapped state, libraries (MiB)", "%.1f", func(r peerRun) float64 { return r.otherFileMiB }},
-	}
-	for _, pl := range loads {
-		for _, f := range figures {
-			row(pl.name+": "+f.label, func(p peer) float64 { return medianOf(runs[p.name][pl.name], f.of) }, f.format)
-		}
-	}
-	// Per-signal costs from the single-signal loads: CPU seconds per million
-	// items sent, and items per second one core would carry at that cost.
-	pointsLoad, spansLoad, denseSpansLoad := loads[3].name, loads[4].name, loads[5].name
-	perMillion := func(rs []peerRun, items func(peerRun) float64) float64 {
-		return medianOf(rs, func(r peerRun) float64 {
-			if items(r) == 0 {
-				return 0
-			}
-			return r.cores * r.seconds / items(r) * 1e6
-		})
-	}
-	row("CPU-seconds per 1M points", func(p peer) float64 {
-		return perMillion(runs[p.name][pointsLoad], func(r peerRun) float64 { return r.points })
-	}, "%.1f")
-	row("CPU-seconds per 1M spans", func(p peer) float64 {
-		return perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
-	}, "%.1f")
-	row("CPU-seconds per 1M spans at 20k spans/s", func(p peer) float64 {
-		return perMillion(runs[p.name][denseSpansLoad], func(r peerRun) float64 { return r.spans })
-	}, "%.1f")
-	// Each build's per-span cost against contrib's: the cost of the
-	// guarantee is ours against ours with the state in memory.
-	toContrib := func(of func(p peer) float64) func(p peer) float64 {
-		return func(p peer) float64 {
-			c := of(peers[1])
-			if c <= 0 {
-				return math.NaN()
-			}
-			return of(p) / c
-		}
-	}
-	row("CPU per 1M spans, to contrib's", toContrib(func(p peer) float64 {
-		return perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
-	}), "%.2f×")
-	row("CPU per 1M spans at 20k spans/s, to contrib's", toContrib(func(p peer) float64 {
-		return perMillion(runs[p.name][denseSpansLoad], func(r peerRun) float64 { return r.spans })
-	}), "%.2f×")
-	row("spans/s per core (at the 2000 spans/s cost)", func(p peer) float64 {
-		c := perMillion(runs[p.name][spansLoad], func(r peerRun) float64 { return r.spans })
-		if c == 0 {
-			return 0
-		}
-		return 1e6 / c
-	}, "%.0f")
-	fmt.Fprintf(&b, "\nThe load generator and the endpoints run in the harness process on the same machine; the spans-only load also carries the job status log records and the SDK's few job series.\n")
-	for _, p := range peers {
-		if line := deliveryLine(p.name, loads, runs[p.name]); line != "" {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
-}
-
-func medianOf(rs []peerRun, f func(peerRun) float64) float64 {
-	v := make([]float64, len(rs))
-	for i, r := range rs {
-		v[i] = f(r)
-	}
-	return median(v)
-}
-
-// idleMemory is a median VmRSS, RssAnon and RSS of the executable's pages, in MiB.
-type idleMemory struct{ total, anon, binary float64 }
-
-// idleRSS starts the target, waits until it listens, lets it settle and
-// returns its median RSS (all, and anonymous) over the following seconds.
-func idleRSS(t target, settle time.Duration) (idleMemory, error) {
-	p, err := startProcess(t.argv, t.env, "")
+// idleRunOf starts the target (pinned to cpus), waits until it listens,
+// lets it settle and measures its CPU and memory over the window that
+// follows, the memory once a second.
+func idleRunOf(t target, settle, window time.Duration, cpus string) (idleRun, error) {
+	p, err := startProcess(t.argv, t.env, cpus)
 	if err != nil {
-		return idleMemory{}, err
+		return idleRun{}, err
 	}
 	defer p.Kill()
 	if err := p.AwaitListening(t.grpcAddr, 60*time.Second); err != nil {
-		return idleMemory{}, fmt.Errorf("%s: %w", t.name, err)
+		return idleRun{}, fmt.Errorf("%s: %w", t.name, err)
 	}
 	time.Sleep(settle) // idle is a duration, not a condition
+	cpu0, err := schedCPUSeconds(p.Pid())
+	if err != nil {
+		return idleRun{}, err
+	}
+	start := time.Now()
 	var rss, anon, binary []float64
-	for range 5 {
+	for time.Since(start) < window {
 		if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
 			rss = append(rss, float64(r)/1024)
 		}
@@ -348,9 +228,16 @@ func idleRSS(t target, settle time.Duration) (idleMemory, error) {
 		if b, _, err := fileRSS(p.Pid()); err == nil {
 			binary = append(binary, float64(b)/1024)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(min(time.Second, window-time.Since(start)))
 	}
-	return idleMemory{total: median(rss), anon: median(anon), binary: median(binary)}, nil
+	cpu1, err := schedCPUSeconds(p.Pid())
+	if err != nil {
+		return idleRun{}, err
+	}
+	return idleRun{
+		cores: (cpu1 - cpu0) / time.Since(start).Seconds(),
+		total: median(rss), anon: median(anon), binary: median(binary),
+	}, nil
 }
 
 // writeInMemoryConfig writes the default configuration without its state

@@ -174,11 +174,16 @@ func lowerBound(datums []cloudwatchtest.Datum) int {
 	return n
 }
 
+// median is the middle value, or the mean of the two middle ones (two
+// rounds: not the higher of them).
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
 	s := slices.Clone(v)
 	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
 	return s[len(s)/2]
 }

@@ -17,6 +17,11 @@
 // between bursts is cheaper, for one forced collection per quiet period
 // (at 10,000 series every 10 s: anonymous memory 18 MiB instead of 32, for
 // under 0.01 more cores).
+//
+// An idle process is not woken every second for it: once allocation has
+// stayed quiet for the quiet period the sampling interval doubles, up to
+// MaxEvery, and the quiet threshold scales with it (bytes a second); the
+// first sample that sees more allocation than that brings it back to Every.
 package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/runtimetuning/idlememory"
 
 import (
@@ -39,10 +44,15 @@ func Enabled(lookupEnv func(string) (string, bool)) (bool, error) {
 
 // Config says when the heap is given back.
 type Config struct {
-	// Every is how often allocation is sampled.
+	// Every is how often allocation is sampled while the process is busy.
 	Every time.Duration
+	// MaxEvery bounds the interval, doubled at each quiet sample once the
+	// process has been quiet for Quiet samples (at most Every: no backing
+	// off). A burst after a long quiet period is seen at the next sample,
+	// at most MaxEvery later.
+	MaxEvery time.Duration
 	// Quiet is how many samples in a row must each have allocated at most
-	// QuietBytes before the heap is given back.
+	// QuietBytes a period of Every before the heap is given back.
 	Quiet      int
 	QuietBytes uint64
 	// MinBytes: the heap is given back only when at least this much of it
@@ -51,16 +61,20 @@ type Config struct {
 }
 
 // DefaultConfig gives the heap back after two seconds of under 512 KiB
-// allocated a second, when at least 1 MiB can be given back. A sidecar's
+// allocated a second, when at least 1 MiB can be given back, and samples
+// only every 8 s once the process has stayed quiet. A sidecar's
 // idle heap is a few MiB (what its start left behind): 1 MiB is a fair
 // share of it, and a collection of a heap that small costs a few
 // milliseconds of CPU once per quiet period.
 func DefaultConfig() Config {
-	return Config{Every: time.Second, Quiet: 2, QuietBytes: 512 << 10, MinBytes: 1 << 20}
+	return Config{Every: time.Second, MaxEvery: 8 * time.Second, Quiet: 2, QuietBytes: 512 << 10, MinBytes: 1 << 20}
 }
 
 // Sample is what the decision reads from the runtime.
 type Sample struct {
+	// At is when it was read; the quiet threshold is QuietBytes for each
+	// Every since the previous sample (zero: one period).
+	At time.Time
 	// Allocated is the total of bytes ever allocated on the heap.
 	Allocated uint64
 	// Reclaimable is heap memory that is resident but not live: objects
@@ -73,11 +87,27 @@ type Decider struct {
 	cfg   Config
 	prev  Sample
 	quiet int
+	calm  int // quiet samples in a row, releases or not
+	wait  time.Duration
 	began bool
 }
 
 // NewDecider returns a decider for cfg.
-func NewDecider(cfg Config) *Decider { return &Decider{cfg: cfg} }
+func NewDecider(cfg Config) *Decider { return &Decider{cfg: cfg, wait: cfg.Every} }
+
+// Wait is how long to wait for the next sample: Every until the process
+// has been quiet for Quiet samples, then twice the last wait, up to
+// MaxEvery.
+func (d *Decider) Wait() time.Duration { return d.wait }
+
+// quietBytes is the threshold for a sample taken elapsed after the
+// previous one.
+func (d *Decider) quietBytes(elapsed time.Duration) uint64 {
+	if elapsed <= d.cfg.Every || d.cfg.Every <= 0 {
+		return d.cfg.QuietBytes
+	}
+	return uint64(float64(d.cfg.QuietBytes) * float64(elapsed) / float64(d.cfg.Every))
+}
 
 // Release reports whether the heap should be given back now, given the
 // latest sample. After a release the quiet count starts again, so a
@@ -88,11 +118,15 @@ func (d *Decider) Release(s Sample) bool {
 	if !began {
 		return false
 	}
-	if s.Allocated-prev.Allocated > d.cfg.QuietBytes {
-		d.quiet = 0
+	if s.Allocated-prev.Allocated > d.quietBytes(s.At.Sub(prev.At)) {
+		d.quiet, d.calm, d.wait = 0, 0, d.cfg.Every
 		return false
 	}
 	d.quiet++
+	d.calm++
+	if d.calm >= d.cfg.Quiet {
+		d.wait = max(min(2*d.wait, d.cfg.MaxEvery), d.cfg.Every)
+	}
 	if d.quiet < d.cfg.Quiet || s.Reclaimable < d.cfg.MinBytes {
 		return false
 	}
@@ -100,12 +134,12 @@ func (d *Decider) Release(s Sample) bool {
 	return true
 }
 
-// Run samples the runtime every cfg.Every until ctx is done, giving the
-// heap back when the decider says so.
+// Run samples the runtime as the decider says (every cfg.Every while the
+// process is busy) until ctx is done, giving the heap back when it says so.
 func Run(ctx context.Context, cfg Config) {
 	d := NewDecider(cfg)
 	r := newReader()
-	t := time.NewTicker(cfg.Every)
+	t := time.NewTimer(d.Wait())
 	defer t.Stop()
 	for {
 		select {
@@ -115,6 +149,7 @@ func Run(ctx context.Context, cfg Config) {
 			if d.Release(r.read()) {
 				debug.FreeOSMemory()
 			}
+			t.Reset(d.Wait())
 		}
 	}
 }
@@ -153,5 +188,5 @@ func (r *reader) read() Sample {
 	if objects > live {
 		dead = objects - live
 	}
-	return Sample{Allocated: v(allocsIndex), Reclaimable: dead + v(freeIndex)}
+	return Sample{At: time.Now(), Allocated: v(allocsIndex), Reclaimable: dead + v(freeIndex)}
 }

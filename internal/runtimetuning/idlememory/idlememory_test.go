@@ -59,6 +59,54 @@ func TestNothingWorthGivingBack(t *testing.T) {
 	assert.Equal(t, make([]bool, 5), got, "under MinBytes a collection is not worth it")
 }
 
+// timed feeds samples taken when the decider's Wait says, each allocating
+// the bytes given, and returns the waits after each.
+func timed(d *Decider, perStep []uint64, reclaimable uint64) []time.Duration {
+	var out []time.Duration
+	at, allocated := time.Unix(0, 0), uint64(0)
+	for _, a := range perStep {
+		allocated += a
+		d.Release(Sample{At: at, Allocated: allocated, Reclaimable: reclaimable})
+		out = append(out, d.Wait())
+		at = at.Add(d.Wait())
+	}
+	return out
+}
+
+// A quiet process is sampled less and less often, down to MaxEvery; a
+// sample that sees a burst brings the interval back to Every.
+func TestQuietProcessIsSampledLessOften(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxEvery = 8 * time.Second
+	d := NewDecider(cfg)
+	got := timed(d, []uint64{0, 0, 0, 0, 0, 0, 0, 20 * mib, 0, 0, 0}, 0)
+	s := time.Second
+	assert.Equal(t, []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 8 * s, 8 * s, s, s, 2 * s, 4 * s}, got)
+}
+
+// The quiet threshold is a rate: 3 MiB over an 8 s sample (384 KiB a
+// second) is quiet, and given back; 5 MiB (640 KiB a second) is a burst.
+func TestQuietThresholdScalesWithTheInterval(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxEvery = 8 * time.Second
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	d := NewDecider(cfg)
+	assert.False(t, d.Release(Sample{At: at(0), Reclaimable: 20 * mib}))
+	assert.False(t, d.Release(Sample{At: at(1), Reclaimable: 20 * mib}))
+	assert.True(t, d.Release(Sample{At: at(2), Reclaimable: 20 * mib}), "released after two quiet samples")
+	assert.False(t, d.Release(Sample{At: at(10), Allocated: 3 * mib, Reclaimable: 20 * mib}))
+	assert.True(t, d.Release(Sample{At: at(18), Allocated: 6 * mib, Reclaimable: 20 * mib}), "3 MiB in 8 s is quiet")
+	assert.Equal(t, 8*time.Second, d.Wait())
+	assert.False(t, d.Release(Sample{At: at(26), Allocated: 11 * mib, Reclaimable: 20 * mib}), "5 MiB in 8 s is not")
+	assert.Equal(t, time.Second, d.Wait())
+}
+
+// Without MaxEvery the interval stays Every.
+func TestNoBackOffWithoutMaxEvery(t *testing.T) {
+	got := timed(NewDecider(testConfig()), []uint64{0, 0, 0, 0}, 0)
+	assert.Equal(t, []time.Duration{time.Second, time.Second, time.Second, time.Second}, got)
+}
+
 // allocateGarbage allocates n blocks of size bytes that are garbage once it
 // returns.
 //
