@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
 
@@ -140,7 +141,7 @@ func convertedBatch(gpus int) pmetric.Metrics {
 	now := time.Now()
 	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
 	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
-	var d dropCounts
+	var d translate.DropCounts
 	convertInto(conv, mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(-time.Minute)), 0), now, &d)
 	md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 1)
 	convertInto(conv, md, now, &d)
@@ -154,17 +155,17 @@ func BenchmarkTranslate(b *testing.B) {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
 			md := convertedBatch(gpus)
 			points := md.DataPointCount()
-			tl := newTranslator(testConfig())
-			var tr translation
+			tl := translate.NewTranslator(translatorConfig(testConfig()))
+			var tr translate.Translation
 			now := time.Now()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				tr.reset()
-				tl.translate(md, now, &tr)
+				tr.Reset()
+				tl.Translate(md, now, &tr)
 			}
 			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(len(tr.datums)), "datums/batch")
+			b.ReportMetric(float64(len(tr.Datums)), "datums/batch")
 			b.ReportMetric(float64(points), "points/batch")
 		})
 	}
@@ -249,16 +250,16 @@ func BenchmarkPack(b *testing.B) {
 	for _, gpus := range []int{8, 64, 512} {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
 			md := convertedBatch(gpus)
-			var tr translation
-			newTranslator(testConfig()).translate(md, time.Now(), &tr)
-			var reqs []packedRequest
+			var tr translate.Translation
+			translate.NewTranslator(translatorConfig(testConfig())).Translate(md, time.Now(), &tr)
+			var reqs []translate.PackedRequest
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				reqs = pack(tr.datums, "GPUBuild", reqs[:0])
+				reqs = translate.Pack(tr.Datums, "GPUBuild", reqs[:0])
 			}
-			bound := (len(tr.datums) + maxDatumsPerRequest - 1) / maxDatumsPerRequest
-			b.ReportMetric(float64(len(tr.datums)), "datums")
+			bound := (len(tr.Datums) + translate.MaxDatumsPerRequest - 1) / translate.MaxDatumsPerRequest
+			b.ReportMetric(float64(len(tr.Datums)), "datums")
 			b.ReportMetric(float64(len(reqs)), "requests")
 			b.ReportMetric(float64(bound), "lower_bound")
 		})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 )
 
 const (
@@ -38,10 +39,10 @@ type cloudWatchExporter struct {
 	cfg        *Config
 	logger     *zap.Logger
 	telemetry  *metadata.TelemetryBuilder
-	translator *translator
+	translator *translate.Translator
 	deltas     *deltaConverter
-	series     *seriesLimiter // nil: max_series_per_metric 0
-	slots      chan struct{}  // bounds the requests in flight, across concurrent exports
+	series     *translate.SeriesLimiter // nil: max_series_per_metric 0
+	slots      chan struct{}            // bounds the requests in flight, across concurrent exports
 	pace       *adaptiverate.Limiter
 	now        func() time.Time
 	// throttleDelay is the least wait before a throttled request is retried.
@@ -65,8 +66,8 @@ type cloudWatchExporter struct {
 
 // translationBuffers is the per-export scratch space, reused through a pool.
 type translationBuffers struct {
-	translation
-	reqs []packedRequest
+	translate.Translation
+	reqs []translate.PackedRequest
 }
 
 func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExporter, error) {
@@ -79,9 +80,9 @@ func newCloudWatchExporter(cfg *Config, set exporter.Settings) (*cloudWatchExpor
 		cfg:        cfg,
 		logger:     set.Logger,
 		telemetry:  tb,
-		translator: newTranslator(cfg),
+		translator: translate.NewTranslator(translatorConfig(cfg)),
 		deltas:     newLoggedDeltaConverter(cfg.CumulativeState, set.Logger),
-		series:     newSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
+		series:     translate.NewSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
 

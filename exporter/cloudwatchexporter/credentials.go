@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"go.uber.org/zap"
 )
 
@@ -92,7 +93,7 @@ type autoPutter struct {
 	dryRun     putter
 }
 
-func (p *autoPutter) put(ctx context.Context, namespace string, datums []datum) error {
+func (p *autoPutter) put(ctx context.Context, namespace string, datums []translate.Datum) error {
 	switch autoState(p.state.Load()) {
 	case autoCloudWatch:
 		return p.cloudWatch.put(ctx, namespace, datums)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
@@ -64,7 +65,7 @@ func TestStateResetAfterRestart(t *testing.T) {
 		convertAndSave(t, c, md, testNow)
 		v, _ = sumPoint(t, md)
 		assert.Equal(t, int64(5), v, "walk=%v", walk)
-		assert.Zero(t, cv.dropped.total())
+		assert.Zero(t, cv.dropped.Total())
 	}
 }
 
@@ -87,7 +88,7 @@ func TestStateExpiredEntryIsAbsent(t *testing.T) {
 		cv := convertAndSave(t, c, md, later)
 		_, sent := sumPoint(t, md)
 		assert.False(t, sent, "walk=%v", walk)
-		assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+		assert.Equal(t, 1, cv.dropped[translate.ReasonCumulativeBaseline])
 		// ... and the one after is its delta: 175-160.
 		md = cumulativeSum(at(-time.Hour), at(46*time.Minute), 175, map[string]string{"s": "old"})
 		convertAndSave(t, c, md, later)
@@ -122,7 +123,7 @@ func TestStateEvictionDeletesAndKeepsTheWatermark(t *testing.T) {
 	cv := convertAndSave(t, c, md, testNow)
 	_, sent := sumPoint(t, md)
 	assert.False(t, sent)
-	assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+	assert.Equal(t, 1, cv.dropped[translate.ReasonCumulativeBaseline])
 }
 
 func TestStateHistogramsSurviveARestart(t *testing.T) {
@@ -137,7 +138,7 @@ func TestStateHistogramsSurviveARestart(t *testing.T) {
 		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
 		md := cumulativeHistogram(at(-time.Hour), at(2*time.Minute), bounds, []uint64{2, 4, 1}, 33.5, 0.3, 20)
 		cv := convertAndSave(t, c, md, testNow)
-		require.Zero(t, cv.dropped.total())
+		require.Zero(t, cv.dropped.Total())
 		dp := histogramPoints(md).At(0)
 		assert.Equal(t, []uint64{1, 1, 0}, dp.BucketCounts().AsRaw(), "walk=%v", walk)
 		assert.Equal(t, uint64(2), dp.Count())
@@ -171,7 +172,7 @@ func TestStateExponentialHistogramsSurviveARestart(t *testing.T) {
 		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
 		md := exponential(time.Minute, []uint64{2, 1, 1}, []uint64{2}, 2, 8.3+3+10-0.6)
 		cv := convertAndSave(t, c, md, testNow)
-		require.Zero(t, cv.dropped.total())
+		require.Zero(t, cv.dropped.Total())
 		dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).ExponentialHistogram().DataPoints().At(0)
 		assert.Equal(t, int32(1), dp.Positive().Offset())
 		assert.Equal(t, []uint64{1, 0, 1}, dp.Positive().BucketCounts().AsRaw(), "walk=%v", walk)
@@ -243,7 +244,7 @@ func TestStateCorruptEntryIsABaseline(t *testing.T) {
 		cv := convertAndSave(t, c, md, testNow)
 		_, sent := sumPoint(t, md)
 		assert.False(t, sent, "walk=%v", walk)
-		assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+		assert.Equal(t, 1, cv.dropped[translate.ReasonCumulativeBaseline])
 		assert.Equal(t, int64(1), load.readErrors+cv.readErrors)
 		md = cumulativeSum(at(-time.Hour), at(2*time.Minute), 32, nil)
 		convertAndSave(t, c, md, testNow)

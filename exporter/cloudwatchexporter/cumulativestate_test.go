@@ -147,8 +147,8 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 	st, n := statistics(server.Datums(), "latency")
 	assert.Equal(t, 3, n)
 	// CloudWatch's totals are the histogram's: 6 observations summing to 30.
-	assert.Equal(t, 6.0, st.sampleCount)
-	assert.InDelta(t, 30.0, st.sum, 1e-9)
+	assert.Equal(t, 6.0, st.SampleCount)
+	assert.InDelta(t, 30.0, st.Sum, 1e-9)
 	assert.Empty(t, second.counter(t, "points_dropped", "reason"))
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
@@ -39,7 +40,7 @@ func newLoggedDeltaConverter(cfg CumulativeStateConfig, logger *zap.Logger) *del
 
 // conversion is what one convert call did besides rewriting the data.
 type conversion struct {
-	dropped    dropCounts
+	dropped    translate.DropCounts
 	records    []conversionRecord
 	evictions  int64
 	readErrors int64
@@ -53,13 +54,13 @@ func (cv *conversion) reset() {
 }
 
 // trackerReasons maps the tracker's reasons onto the points_dropped reasons.
-var trackerReasons = [cumulative.NumReasons]dropReason{
-	cumulative.ReasonBaseline:            reasonCumulativeBaseline,
-	cumulative.ReasonOutOfOrder:          reasonOutOfOrder,
-	cumulative.ReasonDuplicate:           reasonDuplicate,
-	cumulative.ReasonBucketLayoutChanged: reasonBucketLayoutChanged,
-	cumulative.ReasonFuture:              reasonTooNew,
-	cumulative.ReasonStartTooOld:         reasonCumulativeBaseline,
+var trackerReasons = [cumulative.NumReasons]translate.DropReason{
+	cumulative.ReasonBaseline:            translate.ReasonCumulativeBaseline,
+	cumulative.ReasonOutOfOrder:          translate.ReasonOutOfOrder,
+	cumulative.ReasonDuplicate:           translate.ReasonDuplicate,
+	cumulative.ReasonBucketLayoutChanged: translate.ReasonBucketLayoutChanged,
+	cumulative.ReasonFuture:              translate.ReasonTooNew,
+	cumulative.ReasonStartTooOld:         translate.ReasonCumulativeBaseline,
 }
 
 // convert rewrites every cumulative point in md into a delta, removes the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -19,10 +20,10 @@ func newTestConverter() *deltaConverter {
 }
 
 // convertInto converts md at now and adds its dropped points to d.
-func convertInto(c *deltaConverter, md pmetric.Metrics, now time.Time, d *dropCounts) conversion {
+func convertInto(c *deltaConverter, md pmetric.Metrics, now time.Time, d *translate.DropCounts) conversion {
 	var cv conversion
 	c.convert(context.Background(), md, now, &cv)
-	d.add(&cv.dropped)
+	d.Add(&cv.dropped)
 	return cv
 }
 
@@ -32,7 +33,7 @@ type sumStep struct {
 	zeroStart bool
 	value     int64
 	want      int64 // the delta sent
-	drop      dropReason
+	drop      translate.DropReason
 	dropped   bool
 }
 
@@ -44,7 +45,7 @@ func runSumSteps(t *testing.T, c *deltaConverter, steps []sumStep) {
 			start = 0
 		}
 		md := cumulativeSum(start, at(s.ts), s.value, map[string]string{"stage": "upload"})
-		var dropped dropCounts
+		var dropped translate.DropCounts
 		convertInto(c, md, testNow, &dropped)
 		sum := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum()
 		assert.Equal(t, pmetric.AggregationTemporalityDelta, sum.AggregationTemporality(), "step %d", i)
@@ -55,7 +56,7 @@ func runSumSteps(t *testing.T, c *deltaConverter, steps []sumStep) {
 		}
 		require.Equal(t, 1, sum.DataPoints().Len(), "step %d: sent", i)
 		assert.Equal(t, s.want, sum.DataPoints().At(0).IntValue(), "step %d", i)
-		assert.Zero(t, dropped.total(), "step %d", i)
+		assert.Zero(t, dropped.Total(), "step %d", i)
 	}
 }
 
@@ -70,9 +71,9 @@ func TestDeltaSumFirstPointKeptWhenStartKnown(t *testing.T) {
 
 func TestDeltaSumFirstPointWithoutStartIsBaseline(t *testing.T) {
 	runSumSteps(t, newTestConverter(), []sumStep{
-		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: reasonCumulativeBaseline},
+		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: translate.ReasonCumulativeBaseline},
 		// The baseline again: there is no delta to give for it.
-		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: reasonDuplicate},
+		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: translate.ReasonDuplicate},
 		{zeroStart: true, ts: time.Minute, value: 130, want: 30},
 	})
 }
@@ -96,7 +97,7 @@ func TestDeltaSumDuplicateAndOutOfOrder(t *testing.T) {
 		{start: -time.Minute, ts: 0, value: 5, want: 5}, // the first point again
 		{start: -time.Minute, ts: 2 * time.Minute, value: 8, want: 3},
 		{start: -time.Minute, ts: 2 * time.Minute, value: 8, want: 3}, // re-sent: same delta, not 0
-		{start: -time.Minute, ts: time.Minute, value: 6, dropped: true, drop: reasonOutOfOrder},
+		{start: -time.Minute, ts: time.Minute, value: 6, dropped: true, drop: translate.ReasonOutOfOrder},
 		{start: -time.Minute, ts: 3 * time.Minute, value: 10, want: 2},
 	})
 }
@@ -104,7 +105,7 @@ func TestDeltaSumDuplicateAndOutOfOrder(t *testing.T) {
 func TestDeltaSeriesIdentity(t *testing.T) {
 	c := newTestConverter()
 	convert := func(md pmetric.Metrics) int64 {
-		var d dropCounts
+		var d translate.DropCounts
 		convertInto(c, md, testNow, &d)
 		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
 		require.Equal(t, 1, dps.Len())
@@ -138,7 +139,7 @@ func TestDeltaDoubleSum(t *testing.T) {
 		dp.SetTimestamp(at(time.Duration(i) * time.Minute))
 		dp.SetDoubleValue(v)
 	}
-	var d dropCounts
+	var d translate.DropCounts
 	convertInto(c, md, testNow, &d)
 	require.Equal(t, 2, sum.DataPoints().Len())
 	assert.Equal(t, 1.5, sum.DataPoints().At(0).DoubleValue())
@@ -154,7 +155,7 @@ func TestDeltaLeavesOtherDataAlone(t *testing.T) {
 	before := pmetric.NewMetrics()
 	md.CopyTo(before)
 
-	var d dropCounts
+	var d translate.DropCounts
 	cv := convertInto(newTestConverter(), md, testNow, &d)
 	assert.Equal(t, before, md)
 	assert.Empty(t, cv.records)
@@ -179,7 +180,7 @@ func histogramPoints(md pmetric.Metrics) pmetric.HistogramDataPointSlice {
 
 func TestDeltaHistogram(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
+	var d translate.DropCounts
 	bounds := []float64{1, 10}
 
 	first := cumulativeHistogram(at(-time.Minute), at(0), bounds, []uint64{1, 2, 0}, 9, 0.5, 5)
@@ -210,7 +211,7 @@ func TestDeltaHistogram(t *testing.T) {
 	fourth := cumulativeHistogram(at(-time.Minute), at(3*time.Minute), []float64{1, 5, 10}, []uint64{0, 1, 1, 0}, 10, 4, 6)
 	convertInto(c, fourth, testNow, &d)
 	assert.Equal(t, 0, histogramPoints(fourth).Len())
-	assert.Equal(t, 1, d[reasonBucketLayoutChanged])
+	assert.Equal(t, 1, d[translate.ReasonBucketLayoutChanged])
 	// ... and it is the baseline for the next one.
 	fifth := cumulativeHistogram(at(-time.Minute), at(4*time.Minute), []float64{1, 5, 10}, []uint64{0, 1, 2, 0}, 17, 4, 7)
 	convertInto(c, fifth, testNow, &d)
@@ -240,7 +241,7 @@ func cumulativeExponential(start, t pcommon.Timestamp, scale int32, offset int32
 
 func TestDeltaExponentialHistogramAcrossScales(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
+	var d translate.DropCounts
 	// Scale 1: index 2 is (2,2.83], 3 is (2.83,4], 4 is (4,5.66], 5 is (5.66,8].
 	first := cumulativeExponential(at(-time.Minute), at(0), 1, 2, []uint64{1, 1, 1, 1}, 1, 20)
 	convertInto(c, first, testNow, &d)
@@ -257,12 +258,12 @@ func TestDeltaExponentialHistogramAcrossScales(t *testing.T) {
 	assert.Equal(t, uint64(1), dp.ZeroCount())
 	assert.Equal(t, uint64(4), dp.Count())
 	assert.Equal(t, 40.0, dp.Sum())
-	assert.Zero(t, d.total())
+	assert.Zero(t, d.Total())
 }
 
 func TestDeltaSummaryBecomesStatistics(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
+	var d translate.DropCounts
 	summary := func(ts pcommon.Timestamp, count uint64, sum, q0, q1 float64) pmetric.Metrics {
 		md := pmetric.NewMetrics()
 		m := newMetric(md, "rpc.duration", "s")
@@ -295,14 +296,14 @@ func TestDeltaSummaryBecomesStatistics(t *testing.T) {
 	assert.Equal(t, "build", v.Str())
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 1)
-	assert.Equal(t, statisticSet{sampleCount: 2, sum: 10, min: 1, max: 6}, tr.datums[0].stats())
+	require.Len(t, tr.Datums, 1)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 2, Sum: 10, Min: 1, Max: 6}, tr.Datums[0].Stats())
 }
 
 func TestDeltaStateIsBounded(t *testing.T) {
 	c := newDeltaConverter(CumulativeStateConfig{TTL: 10 * time.Minute, MaxSeries: 2})
-	convertAt := func(now time.Time, series string, start, ts pcommon.Timestamp, v int64) (int64, dropCounts, int64) {
-		var d dropCounts
+	convertAt := func(now time.Time, series string, start, ts pcommon.Timestamp, v int64) (int64, translate.DropCounts, int64) {
+		var d translate.DropCounts
 		md := cumulativeSum(start, ts, v, map[string]string{"series": series})
 		evicted := convertInto(c, md, now, &d).evictions
 		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
@@ -324,7 +325,7 @@ func TestDeltaStateIsBounded(t *testing.T) {
 	// so it may have been sent before; it is a baseline, not 15 sent twice.
 	v, d, _ := convertAt(testNow.Add(time.Minute), "a", start, at(time.Minute), 15)
 	assert.Equal(t, int64(-1), v)
-	assert.Equal(t, 1, d[reasonCumulativeBaseline])
+	assert.Equal(t, 1, d[translate.ReasonCumulativeBaseline])
 	// A series that started after the newest forgotten point is new for sure.
 	v, _, _ = convertAt(testNow.Add(time.Minute), "d", at(30*time.Second), at(time.Minute), 4)
 	assert.Equal(t, int64(4), v)
@@ -337,7 +338,7 @@ func TestDeltaStateIsBounded(t *testing.T) {
 
 func TestDeltaUndo(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
+	var d translate.DropCounts
 	convert := func(ts time.Duration, v int64) (pmetric.Metrics, []conversionRecord) {
 		md := cumulativeSum(at(-time.Minute), at(ts), v, nil)
 		return md, convertInto(c, md, testNow, &d).records
@@ -393,11 +394,11 @@ func TestMaxAgeFromConfig(t *testing.T) {
 	cfg := testConfig().CumulativeState
 	cfg.MaxAge = time.Hour
 	c := newDeltaConverter(cfg)
-	var d dropCounts
+	var d translate.DropCounts
 	old := cumulativeSum(at(-2*time.Hour), at(0), 50, map[string]string{"s": "old"})
 	convertInto(c, old, testNow, &d)
 	assert.Zero(t, old.DataPointCount())
-	assert.Equal(t, 1, d[reasonCumulativeBaseline])
+	assert.Equal(t, 1, d[translate.ReasonCumulativeBaseline])
 	young := cumulativeSum(at(-30*time.Minute), at(0), 50, map[string]string{"s": "young"})
 	convertInto(c, young, testNow, &d)
 	v, ok := sumPoint(t, young)

@@ -7,6 +7,8 @@ import (
 	"context"
 	"io"
 	"sync"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 )
 
 // dryRunPutter writes each request, instead of sending it, as one line of
@@ -17,8 +19,8 @@ type dryRunPutter struct {
 	w  io.Writer
 }
 
-func (p *dryRunPutter) put(_ context.Context, namespace string, datums []datum) error {
-	line, err := dryRunJSON(namespace, datums)
+func (p *dryRunPutter) put(_ context.Context, namespace string, datums []translate.Datum) error {
+	line, err := translate.DryRunJSON(namespace, datums)
 	if err != nil {
 		return err
 	}

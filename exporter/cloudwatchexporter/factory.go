@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
@@ -28,7 +29,6 @@ const (
 	// defaultMaxSeriesPerMetric: a metric with more dimension sets than this
 	// is almost surely carrying an identifier (a job id, a pid) as a dimension.
 	defaultMaxSeriesPerMetric    = 5000
-	defaultStorageResolution     = 60
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute
 	defaultCumulativeMaxSeries   = 50_000
@@ -42,13 +42,6 @@ const (
 	// grace period (an export in flight when it expires still finishes).
 	defaultShutdownDrainTimeout = 20 * time.Second
 )
-
-// defaultResourceToDimensions keeps series apart per service and per GPU,
-// never per process (service.instance.id would make every restart a new
-// set of billed metrics).
-func defaultResourceToDimensions() []string {
-	return []string{"service.name", "deployment.environment.name", "hw.id", "gpu.index", "hw.model"}
-}
 
 // NewFactory returns the factory of the cloudwatch exporter.
 func NewFactory() exporter.Factory {
@@ -68,8 +61,8 @@ func createDefaultConfig() component.Config {
 		RequestTimeout:          defaultRequestTimeout,
 		MaxSeriesPerMetric:      defaultMaxSeriesPerMetric,
 		OutputDestination:       destinationCloudWatch,
-		ResourceToDimensions:    defaultResourceToDimensions(),
-		StorageResolution:       defaultStorageResolution,
+		ResourceToDimensions:    translate.DefaultResourceToDimensions(),
+		StorageResolution:       translate.DefaultStorageResolution,
 		MaxConcurrentRequests:   defaultMaxConcurrentRequests,
 		WriteFailureBufferBytes: defaultWriteFailureBufferBytes,
 		WriteReserveBytes:       defaultWriteReserveBytes,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -26,22 +27,22 @@ func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics
 	buf := e.translations.Get().(*translationBuffers)
 	defer func() {
 		buf.reqs = buf.reqs[:0]
-		buf.reset()
+		buf.Reset()
 		e.translations.Put(buf)
 	}()
 
 	now := e.now()
-	e.translator.translate(md, now, &buf.translation)
+	e.translator.Translate(md, now, &buf.Translation)
 	if e.series != nil {
-		e.series.apply(&buf.translation, now)
+		e.series.Apply(&buf.Translation, now)
 	}
-	e.recordDropped(ctx, &buf.dropped)
-	e.recordAltered(ctx, &buf.altered)
-	if len(buf.datums) == 0 {
+	e.recordDropped(ctx, &buf.Dropped)
+	e.recordAltered(ctx, &buf.Altered)
+	if len(buf.Datums) == 0 {
 		return nil
 	}
-	buf.reqs = pack(buf.datums, e.cfg.Namespace, buf.reqs)
-	results := e.sendAll(ctx, buf.datums, buf.reqs)
+	buf.reqs = translate.Pack(buf.Datums, e.cfg.Namespace, buf.reqs)
+	results := e.sendAll(ctx, buf.Datums, buf.reqs)
 	return e.settle(ctx, md, buf, results)
 }
 
@@ -57,13 +58,13 @@ type sentRange struct {
 
 // sendAll sends the requests, at most max_concurrent_requests at a time
 // (across all exports), at the adaptive pace.
-func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs []packedRequest) []sentRange {
+func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []translate.Datum, reqs []translate.PackedRequest) []sentRange {
 	results := make([][]sentRange, len(reqs))
 	var wg sync.WaitGroup
 	for i := range reqs {
 		if err := e.acquire(ctx); err != nil {
 			for j := i; j < len(reqs); j++ {
-				results[j] = []sentRange{{first: reqs[j].first, n: reqs[j].n, err: fmt.Errorf("%w: %w", errNotSent, err)}}
+				results[j] = []sentRange{{first: reqs[j].First, n: reqs[j].N, err: fmt.Errorf("%w: %w", errNotSent, err)}}
 			}
 			break
 		}
@@ -72,7 +73,7 @@ func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs [
 			defer wg.Done()
 			defer func() { <-e.slots }()
 			r := reqs[i]
-			results[i] = e.putSplitting(ctx, packed, r.first, r.n, results[i])
+			results[i] = e.putSplitting(ctx, packed, r.First, r.N, results[i])
 		}(i)
 	}
 	wg.Wait()
@@ -87,7 +88,7 @@ func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []datum, reqs [
 // too large (413, e.g. a limit lower than the one pack assumes), it is split
 // in two at a data point boundary and each half sent the same way, down to
 // one datum; a single datum refused for its size is rejected (dropped, counted).
-func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []datum, first, n int, out []sentRange) []sentRange {
+func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []translate.Datum, first, n int, out []sentRange) []sentRange {
 	err := e.putter.put(ctx, e.cfg.Namespace, packed[first:first+n])
 	switch {
 	case err == nil || ctx.Err() != nil:
@@ -110,9 +111,9 @@ func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []datum, f
 // rejected alone. When both halves are refused the fault is in the whole
 // request (or in both): both are rejected, so a request refused for what
 // it shares costs two more requests, never one per point.
-func (e *cloudWatchExporter) isolateRejected(ctx context.Context, packed []datum, first, n int, err error, out []sentRange) []sentRange {
+func (e *cloudWatchExporter) isolateRejected(ctx context.Context, packed []translate.Datum, first, n int, err error, out []sentRange) []sentRange {
 	ds := packed[first : first+n]
-	if ds[0].point == ds[n-1].point || ctx.Err() != nil {
+	if ds[0].Point == ds[n-1].Point || ctx.Err() != nil {
 		return append(out, sentRange{first: first, n: n, err: err})
 	}
 	e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "rejected_split")))
@@ -131,13 +132,13 @@ func (e *cloudWatchExporter) isolateRejected(ctx context.Context, packed []datum
 
 // splitPoint is where to cut ds (len >= 2) in two: the data point boundary
 // nearest the middle, or the middle when ds is one data point.
-func splitPoint(ds []datum) int {
+func splitPoint(ds []translate.Datum) int {
 	mid := len(ds) / 2
 	for d := 0; d < len(ds); d++ {
-		if i := mid - d; i > 0 && ds[i].point != ds[i-1].point {
+		if i := mid - d; i > 0 && ds[i].Point != ds[i-1].Point {
 			return i
 		}
-		if i := mid + d; i < len(ds) && i > 0 && ds[i].point != ds[i-1].point {
+		if i := mid + d; i < len(ds) && i > 0 && ds[i].Point != ds[i-1].Point {
 			return i
 		}
 	}

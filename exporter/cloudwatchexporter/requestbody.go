@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 )
 
 // The exporter writes PutMetricData bodies itself, straight from its datums
@@ -92,13 +93,13 @@ func (w *bodyWriter) dropUnusedScratch() {
 
 // prepare writes the body of one request; release gives its buffer back
 // once nothing reads the body any more.
-func (w *bodyWriter) prepare(namespace string, datums []datum) (*bodyBuffers, error) {
+func (w *bodyWriter) prepare(namespace string, datums []translate.Datum) (*bodyBuffers, error) {
 	b := w.pool.Get().(*bodyBuffers)
 	b.sent.Reset()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.keepScratch()
-	w.raw = appendPutMetricData(w.raw[:0], namespace, datums)
+	w.raw = translate.AppendPutMetricData(w.raw[:0], namespace, datums)
 	b.hash = xxhash.Sum64(w.raw)
 	if len(w.raw) < minCompressBytes {
 		b.sent.Write(w.raw) // a copy: raw is the next body's

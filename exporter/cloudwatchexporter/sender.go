@@ -17,11 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 )
 
 // putter sends one PutMetricData request.
 type putter interface {
-	put(ctx context.Context, namespace string, datums []datum) error
+	put(ctx context.Context, namespace string, datums []translate.Datum) error
 }
 
 // requestOutcome classifies how a request ended; it is the `outcome`
@@ -227,7 +228,7 @@ func sendPreparedBody(o *cloudwatch.Options) {
 	o.DisableRequestCompression = true
 }
 
-func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
+func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []translate.Datum) error {
 	if p.requestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = detachDeadline(ctx, p.requestTimeout)

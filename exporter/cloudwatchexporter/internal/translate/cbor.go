@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package translate // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 
 import (
 	"encoding/binary"
@@ -22,13 +22,13 @@ const (
 	cborBreak     = 0xff
 )
 
-// appendPutMetricData appends a PutMetricData request body.
-func appendPutMetricData(b []byte, namespace string, datums []datum) []byte {
+// AppendPutMetricData appends a PutMetricData request body.
+func AppendPutMetricData(b []byte, namespace string, datums []Datum) []byte {
 	b = append(b, cborMapStart)
 	b = appendText(b, "MetricData")
 	b = append(b, cborListStart)
 	for i := range datums {
-		b = appendDatum(b, &datums[i])
+		b = AppendDatum(b, &datums[i])
 	}
 	b = append(b, cborBreak)
 	b = appendText(b, "Namespace")
@@ -36,46 +36,46 @@ func appendPutMetricData(b []byte, namespace string, datums []datum) []byte {
 	return append(b, cborBreak)
 }
 
-// appendDatum appends one MetricDatum, its members in the model's order.
-func appendDatum(b []byte, d *datum) []byte {
+// AppendDatum appends one MetricDatum, its members in the model's order.
+func AppendDatum(b []byte, d *Datum) []byte {
 	b = append(b, cborMapStart)
-	if d.kind == kindValues {
-		b = appendFloatList(appendText(b, "Counts"), d.counts())
+	if d.Kind == KindValues {
+		b = appendFloatList(appendText(b, "Counts"), d.Counts())
 	}
-	if len(d.dims) > 0 {
+	if len(d.Dims) > 0 {
 		b = appendText(b, "Dimensions")
 		b = append(b, cborListStart)
-		for i := range d.dims {
+		for i := range d.Dims {
 			b = append(b, cborMapStart)
-			b = appendText(appendText(b, "Name"), d.dims[i].name)
-			b = appendText(appendText(b, "Value"), d.dims[i].value)
+			b = appendText(appendText(b, "Name"), d.Dims[i].Name)
+			b = appendText(appendText(b, "Value"), d.Dims[i].Value)
 			b = append(b, cborBreak)
 		}
 		b = append(b, cborBreak)
 	}
-	b = appendText(appendText(b, "MetricName"), d.name)
-	if d.kind == kindStatistics {
-		st := d.stats()
+	b = appendText(appendText(b, "MetricName"), d.Name)
+	if d.Kind == KindStatistics {
+		st := d.Stats()
 		b = appendText(b, "StatisticValues")
 		b = append(b, cborMapStart)
-		b = appendFloat(appendText(b, "Maximum"), st.max)
-		b = appendFloat(appendText(b, "Minimum"), st.min)
-		b = appendFloat(appendText(b, "SampleCount"), st.sampleCount)
-		b = appendFloat(appendText(b, "Sum"), st.sum)
+		b = appendFloat(appendText(b, "Maximum"), st.Max)
+		b = appendFloat(appendText(b, "Minimum"), st.Min)
+		b = appendFloat(appendText(b, "SampleCount"), st.SampleCount)
+		b = appendFloat(appendText(b, "Sum"), st.Sum)
 		b = append(b, cborBreak)
 	}
-	b = appendArg(appendText(b, "StorageResolution"), cborUint, uint64(d.resolution))
+	b = appendArg(appendText(b, "StorageResolution"), cborUint, uint64(d.Resolution))
 	b = appendText(b, "Timestamp")
 	b = appendArg(b, cborTag, 1)
-	b = appendFloat(b, float64(int64(d.timestamp)/1e6)/1e3)
-	if d.unit != 0 {
-		b = appendText(appendText(b, "Unit"), string(d.unit.standard()))
+	b = appendFloat(b, float64(int64(d.Timestamp)/1e6)/1e3)
+	if d.Unit != 0 {
+		b = appendText(appendText(b, "Unit"), string(d.Unit.standard()))
 	}
-	if d.kind == kindValue {
-		b = appendFloat(appendText(b, "Value"), d.value)
+	if d.Kind == KindValue {
+		b = appendFloat(appendText(b, "Value"), d.Value)
 	}
-	if d.kind == kindValues {
-		b = appendFloatList(appendText(b, "Values"), d.values())
+	if d.Kind == KindValues {
+		b = appendFloatList(appendText(b, "Values"), d.Values())
 	}
 	return append(b, cborBreak)
 }
