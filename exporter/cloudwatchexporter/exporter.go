@@ -11,9 +11,10 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.uber.org/zap"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/writefailure"
 )
 
 // metricsExporter is the exporter the collector runs: Start, ConsumeMetrics
@@ -21,8 +22,8 @@ import (
 // timeout) around cloudWatchExporter's pushMetrics (push.go: translate,
 // pack, send), with what comes before the queue: the cumulative to delta
 // conversion (delta.go), so that what the queue holds, retries and replays
-// after a restart is exact, and the write failure buffer (writefailure.go,
-// writereserve.go); at Shutdown, the drain (drain.go).
+// after a restart is exact, and the write failure buffer
+// (internal/writefailure); at Shutdown, the drain (drain.go).
 type metricsExporter struct {
 	exporter.Metrics
 	exp   *cloudWatchExporter
@@ -32,9 +33,9 @@ type metricsExporter struct {
 	// back once a later point of the same series had been converted, and
 	// its increment would be lost.
 	turn chan struct{}
-	// held is what the persistent queue could not write (writefailure.go);
-	// nil without a persistent queue.
-	held *writeBuffer
+	// held is what the persistent queue could not write
+	// (internal/writefailure); nil without a persistent queue.
+	held *writefailure.Stage
 	// answeredStop and answeredDone stop forgetAnsweredOnceQueueEmpty.
 	answeredStop, answeredDone chan struct{}
 }
@@ -49,14 +50,7 @@ func (m *metricsExporter) Start(ctx context.Context, host component.Host) error 
 		return err
 	}
 	if m.held != nil {
-		if r := m.held.reserve; r != nil {
-			if err := r.create(); err != nil {
-				m.exp.logger.Warn("Could not create the write reserve; it is created once there is room",
-					zap.String("file", r.path), zap.Int64("write_reserve_bytes", r.size), zap.Error(err))
-			}
-		}
-		m.held.stop, m.held.stopped = make(chan struct{}), make(chan struct{})
-		go m.writeHeldLoop()
+		m.held.Start()
 	}
 	if m.exp.answered != nil {
 		m.answeredStop, m.answeredDone = make(chan struct{}), make(chan struct{})
@@ -88,7 +82,7 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		// next cumulative point's delta covers it again.
 		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
 			m.exp.deltas.undoPoints(failed.Data())
-		} else if m.refusedByQueue(err) || refusedForWriteFailure(err) {
+		} else if m.refusedByQueue(err) || writefailure.Refused(err) {
 			m.exp.deltas.undo(cv.records)
 		}
 	}
@@ -114,7 +108,46 @@ func (m *metricsExporter) Shutdown(ctx context.Context) error {
 		close(m.answeredStop)
 		<-m.answeredDone
 	}
-	m.stopWriteBuffer(ctx)
+	if m.held != nil {
+		m.held.Stop(ctx)
+	}
 	m.drainQueue(ctx)
 	return m.Metrics.Shutdown(ctx)
+}
+
+// enqueue hands md to the sending queue, through the write failure stage
+// when there is one. Called with the turn held.
+func (m *metricsExporter) enqueue(ctx context.Context, md pmetric.Metrics) error {
+	if m.held == nil {
+		return m.Metrics.ConsumeMetrics(ctx, md)
+	}
+	return m.held.Enqueue(ctx, md)
+}
+
+// setUpWriteFailure puts the write failure stage in front of a persistent
+// queue.
+func (m *metricsExporter) setUpWriteFailure() error {
+	cfg := m.exp.cfg
+	q := cfg.QueueConfig.Get()
+	if q == nil || q.StorageID == nil {
+		return nil
+	}
+	m.held = writefailure.New(writefailure.Settings{
+		Storage:          *q.StorageID,
+		LimitBytes:       cfg.WriteFailureBufferBytes,
+		ReserveDirectory: cfg.WriteReserveDirectory,
+		ReserveBytes:     cfg.WriteReserveBytes,
+		QueueSizer:       q.Sizer.String(),
+		QueueCap:         q.QueueSize,
+		Logger:           m.exp.logger,
+		Failures:         m.exp.telemetry.ExporterCloudwatchQueueWriteFailures,
+		Consume:          m.Metrics.ConsumeMetrics,
+		QueueSize:        m.queue.size,
+		Turn:             m.turn,
+	})
+	held := m.held
+	return m.exp.telemetry.RegisterExporterCloudwatchQueueWriteBufferBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(held.Bytes())
+		return nil
+	})
 }

@@ -103,7 +103,7 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 		set.Logger.Warn("The sending queue's size cannot be read: shutdown_drain_timeout has no effect, Shutdown does not wait for the queue")
 	}
 	m := &metricsExporter{Metrics: helper, exp: exp, queue: queue, turn: make(chan struct{}, 1)}
-	if err := m.setUpWriteBuffer(); err != nil {
+	if err := m.setUpWriteFailure(); err != nil {
 		return nil, err
 	}
 	return m, nil
