@@ -37,8 +37,8 @@ type answeredRequests struct {
 // openAnsweredRequests opens the record in the persistent queue's storage
 // extension: nil without a persistent queue (an in-memory queue loses its
 // items at a kill, so nothing is sent again).
-func (e *cloudWatchExporter) openAnsweredRequests(ctx context.Context, host component.Host) (*answeredRequests, error) {
-	q := e.cfg.QueueConfig.Get()
+func (m *metricsExporter) openAnsweredRequests(ctx context.Context, host component.Host) (*answeredRequests, error) {
+	q := m.cfg.QueueConfig.Get()
 	if q == nil || q.StorageID == nil {
 		return nil, nil
 	}
@@ -46,7 +46,7 @@ func (e *cloudWatchExporter) openAnsweredRequests(ctx context.Context, host comp
 	if !ok {
 		return nil, nil // exporterhelper's Start names the missing storage
 	}
-	client, err := se.GetClient(ctx, component.KindExporter, e.id, answeredStorageName)
+	client, err := se.GetClient(ctx, component.KindExporter, m.id, answeredStorageName)
 	if err != nil {
 		return nil, fmt.Errorf("sending_queue.storage: the record of answered requests: %w", err)
 	}
@@ -55,8 +55,8 @@ func (e *cloudWatchExporter) openAnsweredRequests(ctx context.Context, host comp
 		_ = client.Close(ctx)
 		return nil, fmt.Errorf("sending_queue.storage: reading the record of answered requests: %w", err)
 	}
-	e.logger.Debug("Read the record of answered PutMetricData requests", zap.Int("requests", n))
-	return &answeredRequests{record: rec, logger: e.logger}, nil
+	m.logger.Debug("Read the record of answered PutMetricData requests", zap.Int("requests", n))
+	return &answeredRequests{record: rec, logger: m.logger}, nil
 }
 
 // seen reports whether a request was answered by a previous process
@@ -116,7 +116,7 @@ func (m *metricsExporter) forgetAnsweredOnceQueueEmpty() {
 		case <-tick.C:
 		}
 		if n, ok := m.queue.size(context.Background()); ok && n == 0 {
-			m.exp.answered.record.Forget()
+			m.answered.record.Forget()
 			return
 		}
 	}

@@ -295,7 +295,7 @@ func BenchmarkExport(b *testing.B) {
 		HTTPClient:   accepting{&requests, &bodyBytes},
 	})
 	cfg := testConfig()
-	e, err := newCloudWatchExporter(cfg, exporterSettings())
+	e, err := newMetricsExporter(cfg, exporterSettings())
 	if err != nil {
 		b.Fatal(err)
 	}

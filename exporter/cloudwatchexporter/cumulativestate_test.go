@@ -136,7 +136,7 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 	// Latencies 0.5 and 2.5, then 2 and 20.
 	require.NoError(t, first.ConsumeMetrics(context.Background(), md(1, 10, []uint64{1, 1, 0}, 3, 2.5)))
 	require.NoError(t, first.ConsumeMetrics(context.Background(), md(2, 25, []uint64{1, 2, 1}, 25, 20)))
-	require.NoError(t, first.exp.deltas.store.Close(context.Background()))
+	require.NoError(t, first.deltas.store.Close(context.Background()))
 
 	second := startStoredExporter(t, server, newFileStorage(t, dir))
 	// Meanwhile: 12 more requests; two latencies, 0.7 and 4.3.
@@ -167,7 +167,7 @@ func TestStateSurvivesAKillInItsJournal(t *testing.T) {
 	for i, v := range []int64{10, 25} {
 		require.NoError(t, first.ConsumeMetrics(context.Background(), point(i+1, v)))
 	}
-	jc, ok := first.exp.deltas.store.(*journal.Client)
+	jc, ok := first.deltas.store.(*journal.Client)
 	require.True(t, ok, "the state is saved through the journal")
 	require.NoError(t, jc.Storage().Close(context.Background())) // killed: the journal is not checkpointed
 	st, err := os.Stat(path)

@@ -17,7 +17,7 @@ const drainPollInterval = 50 * time.Millisecond
 // exported or given up after its retries), when shutdown_drain_timeout has
 // passed or when ctx is done.
 func (m *metricsExporter) drainQueue(ctx context.Context) {
-	timeout := m.exp.cfg.ShutdownDrainTimeout
+	timeout := m.cfg.ShutdownDrainTimeout
 	if timeout <= 0 {
 		return
 	}
@@ -25,8 +25,8 @@ func (m *metricsExporter) drainQueue(ctx context.Context) {
 	if !ok || queued == 0 {
 		return
 	}
-	m.exp.logger.Info("Sending what is queued before shutting down",
-		zap.Int64("queued", queued), zap.String("unit", m.exp.cfg.QueueConfig.Get().Sizer.String()),
+	m.logger.Info("Sending what is queued before shutting down",
+		zap.Int64("queued", queued), zap.String("unit", m.cfg.QueueConfig.Get().Sizer.String()),
 		zap.Duration("shutdown_drain_timeout", timeout))
 
 	deadline := time.NewTimer(timeout)
@@ -50,11 +50,11 @@ func (m *metricsExporter) drainQueue(ctx context.Context) {
 }
 
 func (m *metricsExporter) logLeftQueued(queued int64, timeout time.Duration) {
-	queueCfg := m.exp.cfg.QueueConfig.Get()
+	queueCfg := m.cfg.QueueConfig.Get()
 	fields := []zap.Field{zap.Int64("left", queued), zap.String("unit", queueCfg.Sizer.String()), zap.Duration("shutdown_drain_timeout", timeout)}
 	if queueCfg.StorageID != nil {
-		m.exp.logger.Warn("The sending queue did not empty before shutdown_drain_timeout; what is left stays in the persistent queue and is sent after the next start", fields...)
+		m.logger.Warn("The sending queue did not empty before shutdown_drain_timeout; what is left stays in the persistent queue and is sent after the next start", fields...)
 		return
 	}
-	m.exp.logger.Warn("The sending queue did not empty before shutdown_drain_timeout; what is left is tried once more, without retries, and lost if that fails", fields...)
+	m.logger.Warn("The sending queue did not empty before shutdown_drain_timeout; what is left is tried once more, without retries, and lost if that fails", fields...)
 }

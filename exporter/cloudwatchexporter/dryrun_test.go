@@ -122,8 +122,8 @@ func TestAutoWithoutAWSIsADryRunOnStdout(t *testing.T) {
 	cfg.OutputDestination = destinationAuto
 	exp, logs, _ := startWith(t, cfg)
 
-	assert.True(t, exp.exp.dryRun.Load())
-	auto, ok := exp.exp.putter.(*autoPutter)
+	assert.True(t, exp.dryRun.Load())
+	auto, ok := exp.putter.(*autoPutter)
 	require.True(t, ok)
 	assert.Equal(t, autoDryRun, autoState(auto.state.Load()))
 	p, ok := auto.dryRun.(*dryRunPutter)
@@ -147,7 +147,7 @@ func TestAutoWithRegionAndCredentialsSends(t *testing.T) {
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
 	exp, logs, _ := startWith(t, cfg)
 
-	assert.False(t, exp.exp.dryRun.Load())
+	assert.False(t, exp.dryRun.Load())
 	assert.Zero(t, withoutInMemoryNotice(logs).Len())
 	md := gaugeMetrics("g", "", 1)
 	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).SetTimestamp(newest())

@@ -6,27 +6,34 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 import (
 	"context"
 	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/writefailure"
 )
 
 // metricsExporter is the exporter the collector runs: Start, ConsumeMetrics
 // and Shutdown are here. It is exporterhelper (sending queue, retries,
-// timeout) around cloudWatchExporter's pushMetrics (push.go: translate,
-// pack, send), with what comes before the queue: the cumulative to delta
+// timeout) around pushMetrics (push.go: translate with internal/translate,
+// pack, send; settle.go: what to retry), with what comes before the queue: the cumulative to delta
 // conversion (delta.go), so that what the queue holds, retries and replays
 // after a restart is exact, and the write failure buffer
 // (internal/writefailure); at Shutdown, the drain (drain.go).
 type metricsExporter struct {
 	exporter.Metrics
-	exp   *cloudWatchExporter
 	queue *queueSizeProbe
 	// turn makes conversion, enqueue and undo one step per request. Were
 	// two requests interleaved, an undone conversion could not be taken
@@ -38,13 +45,41 @@ type metricsExporter struct {
 	held *writefailure.Stage
 	// answeredStop and answeredDone stop forgetAnsweredOnceQueueEmpty.
 	answeredStop, answeredDone chan struct{}
+
+	id         component.ID
+	cfg        *Config
+	logger     *zap.Logger
+	telemetry  *metadata.TelemetryBuilder
+	deltas     *deltaConverter
+	translator *translate.Translator
+	series     *translate.SeriesLimiter // nil: max_series_per_metric 0
+	slots      chan struct{}            // bounds the requests in flight, across concurrent exports
+	pace       *adaptiverate.Limiter
+	now        func() time.Time
+	// throttleDelay is the least wait before a throttled request is retried.
+	throttleDelay time.Duration
+
+	// saveFailing: the last save of the cumulative state failed.
+	saveFailing atomic.Bool
+
+	// set by start
+	putter   putter
+	dryRun   atomic.Bool
+	file     *os.File
+	resolver *credentialsResolver // output_destination auto only
+	answered *answeredRequests    // nil: no persistent queue, or a dry run
+	host     component.Host
+	// autoDryRunReported: the auto dry run was reported as component status.
+	autoDryRunReported atomic.Bool
+
+	translations sync.Pool
 }
 
 // Start starts exporterhelper, then the writer of held data.
 func (m *metricsExporter) Start(ctx context.Context, host component.Host) error {
-	if q := m.exp.cfg.QueueConfig.Get(); q != nil && q.StorageID != nil {
+	if q := m.cfg.QueueConfig.Get(); q != nil && q.StorageID != nil {
 		// The persistent queue's requests are stored compressed.
-		host = queuecompress.NewHost(host, *q.StorageID, m.exp.id, queueClientName, isQueueItemKey)
+		host = queuecompress.NewHost(host, *q.StorageID, m.id, queueClientName, isQueueItemKey)
 	}
 	if err := m.Metrics.Start(ctx, host); err != nil {
 		return err
@@ -52,7 +87,7 @@ func (m *metricsExporter) Start(ctx context.Context, host component.Host) error 
 	if m.held != nil {
 		m.held.Start()
 	}
-	if m.exp.answered != nil {
+	if m.answered != nil {
 		m.answeredStop, m.answeredDone = make(chan struct{}), make(chan struct{})
 		go m.forgetAnsweredOnceQueueEmpty()
 	}
@@ -70,26 +105,26 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 		return ctx.Err()
 	}
 	var cv conversion
-	m.exp.deltas.convert(ctx, md, m.exp.now(), &cv)
-	m.exp.recordDropped(ctx, &cv.dropped)
+	m.deltas.convert(ctx, md, m.now(), &cv)
+	m.recordDropped(ctx, &cv.dropped)
 	if cv.evictions > 0 {
-		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
+		m.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
 	}
-	m.exp.recordStorageErrors(ctx, storageRead, cv.readErrors)
+	m.recordStorageErrors(ctx, storageRead, cv.readErrors)
 	err := m.enqueue(ctx, md)
 	if err != nil {
 		// The data did not get through: take the conversion back so that the
 		// next cumulative point's delta covers it again.
 		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
-			m.exp.deltas.undoPoints(failed.Data())
+			m.deltas.undoPoints(failed.Data())
 		} else if m.refusedByQueue(err) || writefailure.Refused(err) {
-			m.exp.deltas.undo(cv.records)
+			m.deltas.undo(cv.records)
 		}
 	}
 	// Only now, with the data queued (or the conversion undone), is the
 	// state worth saving: what is saved never runs ahead of the queue.
-	if m.exp.deltas.store != nil && (len(cv.records) > 0 || cv.evictions > 0) {
-		m.exp.saveState(ctx, cv.records)
+	if m.deltas.store != nil && (len(cv.records) > 0 || cv.evictions > 0) {
+		m.saveState(ctx, cv.records)
 	}
 	return err
 }
@@ -127,7 +162,7 @@ func (m *metricsExporter) enqueue(ctx context.Context, md pmetric.Metrics) error
 // setUpWriteFailure puts the write failure stage in front of a persistent
 // queue.
 func (m *metricsExporter) setUpWriteFailure() error {
-	cfg := m.exp.cfg
+	cfg := m.cfg
 	q := cfg.QueueConfig.Get()
 	if q == nil || q.StorageID == nil {
 		return nil
@@ -139,15 +174,64 @@ func (m *metricsExporter) setUpWriteFailure() error {
 		ReserveBytes:     cfg.WriteReserveBytes,
 		QueueSizer:       q.Sizer.String(),
 		QueueCap:         q.QueueSize,
-		Logger:           m.exp.logger,
-		Failures:         m.exp.telemetry.ExporterCloudwatchQueueWriteFailures,
+		Logger:           m.logger,
+		Failures:         m.telemetry.ExporterCloudwatchQueueWriteFailures,
 		Consume:          m.Metrics.ConsumeMetrics,
 		QueueSize:        m.queue.size,
 		Turn:             m.turn,
 	})
 	held := m.held
-	return m.exp.telemetry.RegisterExporterCloudwatchQueueWriteBufferBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+	return m.telemetry.RegisterExporterCloudwatchQueueWriteBufferBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(held.Bytes())
 		return nil
 	})
+}
+
+// newMetricsExporter returns the exporter without exporterhelper around it
+// (createMetrics puts it there).
+func newMetricsExporter(cfg *Config, set exporter.Settings) (*metricsExporter, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	e := &metricsExporter{
+		queue:      &queueSizeProbe{},
+		turn:       make(chan struct{}, 1),
+		id:         set.ID,
+		cfg:        cfg,
+		logger:     set.Logger,
+		telemetry:  tb,
+		translator: translate.NewTranslator(translatorConfig(cfg)),
+		deltas:     newLoggedDeltaConverter(cfg.CumulativeState, set.Logger),
+		series:     translate.NewSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
+		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
+		now:        time.Now,
+
+		throttleDelay: throttleRetryDelay,
+	}
+	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
+	e.translations.New = func() any { return new(translationBuffers) }
+	err = tb.RegisterExporterCloudwatchCumulativeSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(int64(e.deltas.seriesCount()))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, o metric.Float64Observer) error {
+		o.Observe(e.pace.Limit())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchDryRunCallback(func(_ context.Context, o metric.Int64Observer) error {
+		if e.dryRun.Load() {
+			o.Observe(1)
+		} else {
+			o.Observe(0)
+		}
+		return nil
+	})
+	return e, err
 }

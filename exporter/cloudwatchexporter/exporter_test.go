@@ -87,7 +87,7 @@ func newTestExporter(t *testing.T, queue bool, tweak func(*Config)) *testExporte
 	exp, err := NewFactory().CreateMetrics(context.Background(), metadatatest.NewSettings(tt), cfg)
 	require.NoError(t, err)
 	me := exp.(*metricsExporter)
-	me.exp.throttleDelay = 5 * time.Millisecond
+	me.throttleDelay = 5 * time.Millisecond
 	require.NoError(t, me.Start(context.Background(), componenttest.NewNopHost()))
 	te := &testExporter{metricsExporter: me, server: server, telemetry: tt}
 	t.Cleanup(func() { _ = te.stop() })

@@ -78,18 +78,17 @@ func createDefaultConfig() component.Config {
 
 func createMetrics(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Metrics, error) {
 	cfg := c.(*Config)
-	exp, err := newCloudWatchExporter(cfg, set)
+	m, err := newMetricsExporter(cfg, set)
 	if err != nil {
 		return nil, err
 	}
 	// exporterhelper's telemetry goes through the probe, which is how the
 	// drain at Shutdown learns the queue's size (see upstream.go).
-	queue := &queueSizeProbe{}
 	helperSet := set
-	helperSet.MeterProvider = queue.meterProvider(set.MeterProvider)
-	helper, err := exporterhelper.NewMetrics(ctx, helperSet, cfg, exp.pushMetrics,
-		exporterhelper.WithStart(exp.start),
-		exporterhelper.WithShutdown(exp.shutdown),
+	helperSet.MeterProvider = m.queue.meterProvider(set.MeterProvider)
+	helper, err := exporterhelper.NewMetrics(ctx, helperSet, cfg, m.pushMetrics,
+		exporterhelper.WithStart(m.start),
+		exporterhelper.WithShutdown(m.shutdown),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
 		exporterhelper.WithRetry(cfg.BackOffConfig),
 		exporterhelper.WithQueue(cfg.QueueConfig),
@@ -99,10 +98,10 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
+	if _, ok := m.queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
 		set.Logger.Warn("The sending queue's size cannot be read: shutdown_drain_timeout has no effect, Shutdown does not wait for the queue")
 	}
-	m := &metricsExporter{Metrics: helper, exp: exp, queue: queue, turn: make(chan struct{}, 1)}
+	m.Metrics = helper
 	if err := m.setUpWriteFailure(); err != nil {
 		return nil, err
 	}

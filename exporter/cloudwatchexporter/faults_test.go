@@ -115,7 +115,7 @@ func newTestExporterWith(t *testing.T, tweak func(*Config), logger func() *zap.L
 	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
 	require.NoError(t, err)
 	me := exp.(*metricsExporter)
-	me.exp.throttleDelay = 5 * time.Millisecond
+	me.throttleDelay = 5 * time.Millisecond
 	require.NoError(t, me.Start(context.Background(), componenttest.NewNopHost()))
 	te := &testExporter{metricsExporter: me, server: server, telemetry: tt}
 	t.Cleanup(func() { _ = te.stop() })
@@ -325,7 +325,7 @@ func TestBadNamesAreSanitizedNotRefused(t *testing.T) {
 func TestEndpointRefusesBadMetricNames(t *testing.T) {
 	for _, name := range []string{"queue\x01depth", "bytes\xff\xfein"} {
 		te := newTestExporter(t, false, nil)
-		p := te.exp.putter
+		p := te.putter
 		err := p.put(context.Background(), "Test", []translate.Datum{
 			{Name: name, Kind: translate.KindValue, Value: 1, Timestamp: newest(), Resolution: 60},
 			{Name: "neighbour", Kind: translate.KindValue, Value: 1, Timestamp: newest(), Resolution: 60},

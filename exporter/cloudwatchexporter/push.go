@@ -20,30 +20,30 @@ import (
 // only the data points of those requests: retryable failures as a
 // consumererror.Metrics (throttling with a delay), invalid requests as
 // permanent, so a retry never re-sends what CloudWatch accepted.
-func (e *cloudWatchExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
-	if e.putter == nil {
+func (m *metricsExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
+	if m.putter == nil {
 		return errors.New("cloudwatch exporter not started")
 	}
-	buf := e.translations.Get().(*translationBuffers)
+	buf := m.translations.Get().(*translationBuffers)
 	defer func() {
 		buf.reqs = buf.reqs[:0]
 		buf.Reset()
-		e.translations.Put(buf)
+		m.translations.Put(buf)
 	}()
 
-	now := e.now()
-	e.translator.Translate(md, now, &buf.Translation)
-	if e.series != nil {
-		e.series.Apply(&buf.Translation, now)
+	now := m.now()
+	m.translator.Translate(md, now, &buf.Translation)
+	if m.series != nil {
+		m.series.Apply(&buf.Translation, now)
 	}
-	e.recordDropped(ctx, &buf.Dropped)
-	e.recordAltered(ctx, &buf.Altered)
+	m.recordDropped(ctx, &buf.Dropped)
+	m.recordAltered(ctx, &buf.Altered)
 	if len(buf.Datums) == 0 {
 		return nil
 	}
-	buf.reqs = translate.Pack(buf.Datums, e.cfg.Namespace, buf.reqs)
-	results := e.sendAll(ctx, buf.Datums, buf.reqs)
-	return e.settle(ctx, md, buf, results)
+	buf.reqs = translate.Pack(buf.Datums, m.cfg.Namespace, buf.reqs)
+	results := m.sendAll(ctx, buf.Datums, buf.reqs)
+	return m.settle(ctx, md, buf, results)
 }
 
 // errNotSent marks a request that was never attempted because the export was cancelled.
@@ -58,11 +58,11 @@ type sentRange struct {
 
 // sendAll sends the requests, at most max_concurrent_requests at a time
 // (across all exports), at the adaptive pace.
-func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []translate.Datum, reqs []translate.PackedRequest) []sentRange {
+func (m *metricsExporter) sendAll(ctx context.Context, packed []translate.Datum, reqs []translate.PackedRequest) []sentRange {
 	results := make([][]sentRange, len(reqs))
 	var wg sync.WaitGroup
 	for i := range reqs {
-		if err := e.acquire(ctx); err != nil {
+		if err := m.acquire(ctx); err != nil {
 			for j := i; j < len(reqs); j++ {
 				results[j] = []sentRange{{first: reqs[j].First, n: reqs[j].N, err: fmt.Errorf("%w: %w", errNotSent, err)}}
 			}
@@ -71,9 +71,9 @@ func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []translate.Dat
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			defer func() { <-e.slots }()
+			defer func() { <-m.slots }()
 			r := reqs[i]
-			results[i] = e.putSplitting(ctx, packed, r.First, r.N, results[i])
+			results[i] = m.putSplitting(ctx, packed, r.First, r.N, results[i])
 		}(i)
 	}
 	wg.Wait()
@@ -88,17 +88,17 @@ func (e *cloudWatchExporter) sendAll(ctx context.Context, packed []translate.Dat
 // too large (413, e.g. a limit lower than the one pack assumes), it is split
 // in two at a data point boundary and each half sent the same way, down to
 // one datum; a single datum refused for its size is rejected (dropped, counted).
-func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []translate.Datum, first, n int, out []sentRange) []sentRange {
-	err := e.putter.put(ctx, e.cfg.Namespace, packed[first:first+n])
+func (m *metricsExporter) putSplitting(ctx context.Context, packed []translate.Datum, first, n int, out []sentRange) []sentRange {
+	err := m.putter.put(ctx, m.cfg.Namespace, packed[first:first+n])
 	switch {
 	case err == nil || ctx.Err() != nil:
 	case isTooLarge(err) && n > 1:
-		e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "too_large_split")))
+		m.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "too_large_split")))
 		half := splitPoint(packed[first : first+n])
-		out = e.putSplitting(ctx, packed, first, half, out)
-		return e.putSplitting(ctx, packed, first+half, n-half, out)
+		out = m.putSplitting(ctx, packed, first, half, out)
+		return m.putSplitting(ctx, packed, first+half, n-half, out)
 	case refusedAsInvalid(err):
-		return e.isolateRejected(ctx, packed, first, n, err, out)
+		return m.isolateRejected(ctx, packed, first, n, err, out)
 	}
 	return append(out, sentRange{first: first, n: n, err: err})
 }
@@ -111,21 +111,21 @@ func (e *cloudWatchExporter) putSplitting(ctx context.Context, packed []translat
 // rejected alone. When both halves are refused the fault is in the whole
 // request (or in both): both are rejected, so a request refused for what
 // it shares costs two more requests, never one per point.
-func (e *cloudWatchExporter) isolateRejected(ctx context.Context, packed []translate.Datum, first, n int, err error, out []sentRange) []sentRange {
+func (m *metricsExporter) isolateRejected(ctx context.Context, packed []translate.Datum, first, n int, err error, out []sentRange) []sentRange {
 	ds := packed[first : first+n]
 	if ds[0].Point == ds[n-1].Point || ctx.Err() != nil {
 		return append(out, sentRange{first: first, n: n, err: err})
 	}
-	e.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "rejected_split")))
+	m.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "rejected_split")))
 	half := splitPoint(ds)
 	left, right := sentRange{first: first, n: half}, sentRange{first: first + half, n: n - half}
-	left.err = e.putter.put(ctx, e.cfg.Namespace, packed[left.first:left.first+left.n])
-	right.err = e.putter.put(ctx, e.cfg.Namespace, packed[right.first:right.first+right.n])
+	left.err = m.putter.put(ctx, m.cfg.Namespace, packed[left.first:left.first+left.n])
+	right.err = m.putter.put(ctx, m.cfg.Namespace, packed[right.first:right.first+right.n])
 	switch {
 	case right.err == nil && refusedAsInvalid(left.err):
-		return append(e.isolateRejected(ctx, packed, left.first, left.n, left.err, out), right)
+		return append(m.isolateRejected(ctx, packed, left.first, left.n, left.err, out), right)
 	case left.err == nil && refusedAsInvalid(right.err):
-		return e.isolateRejected(ctx, packed, right.first, right.n, right.err, append(out, left))
+		return m.isolateRejected(ctx, packed, right.first, right.n, right.err, append(out, left))
 	}
 	return append(out, left, right)
 }
@@ -145,15 +145,15 @@ func splitPoint(ds []translate.Datum) int {
 	return mid
 }
 
-func (e *cloudWatchExporter) acquire(ctx context.Context) error {
+func (m *metricsExporter) acquire(ctx context.Context) error {
 	select {
-	case e.slots <- struct{}{}:
+	case m.slots <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if !e.dryRun.Load() {
-		if err := e.pace.Wait(ctx); err != nil {
-			<-e.slots
+	if !m.dryRun.Load() {
+		if err := m.pace.Wait(ctx); err != nil {
+			<-m.slots
 			return err
 		}
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // settle counts what happened to each request and decides what to retry.
-func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []sentRange) error {
+func (m *metricsExporter) settle(ctx context.Context, md pmetric.Metrics, buf *translationBuffers, results []sentRange) error {
 	var (
 		sent, rejectedPoints int
 		retry                []translate.PointRef
@@ -48,7 +48,7 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 		case outcomeRejected:
 			n := forEachPoint(ds, func(int32) {})
 			rejectedPoints += n
-			e.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
+			m.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
 				zap.Int("datums", r.n), zap.Int("data_points", n), zap.Error(err))
 		default:
 			if out == outcomeAuthError && authCode == "" {
@@ -60,28 +60,28 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 		errs = append(errs, err)
 	}
 
-	if e.dryRun.Load() {
-		e.reportAutoDryRun()
+	if m.dryRun.Load() {
+		m.reportAutoDryRun()
 	} else {
 		for o, n := range outcomes {
 			if n > 0 {
-				e.telemetry.ExporterCloudwatchRequests.Add(ctx, n,
+				m.telemetry.ExporterCloudwatchRequests.Add(ctx, n,
 					metric.WithAttributes(attribute.String("outcome", requestOutcome(o).String())))
 			}
 		}
 		// Printed datums are not sent.
-		e.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
+		m.telemetry.ExporterCloudwatchDatumsSent.Add(ctx, int64(sent))
 	}
 	if rejectedPoints > 0 {
 		var d translate.DropCounts
 		d[translate.ReasonRejected] = rejectedPoints
-		e.recordDropped(ctx, &d)
+		m.recordDropped(ctx, &d)
 	}
 	if len(errs) == 0 {
 		return nil
 	}
 	if authCode != "" {
-		e.logger.Warn("CloudWatch refused the credentials; they are retrieved again and the data retried until retry_on_failure.max_elapsed_time",
+		m.logger.Warn("CloudWatch refused the credentials; they are retrieved again and the data retried until retry_on_failure.max_elapsed_time",
 			zap.String("aws_error_code", authCode))
 	}
 	err := fmt.Errorf("%d of %d PutMetricData requests failed: %w", len(errs), len(results), errors.Join(errs...))
@@ -89,11 +89,11 @@ func (e *cloudWatchExporter) settle(ctx context.Context, md pmetric.Metrics, buf
 		return consumererror.NewPermanent(err)
 	}
 	failed := subset(md, retry)
-	e.telemetry.ExporterCloudwatchPointsRetried.Add(ctx, int64(failed.DataPointCount()))
+	m.telemetry.ExporterCloudwatchPointsRetried.Add(ctx, int64(failed.DataPointCount()))
 	err = consumererror.NewMetrics(err, failed)
 	if throttled {
-		e.pace.Throttled()
-		err = exporterhelper.NewThrottleRetry(err, e.throttleDelay)
+		m.pace.Throttled()
+		err = exporterhelper.NewThrottleRetry(err, m.throttleDelay)
 	}
 	return err
 }
@@ -111,19 +111,19 @@ func forEachPoint(ds []translate.Datum, fn func(point int32)) int {
 	return n
 }
 
-func (e *cloudWatchExporter) recordAltered(ctx context.Context, a *translate.AlterCounts) {
+func (m *metricsExporter) recordAltered(ctx context.Context, a *translate.AlterCounts) {
 	for r, n := range a {
 		if n > 0 {
-			e.telemetry.ExporterCloudwatchPointsAltered.Add(ctx, int64(n),
+			m.telemetry.ExporterCloudwatchPointsAltered.Add(ctx, int64(n),
 				metric.WithAttributes(attribute.String("reason", translate.AlterReason(r).String())))
 		}
 	}
 }
 
-func (e *cloudWatchExporter) recordDropped(ctx context.Context, d *translate.DropCounts) {
+func (m *metricsExporter) recordDropped(ctx context.Context, d *translate.DropCounts) {
 	for r, n := range d {
 		if n > 0 {
-			e.telemetry.ExporterCloudwatchPointsDropped.Add(ctx, int64(n),
+			m.telemetry.ExporterCloudwatchPointsDropped.Add(ctx, int64(n),
 				metric.WithAttributes(attribute.String("reason", translate.DropReason(r).String())))
 		}
 	}

@@ -199,7 +199,7 @@ func (m *metricsExporter) refusedByQueue(err error) bool {
 	if errors.Is(err, exporterhelper.ErrQueueIsFull) {
 		return true
 	}
-	q := m.exp.cfg.QueueConfig.Get()
+	q := m.cfg.QueueConfig.Get()
 	if q == nil || !q.BlockOnOverflow || (q.WaitForResult && q.StorageID == nil) {
 		return false
 	}

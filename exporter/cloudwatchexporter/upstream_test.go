@@ -103,7 +103,7 @@ func TestQueueRefusalErrorsAreExporterhelpers(t *testing.T) {
 				refusal = consume(100 * time.Millisecond)
 			}
 			require.Error(t, refusal)
-			m := &metricsExporter{exp: &cloudWatchExporter{cfg: cfg}}
+			m := &metricsExporter{cfg: cfg}
 			assert.Equal(t, tc.refused, m.refusedByQueue(refusal), "%v", refusal)
 		})
 	}
