@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/drain"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
@@ -31,7 +32,7 @@ import (
 // pack, send; settle.go: what to retry), with what comes before the queue: the cumulative to delta
 // conversion (delta.go), so that what the queue holds, retries and replays
 // after a restart is exact, and the write failure buffer
-// (internal/writefailure); at Shutdown, the drain (drain.go).
+// (internal/writefailure); at Shutdown, the drain (internal/drain).
 type metricsExporter struct {
 	exporter.Metrics
 	queue *queueSizeProbe
@@ -146,7 +147,12 @@ func (m *metricsExporter) Shutdown(ctx context.Context) error {
 	if m.held != nil {
 		m.held.Stop(ctx)
 	}
-	m.drainQueue(ctx)
+	if q := m.cfg.QueueConfig.Get(); q != nil {
+		drain.Wait(ctx, drain.Settings{
+			Timeout: m.cfg.ShutdownDrainTimeout, Size: m.queue.size,
+			Unit: q.Sizer.String(), Persistent: q.StorageID != nil, Logger: m.logger,
+		})
+	}
 	return m.Metrics.Shutdown(ctx)
 }
 
