@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
@@ -299,7 +300,7 @@ func BenchmarkExport(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.putter = newPutter(client)
+	e.putter = send.NewPutter(client)
 	md := convertedBatch(gpus)
 	points := md.DataPointCount()
 	b.ReportAllocs()

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 )
 
@@ -48,7 +49,7 @@ func (m *metricsExporter) start(ctx context.Context, host component.Host) error 
 		m.file = f
 		m.setDryRun(f)
 	case destinationCloudWatch:
-		awsCfg, err := loadAWSConfig(ctx, m.cfg)
+		awsCfg, err := send.LoadAWSConfig(ctx, awsSourceOf(m.cfg))
 		if err != nil {
 			return err
 		}
@@ -58,9 +59,9 @@ func (m *metricsExporter) start(ctx context.Context, host component.Host) error 
 		if m.answered, err = m.openAnsweredRequests(ctx, host); err != nil {
 			return err
 		}
-		p := newCloudWatchPutter(awsCfg, m.cfg.Endpoint)
-		p.requestTimeout = m.cfg.RequestTimeout
-		p.answered = m.answered
+		p := send.NewCloudWatchPutter(awsCfg, m.cfg.Endpoint)
+		p.RequestTimeout = m.cfg.RequestTimeout
+		p.Answered = m.answered
 		m.putter = p
 	case destinationAuto:
 		var err error
@@ -78,37 +79,37 @@ func (m *metricsExporter) start(ctx context.Context, host component.Host) error 
 // credentialsResolver) and requests are held in the sending queue meanwhile.
 // A configured credentials source that fails is retried, never a dry run.
 func (m *metricsExporter) startAuto(ctx context.Context) {
-	auto := &autoPutter{dryRun: &dryRunPutter{w: os.Stdout}}
+	auto := &send.AutoPutter{DryRun: &send.DryRunPutter{W: os.Stdout}}
 	m.putter = auto
-	decide := func(s autoState) {
-		if s == autoDryRun {
+	decide := func(s send.AutoState) {
+		if s == send.AutoDryRun {
 			m.dryRun.Store(true)
 			m.logger.Warn("No AWS region or credentials found: this is a dry run, printing to stdout the PutMetricData requests that would be sent to CloudWatch (set output_destination: cloudwatch to require AWS)")
 		}
-		auto.state.Store(int32(s))
+		auto.State.Store(int32(s))
 	}
-	awsCfg, err := loadAWSConfig(ctx, m.cfg)
+	awsCfg, err := send.LoadAWSConfig(ctx, awsSourceOf(m.cfg))
 	if err != nil || awsCfg.Region == "" || awsCfg.Credentials == nil {
 		if err != nil {
 			m.logger.Warn("The AWS configuration cannot be loaded", zap.Error(err))
 		}
-		decide(autoDryRun)
+		decide(send.AutoDryRun)
 		return
 	}
-	configured := credentialSourceConfigured(m.cfg, os.Getenv)
+	configured := send.CredentialSourceConfigured(awsSourceOf(m.cfg), os.Getenv)
 	if !configured && strings.EqualFold(os.Getenv("AWS_EC2_METADATA_DISABLED"), "true") {
-		decide(autoDryRun) // no source, and the instance metadata service is off
+		decide(send.AutoDryRun) // no source, and the instance metadata service is off
 		return
 	}
-	cw := newCloudWatchPutter(awsCfg, m.cfg.Endpoint)
-	cw.requestTimeout = m.cfg.RequestTimeout
-	cw.answered = m.answered
-	auto.cloudWatch = cw
-	m.resolver = &credentialsResolver{
-		creds: awsCfg.Credentials, configured: configured, logger: m.logger,
-		decide: decide, backoff: credentialsBackoff,
+	cw := send.NewCloudWatchPutter(awsCfg, m.cfg.Endpoint)
+	cw.RequestTimeout = m.cfg.RequestTimeout
+	cw.Answered = m.answered
+	auto.CloudWatch = cw
+	m.resolver = &send.CredentialsResolver{
+		Creds: awsCfg.Credentials, Configured: configured, Logger: m.logger,
+		Decide: decide, Backoff: send.CredentialsBackoff,
 	}
-	m.resolver.resolve(ctx)
+	m.resolver.Resolve(ctx)
 }
 
 // reportAutoDryRun shows an auto dry run in the component status (once).
@@ -121,15 +122,15 @@ func (m *metricsExporter) reportAutoDryRun() {
 }
 
 func (m *metricsExporter) setDryRun(w *os.File) {
-	m.putter = &dryRunPutter{w: w}
+	m.putter = &send.DryRunPutter{W: w}
 	m.dryRun.Store(true)
 }
 
 func (m *metricsExporter) shutdown(ctx context.Context) error {
 	if m.resolver != nil {
-		m.resolver.stop()
+		m.resolver.Stop()
 	}
-	err := errors.Join(m.deltas.closeStorage(ctx), m.answered.close(ctx))
+	err := errors.Join(m.deltas.closeStorage(ctx), m.answered.Close(ctx))
 	m.telemetry.Shutdown()
 	if m.file != nil {
 		err = errors.Join(err, m.file.Close())

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state"
@@ -291,6 +292,12 @@ func isPrintableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// awsSourceOf is where the AWS configuration comes from besides the
+// standard chain.
+func awsSourceOf(cfg *Config) send.AWSSource {
+	return send.AWSSource{Region: cfg.Region, Profile: cfg.Profile, RoleARN: cfg.RoleARN}
 }
 
 // translatorConfig is what the translator needs of cfg.

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
@@ -123,12 +124,12 @@ func TestAutoWithoutAWSIsADryRunOnStdout(t *testing.T) {
 	exp, logs, _ := startWith(t, cfg)
 
 	assert.True(t, exp.dryRun.Load())
-	auto, ok := exp.putter.(*autoPutter)
+	auto, ok := exp.putter.(*send.AutoPutter)
 	require.True(t, ok)
-	assert.Equal(t, autoDryRun, autoState(auto.state.Load()))
-	p, ok := auto.dryRun.(*dryRunPutter)
+	assert.Equal(t, send.AutoDryRun, send.AutoState(auto.State.Load()))
+	p, ok := auto.DryRun.(*send.DryRunPutter)
 	require.True(t, ok)
-	assert.Equal(t, os.Stdout, p.w)
+	assert.Equal(t, os.Stdout, p.W)
 	logs = withoutInMemoryNotice(logs)
 	require.Equal(t, 1, logs.Len(), "exactly one line explains the dry run")
 	assert.Contains(t, logs.All()[0].Message, "No AWS region or credentials found")

@@ -22,6 +22,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/drain"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/writefailure"
 )
@@ -64,11 +65,11 @@ type metricsExporter struct {
 	saveFailing atomic.Bool
 
 	// set by start
-	putter   putter
+	putter   send.Putter
 	dryRun   atomic.Bool
 	file     *os.File
-	resolver *credentialsResolver // output_destination auto only
-	answered *answeredRequests    // nil: no persistent queue, or a dry run
+	resolver *send.CredentialsResolver // output_destination auto only
+	answered *send.AnsweredRequests    // nil: no persistent queue, or a dry run
 	host     component.Host
 	// autoDryRunReported: the auto dry run was reported as component status.
 	autoDryRunReported atomic.Bool

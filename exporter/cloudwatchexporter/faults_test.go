@@ -326,7 +326,7 @@ func TestEndpointRefusesBadMetricNames(t *testing.T) {
 	for _, name := range []string{"queue\x01depth", "bytes\xff\xfein"} {
 		te := newTestExporter(t, false, nil)
 		p := te.putter
-		err := p.put(context.Background(), "Test", []translate.Datum{
+		err := p.Put(context.Background(), "Test", []translate.Datum{
 			{Name: name, Kind: translate.KindValue, Value: 1, Timestamp: newest(), Resolution: 60},
 			{Name: "neighbour", Kind: translate.KindValue, Value: 1, Timestamp: newest(), Resolution: 60},
 		})

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
@@ -183,7 +184,7 @@ func FuzzTranslate(f *testing.F) {
 		Retryer:      aws.NopRetryer{},
 		HTTPClient:   inProcess{server},
 	})
-	putter := newPutter(client)
+	putter := send.NewPutter(client)
 	cfg := testConfig()
 	tl := translate.NewTranslator(translatorConfig(cfg))
 
@@ -210,7 +211,7 @@ func FuzzTranslate(f *testing.F) {
 				if got, want := translate.AppendPutMetricData(nil, cfg.Namespace, ds), sdkRequest(t, cfg.Namespace, ds).body; !bytes.Equal(got, want) {
 					t.Fatalf("step %d of %+v: the body differs from the SDK's:\n got %x\nwant %x", step, p, got, want)
 				}
-				if err := putter.put(context.Background(), cfg.Namespace, ds); err != nil {
+				if err := putter.Put(context.Background(), cfg.Namespace, ds); err != nil {
 					t.Fatalf("CloudWatch would reject step %d of %+v: %v", step, p, err)
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
@@ -27,9 +28,9 @@ func TestPackSizeIsTheSerializedSize(t *testing.T) {
 	defer server.Close()
 	cfg := testConfig()
 	cfg.Region = "eu-west-1"
-	awsCfg, err := loadAWSConfig(context.Background(), cfg)
+	awsCfg, err := send.LoadAWSConfig(context.Background(), awsSourceOf(cfg))
 	require.NoError(t, err)
-	putter := newCloudWatchPutter(awsCfg, server.Endpoint())
+	putter := send.NewCloudWatchPutter(awsCfg, server.Endpoint())
 
 	now := pcommon.NewTimestampFromTime(time.Now())
 	values := make([]float64, 150)
@@ -56,7 +57,7 @@ func TestPackSizeIsTheSerializedSize(t *testing.T) {
 		server.Reset()
 		packed, reqs := ds, translate.Pack(ds, "Test/NS", nil)
 		require.Len(t, reqs, 1)
-		require.NoError(t, putter.put(context.Background(), "Test/NS", packed))
+		require.NoError(t, putter.Put(context.Background(), "Test/NS", packed))
 		got := server.Requests()
 		require.Len(t, got, 1)
 		assert.Equal(t, got[0].BodyBytes, reqs[0].Bytes, "case %d", i)

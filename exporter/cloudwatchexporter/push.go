@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
@@ -46,9 +47,6 @@ func (m *metricsExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) e
 	return m.settle(ctx, md, buf, results)
 }
 
-// errNotSent marks a request that was never attempted because the export was cancelled.
-var errNotSent = errors.New("request not sent")
-
 // sentRange is what happened to datums[first:first+n] of the packed datums:
 // a whole request or, after a 413, one part of it.
 type sentRange struct {
@@ -64,7 +62,7 @@ func (m *metricsExporter) sendAll(ctx context.Context, packed []translate.Datum,
 	for i := range reqs {
 		if err := m.acquire(ctx); err != nil {
 			for j := i; j < len(reqs); j++ {
-				results[j] = []sentRange{{first: reqs[j].First, n: reqs[j].N, err: fmt.Errorf("%w: %w", errNotSent, err)}}
+				results[j] = []sentRange{{first: reqs[j].First, n: reqs[j].N, err: fmt.Errorf("%w: %w", send.ErrNotSent, err)}}
 			}
 			break
 		}
@@ -89,15 +87,15 @@ func (m *metricsExporter) sendAll(ctx context.Context, packed []translate.Datum,
 // in two at a data point boundary and each half sent the same way, down to
 // one datum; a single datum refused for its size is rejected (dropped, counted).
 func (m *metricsExporter) putSplitting(ctx context.Context, packed []translate.Datum, first, n int, out []sentRange) []sentRange {
-	err := m.putter.put(ctx, m.cfg.Namespace, packed[first:first+n])
+	err := m.putter.Put(ctx, m.cfg.Namespace, packed[first:first+n])
 	switch {
 	case err == nil || ctx.Err() != nil:
-	case isTooLarge(err) && n > 1:
+	case send.IsTooLarge(err) && n > 1:
 		m.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "too_large_split")))
 		half := splitPoint(packed[first : first+n])
 		out = m.putSplitting(ctx, packed, first, half, out)
 		return m.putSplitting(ctx, packed, first+half, n-half, out)
-	case refusedAsInvalid(err):
+	case send.RefusedAsInvalid(err):
 		return m.isolateRejected(ctx, packed, first, n, err, out)
 	}
 	return append(out, sentRange{first: first, n: n, err: err})
@@ -119,12 +117,12 @@ func (m *metricsExporter) isolateRejected(ctx context.Context, packed []translat
 	m.telemetry.ExporterCloudwatchRequests.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "rejected_split")))
 	half := splitPoint(ds)
 	left, right := sentRange{first: first, n: half}, sentRange{first: first + half, n: n - half}
-	left.err = m.putter.put(ctx, m.cfg.Namespace, packed[left.first:left.first+left.n])
-	right.err = m.putter.put(ctx, m.cfg.Namespace, packed[right.first:right.first+right.n])
+	left.err = m.putter.Put(ctx, m.cfg.Namespace, packed[left.first:left.first+left.n])
+	right.err = m.putter.Put(ctx, m.cfg.Namespace, packed[right.first:right.first+right.n])
 	switch {
-	case right.err == nil && refusedAsInvalid(left.err):
+	case right.err == nil && send.RefusedAsInvalid(left.err):
 		return append(m.isolateRejected(ctx, packed, left.first, left.n, left.err, out), right)
-	case left.err == nil && refusedAsInvalid(right.err):
+	case left.err == nil && send.RefusedAsInvalid(right.err):
 		return m.isolateRejected(ctx, packed, right.first, right.n, right.err, append(out, left))
 	}
 	return append(out, left, right)

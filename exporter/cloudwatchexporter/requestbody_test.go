@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -79,7 +80,7 @@ func sdkRequest(t testing.TB, namespace string, datums []translate.Datum) *recor
 func ourRequest(t testing.TB, namespace string, datums []translate.Datum) *recording {
 	t.Helper()
 	rec := &recording{}
-	require.NoError(t, newPutter(recordingClient(rec)).put(context.Background(), namespace, datums))
+	require.NoError(t, send.NewPutter(recordingClient(rec)).Put(context.Background(), namespace, datums))
 	return rec
 }
 
@@ -114,19 +115,19 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(bodies))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 
-	w := newBodyWriter(scratchKeep)
-	first, err := w.prepare(ns, datums(0))
+	w := send.NewBodyWriter(send.ScratchKeep)
+	first, err := w.Prepare(ns, datums(0))
 	require.NoError(t, err)
-	require.True(t, first.body.gzipped)
-	w.release(first)
+	require.True(t, first.Body.Gzipped)
+	w.Release(first)
 
 	var before, after runtime.MemStats
-	prepared := make([]*bodyBuffers, bodies)
+	prepared := make([]*send.BodyBuffers, bodies)
 	runtime.ReadMemStats(&before)
 	var wg sync.WaitGroup
 	for i := range bodies {
 		wg.Go(func() {
-			b, err := w.prepare(ns, datums(i))
+			b, err := w.Prepare(ns, datums(i))
 			if assert.NoError(t, err) {
 				prepared[i] = b
 			}
@@ -138,11 +139,11 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 	compressed, raw := 0, 0
 	for i, b := range prepared {
 		require.NotNil(t, b)
-		require.True(t, b.body.gzipped)
-		compressed += len(b.body.bytes)
+		require.True(t, b.Body.Gzipped)
+		compressed += len(b.Body.Bytes)
 		want := translate.AppendPutMetricData(nil, ns, datums(i))
 		raw += len(want)
-		zr, err := gzip.NewReader(bytes.NewReader(b.body.bytes))
+		zr, err := gzip.NewReader(bytes.NewReader(b.Body.Bytes))
 		require.NoError(t, err)
 		got, err := io.ReadAll(zr)
 		require.NoError(t, err)
@@ -155,7 +156,7 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 	assert.Less(t, allocated, uint64(2*compressed+2*raw/bodies+bodies*1024),
 		"%d bodies at once allocated %d bytes; compressed %d, uncompressed %d", bodies, allocated, compressed, raw)
 	for _, b := range prepared {
-		w.release(b)
+		w.Release(b)
 	}
 }
 
@@ -166,17 +167,17 @@ func TestBodyScratchDroppedOnceUnused(t *testing.T) {
 	var tr translate.Translation
 	translate.NewTranslator(translatorConfig(testConfig())).Translate(convertedBatch(64), time.Now(), &tr)
 	const keep = 500 * time.Millisecond
-	w := newBodyWriter(keep)
+	w := send.NewBodyWriter(keep)
 	scratch := func() (*gzip.Writer, []byte) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.gzip, w.raw
+		w.Mu.Lock()
+		defer w.Mu.Unlock()
+		return w.Gzip, w.Raw
 	}
 	prepare := func() {
-		b, err := w.prepare("GPUBuild/Test", tr.Datums[:100])
+		b, err := w.Prepare("GPUBuild/Test", tr.Datums[:100])
 		require.NoError(t, err)
-		require.True(t, b.body.gzipped)
-		w.release(b)
+		require.True(t, b.Body.Gzipped)
+		w.Release(b)
 	}
 
 	prepare()

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 )
@@ -28,33 +29,33 @@ func (m *metricsExporter) settle(ctx context.Context, md pmetric.Metrics, buf *t
 		retry                []translate.PointRef
 		throttled            bool
 		errs                 []error
-		outcomes             [numOutcomes]int64
+		outcomes             [send.NumOutcomes]int64
 		authCode             string
 	)
 	for _, r := range results {
 		err := r.err
-		out := classify(err)
-		if isTooLarge(err) {
-			out = outcomeRejected // one datum too large for CloudWatch alone
+		out := send.Classify(err)
+		if send.IsTooLarge(err) {
+			out = send.OutcomeRejected // one datum too large for CloudWatch alone
 		}
-		if !errors.Is(err, errNotSent) {
+		if !errors.Is(err, send.ErrNotSent) {
 			outcomes[out]++
 		}
 		ds := buf.Datums[r.first : r.first+r.n]
 		switch out {
-		case outcomeSuccess:
+		case send.OutcomeSuccess:
 			sent += r.n
 			continue
-		case outcomeRejected:
+		case send.OutcomeRejected:
 			n := forEachPoint(ds, func(int32) {})
 			rejectedPoints += n
 			m.logger.Warn("CloudWatch rejected a PutMetricData request; its data points are dropped",
 				zap.Int("datums", r.n), zap.Int("data_points", n), zap.Error(err))
 		default:
-			if out == outcomeAuthError && authCode == "" {
-				authCode = cmp.Or(errorCode(err), "HTTP auth status")
+			if out == send.OutcomeAuthError && authCode == "" {
+				authCode = cmp.Or(send.ErrorCode(err), "HTTP auth status")
 			}
-			throttled = throttled || out == outcomeThrottled
+			throttled = throttled || out == send.OutcomeThrottled
 			forEachPoint(ds, func(p int32) { retry = append(retry, buf.Points[p]) })
 		}
 		errs = append(errs, err)
@@ -66,7 +67,7 @@ func (m *metricsExporter) settle(ctx context.Context, md pmetric.Metrics, buf *t
 		for o, n := range outcomes {
 			if n > 0 {
 				m.telemetry.ExporterCloudwatchRequests.Add(ctx, n,
-					metric.WithAttributes(attribute.String("outcome", requestOutcome(o).String())))
+					metric.WithAttributes(attribute.String("outcome", send.RequestOutcome(o).String())))
 			}
 		}
 		// Printed datums are not sent.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -143,9 +144,9 @@ func TestRequestBodyGzipAndReuse(t *testing.T) {
 	small := tr.Datums[:3]
 
 	rec := &recording{}
-	p := newPutter(recordingClient(rec))
+	p := send.NewPutter(recordingClient(rec))
 	for _, ds := range [][]translate.Datum{big, small, big, small} {
-		require.NoError(t, p.put(context.Background(), "GPUBuild/Test", ds))
+		require.NoError(t, p.Put(context.Background(), "GPUBuild/Test", ds))
 		assert.Equal(t, translate.AppendPutMetricData(nil, "GPUBuild/Test", ds), rec.body)
 		assert.Equal(t, len(ds) == len(big), rec.header.Get("Content-Encoding") == "gzip")
 	}

@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package send // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 
 import (
 	"context"
@@ -11,15 +11,16 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 )
 
-// dryRunPutter writes each request, instead of sending it, as one line of
+// DryRunPutter writes each request, instead of sending it, as one line of
 // JSON in the shape of the PutMetricData request (the shape
 // `aws cloudwatch put-metric-data --cli-input-json` reads).
-type dryRunPutter struct {
+type DryRunPutter struct {
 	mu sync.Mutex
-	w  io.Writer
+	W  io.Writer
 }
 
-func (p *dryRunPutter) put(_ context.Context, namespace string, datums []translate.Datum) error {
+// Put prints one request as a line of JSON.
+func (p *DryRunPutter) Put(_ context.Context, namespace string, datums []translate.Datum) error {
 	line, err := translate.DryRunJSON(namespace, datums)
 	if err != nil {
 		return err
@@ -27,6 +28,6 @@ func (p *dryRunPutter) put(_ context.Context, namespace string, datums []transla
 	line = append(line, '\n')
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, err = p.w.Write(line)
+	_, err = p.W.Write(line)
 	return err
 }

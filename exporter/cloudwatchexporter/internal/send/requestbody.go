@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package send // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 
 import (
 	"bytes"
@@ -22,17 +22,17 @@ import (
 // and reading the answer stay the SDK's; the protocol that sends the body
 // written here is in upstream.go.
 
-// bodyBuffers is what one request's body holds until the request is
+// BodyBuffers is what one request's body holds until the request is
 // done: the body as sent (compressed, or as written when small).
-type bodyBuffers struct {
+type BodyBuffers struct {
 	sent bytes.Buffer
-	body preparedBody
+	Body preparedBody
 	// hash identifies the request by its uncompressed body: the same
 	// datums give the same hash in any process (see internal/answered).
 	hash uint64
 }
 
-// bodyWriter writes and compresses request bodies one at a time, in one
+// BodyWriter writes and compresses request bodies one at a time, in one
 // reused buffer for the uncompressed CBOR and one gzip writer (about 800
 // KiB, made at the first body large enough to compress). A request in
 // flight holds only its compressed bytes (far fewer: names and dimensions
@@ -48,12 +48,12 @@ type bodyBuffers struct {
 // them in between, and the heap they leave is given back with the rest
 // (internal/runtimetuning/idlememory, which waits for two quiet seconds, longer than
 // scratchKeep).
-type bodyWriter struct {
+type BodyWriter struct {
 	pool sync.Pool // *bodyBuffers
 
-	mu   sync.Mutex // guards the fields below
-	raw  []byte
-	gzip *gzip.Writer
+	Mu   sync.Mutex // guards the fields below
+	Raw  []byte
+	Gzip *gzip.Writer
 	// used is when the last body was written; drop, when set, runs once
 	// the scratch may have gone unused for keep.
 	used time.Time
@@ -61,18 +61,19 @@ type bodyWriter struct {
 	keep time.Duration
 }
 
-// scratchKeep is how long the uncompressed buffer and the gzip writer are
+// ScratchKeep is how long the uncompressed buffer and the gzip writer are
 // kept after the last body.
-const scratchKeep = 1500 * time.Millisecond
+const ScratchKeep = 1500 * time.Millisecond
 
-func newBodyWriter(keep time.Duration) *bodyWriter {
-	w := &bodyWriter{keep: keep}
-	w.pool.New = func() any { return &bodyBuffers{} }
+// NewBodyWriter returns a writer that keeps its scratch for keep after the last body.
+func NewBodyWriter(keep time.Duration) *BodyWriter {
+	w := &BodyWriter{keep: keep}
+	w.pool.New = func() any { return &BodyBuffers{} }
 	return w
 }
 
 // keepScratch notes that a body is being written; w.mu is held.
-func (w *bodyWriter) keepScratch() {
+func (w *BodyWriter) keepScratch() {
 	w.used = time.Now()
 	if w.drop == nil {
 		w.drop = time.AfterFunc(w.keep, w.dropUnusedScratch)
@@ -81,55 +82,56 @@ func (w *bodyWriter) keepScratch() {
 
 // dropUnusedScratch lets the buffer and the writer go once they have been
 // unused for w.keep, or waits for the rest of that time.
-func (w *bodyWriter) dropUnusedScratch() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (w *BodyWriter) dropUnusedScratch() {
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
 	if unused := time.Since(w.used); unused < w.keep {
 		w.drop.Reset(w.keep - unused)
 		return
 	}
-	w.raw, w.gzip, w.drop = nil, nil, nil
+	w.Raw, w.Gzip, w.drop = nil, nil, nil
 }
 
-// prepare writes the body of one request; release gives its buffer back
+// Prepare writes the body of one request; release gives its buffer back
 // once nothing reads the body any more.
-func (w *bodyWriter) prepare(namespace string, datums []translate.Datum) (*bodyBuffers, error) {
-	b := w.pool.Get().(*bodyBuffers)
+func (w *BodyWriter) Prepare(namespace string, datums []translate.Datum) (*BodyBuffers, error) {
+	b := w.pool.Get().(*BodyBuffers)
 	b.sent.Reset()
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
 	w.keepScratch()
-	w.raw = translate.AppendPutMetricData(w.raw[:0], namespace, datums)
-	b.hash = xxhash.Sum64(w.raw)
-	if len(w.raw) < minCompressBytes {
-		b.sent.Write(w.raw) // a copy: raw is the next body's
-		b.body = preparedBody{bytes: b.sent.Bytes()}
+	w.Raw = translate.AppendPutMetricData(w.Raw[:0], namespace, datums)
+	b.hash = xxhash.Sum64(w.Raw)
+	if len(w.Raw) < minCompressBytes {
+		b.sent.Write(w.Raw) // a copy: raw is the next body's
+		b.Body = preparedBody{Bytes: b.sent.Bytes()}
 		return b, nil
 	}
-	if err := w.compress(&b.sent, w.raw); err != nil {
-		w.release(b)
+	if err := w.compress(&b.sent, w.Raw); err != nil {
+		w.Release(b)
 		return nil, err
 	}
-	b.body = preparedBody{bytes: b.sent.Bytes(), gzipped: true}
+	b.Body = preparedBody{Bytes: b.sent.Bytes(), Gzipped: true}
 	return b, nil
 }
 
 // compress writes raw gzipped to dst; w.mu is held.
-func (w *bodyWriter) compress(dst *bytes.Buffer, raw []byte) error {
-	if w.gzip == nil {
-		w.gzip = gzip.NewWriter(dst)
+func (w *BodyWriter) compress(dst *bytes.Buffer, raw []byte) error {
+	if w.Gzip == nil {
+		w.Gzip = gzip.NewWriter(dst)
 	} else {
-		w.gzip.Reset(dst)
+		w.Gzip.Reset(dst)
 	}
-	_, err := w.gzip.Write(raw)
+	_, err := w.Gzip.Write(raw)
 	if err == nil {
-		err = w.gzip.Close()
+		err = w.Gzip.Close()
 	}
-	w.gzip.Reset(nil) // do not keep dst alive
+	w.Gzip.Reset(nil) // do not keep dst alive
 	return err
 }
 
-func (w *bodyWriter) release(b *bodyBuffers) {
-	b.body = preparedBody{}
+// Release gives b's buffer back.
+func (w *BodyWriter) Release(b *BodyBuffers) {
+	b.Body = preparedBody{}
 	w.pool.Put(b)
 }
