@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
@@ -141,7 +142,7 @@ func mixedBatch(gpus int, start, now pcommon.Timestamp, step int) pmetric.Metric
 func convertedBatch(gpus int) pmetric.Metrics {
 	now := time.Now()
 	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
-	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
+	conv := delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20}.trackerConfig())
 	var d translate.DropCounts
 	convertInto(conv, mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(-time.Minute)), 0), now, &d)
 	md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 1)
@@ -178,10 +179,10 @@ func BenchmarkConvert(b *testing.B) {
 	const gpus = 64
 	now := time.Now()
 	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
-	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
+	conv := delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20}.trackerConfig())
 	template := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 0)
 	points := template.DataPointCount()
-	var cv conversion
+	var cv delta.Conversion
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -189,8 +190,8 @@ func BenchmarkConvert(b *testing.B) {
 		b.StopTimer()
 		md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(time.Duration(i)*time.Second)), i)
 		b.StartTimer()
-		cv.reset()
-		conv.convert(ctx, md, now, &cv)
+		cv.Reset()
+		conv.Convert(ctx, md, now, &cv)
 	}
 	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
 }
@@ -223,24 +224,24 @@ func BenchmarkConvertSaved(b *testing.B) {
 			defer client.Close(ctx)
 			now := time.Now()
 			start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
-			conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
-			conv.attachStorage(ctx, client, now)
+			conv := delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20}.trackerConfig())
+			conv.AttachStorage(ctx, client, now)
 			points := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 0).DataPointCount()
-			var cv conversion
+			var cv delta.Conversion
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
 				md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(time.Duration(i)*time.Second)), i)
 				b.StartTimer()
-				cv.reset()
-				conv.convert(ctx, md, now, &cv)
-				if err := conv.save(ctx, cv.records); err != nil {
+				cv.Reset()
+				conv.Convert(ctx, md, now, &cv)
+				if err := conv.Save(ctx, cv.Records); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(conv.tracker.LargestSaveBytes()), "saved_bytes/largest_batch")
+			b.ReportMetric(float64(conv.Tracker.LargestSaveBytes()), "saved_bytes/largest_batch")
 		})
 	}
 }

@@ -130,7 +130,7 @@ func (m *metricsExporter) shutdown(ctx context.Context) error {
 	if m.resolver != nil {
 		m.resolver.Stop()
 	}
-	err := errors.Join(m.deltas.closeStorage(ctx), m.answered.Close(ctx))
+	err := errors.Join(m.deltas.CloseStorage(ctx), m.answered.Close(ctx))
 	m.telemetry.Shutdown()
 	if m.file != nil {
 		err = errors.Join(err, m.file.Close())

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
 
@@ -39,17 +40,17 @@ func (m *metricsExporter) openState(ctx context.Context, host component.Host) er
 		return err
 	}
 	client := st.Client
-	load := m.deltas.attachStorage(ctx, client, m.now())
-	m.recordStorageErrors(ctx, storageRead, load.readErrors)
-	if load.expired > 0 {
-		m.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, int64(load.expired))
+	load := m.deltas.AttachStorage(ctx, client, m.now())
+	m.recordStorageErrors(ctx, storageRead, load.ReadErrors)
+	if load.Expired > 0 {
+		m.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, int64(load.Expired))
 	}
-	fields := []zap.Field{zap.Int("series", load.restored), zap.Int("expired", load.expired), zap.String("storage", id.String())}
+	fields := []zap.Field{zap.Int("series", load.Restored), zap.Int("expired", load.Expired), zap.String("storage", id.String())}
 	switch {
-	case load.readErrors > 0:
+	case load.ReadErrors > 0:
 		m.logger.Warn("Some cumulative state could not be read: the next point of those series is a baseline (not sent)",
-			append(fields, zap.Int64("read_errors", load.readErrors))...)
-	case load.listed:
+			append(fields, zap.Int64("read_errors", load.ReadErrors))...)
+	case load.Listed:
 		m.logger.Info("Restored the cumulative state", fields...)
 	}
 	return nil
@@ -71,8 +72,8 @@ func (m *metricsExporter) recordStorageErrors(ctx context.Context, op storageOpe
 }
 
 // saveState saves the cumulative state moved by records (see deltaConverter.save).
-func (m *metricsExporter) saveState(ctx context.Context, records []conversionRecord) {
-	err := m.deltas.save(ctx, records)
+func (m *metricsExporter) saveState(ctx context.Context, records []delta.Record) {
+	err := m.deltas.Save(ctx, records)
 	if err == nil {
 		m.saveFailing.Store(false)
 		return

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,15 +16,15 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-func newTestConverter() *deltaConverter {
-	return newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 100})
+func newTestConverter() *delta.Converter {
+	return delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 100}.trackerConfig())
 }
 
 // convertInto converts md at now and adds its dropped points to d.
-func convertInto(c *deltaConverter, md pmetric.Metrics, now time.Time, d *translate.DropCounts) conversion {
-	var cv conversion
-	c.convert(context.Background(), md, now, &cv)
-	d.Add(&cv.dropped)
+func convertInto(c *delta.Converter, md pmetric.Metrics, now time.Time, d *translate.DropCounts) delta.Conversion {
+	var cv delta.Conversion
+	c.Convert(context.Background(), md, now, &cv)
+	d.Add(&cv.Dropped)
 	return cv
 }
 
@@ -37,7 +38,7 @@ type sumStep struct {
 	dropped   bool
 }
 
-func runSumSteps(t *testing.T, c *deltaConverter, steps []sumStep) {
+func runSumSteps(t *testing.T, c *delta.Converter, steps []sumStep) {
 	t.Helper()
 	for i, s := range steps {
 		start := at(s.start)
@@ -124,7 +125,7 @@ func TestDeltaSeriesIdentity(t *testing.T) {
 	md = cumulativeSum(at(-time.Minute), at(2*time.Minute), 40, map[string]string{"a": "1", "b": "2"})
 	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("service.instance.id", "instance-2")
 	assert.Equal(t, int64(40), convert(md))
-	assert.Equal(t, 3, c.seriesCount())
+	assert.Equal(t, 3, c.SeriesCount())
 }
 
 func TestDeltaDoubleSum(t *testing.T) {
@@ -158,7 +159,7 @@ func TestDeltaLeavesOtherDataAlone(t *testing.T) {
 	var d translate.DropCounts
 	cv := convertInto(newTestConverter(), md, testNow, &d)
 	assert.Equal(t, before, md)
-	assert.Empty(t, cv.records)
+	assert.Empty(t, cv.Records)
 }
 
 func cumulativeHistogram(start, t pcommon.Timestamp, bounds []float64, counts []uint64, sum, minV, maxV float64) pmetric.Metrics {
@@ -301,11 +302,11 @@ func TestDeltaSummaryBecomesStatistics(t *testing.T) {
 }
 
 func TestDeltaStateIsBounded(t *testing.T) {
-	c := newDeltaConverter(CumulativeStateConfig{TTL: 10 * time.Minute, MaxSeries: 2})
+	c := delta.NewConverter(CumulativeStateConfig{TTL: 10 * time.Minute, MaxSeries: 2}.trackerConfig())
 	convertAt := func(now time.Time, series string, start, ts pcommon.Timestamp, v int64) (int64, translate.DropCounts, int64) {
 		var d translate.DropCounts
 		md := cumulativeSum(start, ts, v, map[string]string{"series": series})
-		evicted := convertInto(c, md, now, &d).evictions
+		evicted := convertInto(c, md, now, &d).Evictions
 		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
 		if dps.Len() == 0 {
 			return -1, d, evicted
@@ -319,7 +320,7 @@ func TestDeltaStateIsBounded(t *testing.T) {
 	// A third series makes the least recently seen one ("a") go.
 	_, _, evicted := convertAt(testNow, "c", at(-time.Second), at(0), 30)
 	assert.Equal(t, int64(1), evicted)
-	assert.Equal(t, 2, c.seriesCount())
+	assert.Equal(t, 2, c.SeriesCount())
 
 	// "a" comes back: its start time is before the newest forgotten point,
 	// so it may have been sent before; it is a baseline, not 15 sent twice.
@@ -333,15 +334,15 @@ func TestDeltaStateIsBounded(t *testing.T) {
 	// Idle past the TTL: everything is forgotten.
 	_, _, evicted = convertAt(testNow.Add(time.Hour), "e", at(59*time.Minute), at(time.Hour), 1)
 	assert.Equal(t, int64(2), evicted)
-	assert.Equal(t, 1, c.seriesCount())
+	assert.Equal(t, 1, c.SeriesCount())
 }
 
 func TestDeltaUndo(t *testing.T) {
 	c := newTestConverter()
 	var d translate.DropCounts
-	convert := func(ts time.Duration, v int64) (pmetric.Metrics, []conversionRecord) {
+	convert := func(ts time.Duration, v int64) (pmetric.Metrics, []delta.Record) {
 		md := cumulativeSum(at(-time.Minute), at(ts), v, nil)
-		return md, convertInto(c, md, testNow, &d).records
+		return md, convertInto(c, md, testNow, &d).Records
 	}
 	value := func(md pmetric.Metrics) int64 {
 		return md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).IntValue()
@@ -350,7 +351,7 @@ func TestDeltaUndo(t *testing.T) {
 	md, records := convert(time.Minute, 15)
 	assert.Equal(t, int64(5), value(md))
 	// The queue refused it: the next point's delta must cover these 5 too.
-	c.undo(records)
+	c.Undo(records)
 	md, _ = convert(2*time.Minute, 18)
 	assert.Equal(t, int64(8), value(md))
 
@@ -358,8 +359,8 @@ func TestDeltaUndo(t *testing.T) {
 	c2 := newTestConverter()
 	md = cumulativeSum(at(-time.Minute), at(0), 10, map[string]string{"x": "y"})
 	convertInto(c2, md, testNow, &d)
-	c2.undoPoints(md)
-	assert.Equal(t, 0, c2.seriesCount())
+	c2.UndoPoints(md)
+	assert.Equal(t, 0, c2.SeriesCount())
 }
 
 // A cumulative point stamped hours ahead (a client with a wrong clock) is
@@ -393,7 +394,7 @@ func TestPointFromTheFutureDoesNotStopItsSeries(t *testing.T) {
 func TestMaxAgeFromConfig(t *testing.T) {
 	cfg := testConfig().CumulativeState
 	cfg.MaxAge = time.Hour
-	c := newDeltaConverter(cfg)
+	c := delta.NewConverter(cfg.trackerConfig())
 	var d translate.DropCounts
 	old := cumulativeSum(at(-2*time.Hour), at(0), 50, map[string]string{"s": "old"})
 	convertInto(c, old, testNow, &d)

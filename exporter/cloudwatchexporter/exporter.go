@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/drain"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
@@ -31,7 +32,7 @@ import (
 // and Shutdown are here. It is exporterhelper (sending queue, retries,
 // timeout) around pushMetrics (push.go: translate with internal/translate,
 // pack, send; settle.go: what to retry), with what comes before the queue: the cumulative to delta
-// conversion (delta.go), so that what the queue holds, retries and replays
+// conversion (internal/delta), so that what the queue holds, retries and replays
 // after a restart is exact, and the write failure buffer
 // (internal/writefailure); at Shutdown, the drain (internal/drain).
 type metricsExporter struct {
@@ -52,7 +53,7 @@ type metricsExporter struct {
 	cfg        *Config
 	logger     *zap.Logger
 	telemetry  *metadata.TelemetryBuilder
-	deltas     *deltaConverter
+	deltas     *delta.Converter
 	translator *translate.Translator
 	series     *translate.SeriesLimiter // nil: max_series_per_metric 0
 	slots      chan struct{}            // bounds the requests in flight, across concurrent exports
@@ -106,27 +107,27 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	var cv conversion
-	m.deltas.convert(ctx, md, m.now(), &cv)
-	m.recordDropped(ctx, &cv.dropped)
-	if cv.evictions > 0 {
-		m.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
+	var cv delta.Conversion
+	m.deltas.Convert(ctx, md, m.now(), &cv)
+	m.recordDropped(ctx, &cv.Dropped)
+	if cv.Evictions > 0 {
+		m.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.Evictions)
 	}
-	m.recordStorageErrors(ctx, storageRead, cv.readErrors)
+	m.recordStorageErrors(ctx, storageRead, cv.ReadErrors)
 	err := m.enqueue(ctx, md)
 	if err != nil {
 		// The data did not get through: take the conversion back so that the
 		// next cumulative point's delta covers it again.
 		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
-			m.deltas.undoPoints(failed.Data())
+			m.deltas.UndoPoints(failed.Data())
 		} else if m.refusedByQueue(err) || writefailure.Refused(err) {
-			m.deltas.undo(cv.records)
+			m.deltas.Undo(cv.Records)
 		}
 	}
 	// Only now, with the data queued (or the conversion undone), is the
 	// state worth saving: what is saved never runs ahead of the queue.
-	if m.deltas.store != nil && (len(cv.records) > 0 || cv.evictions > 0) {
-		m.saveState(ctx, cv.records)
+	if m.deltas.Store != nil && (len(cv.Records) > 0 || cv.Evictions > 0) {
+		m.saveState(ctx, cv.Records)
 	}
 	return err
 }
@@ -209,7 +210,7 @@ func newMetricsExporter(cfg *Config, set exporter.Settings) (*metricsExporter, e
 		logger:     set.Logger,
 		telemetry:  tb,
 		translator: translate.NewTranslator(translatorConfig(cfg)),
-		deltas:     newLoggedDeltaConverter(cfg.CumulativeState, set.Logger),
+		deltas:     delta.NewLoggedConverter(cfg.CumulativeState.trackerConfig(), set.Logger),
 		series:     translate.NewSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
@@ -219,7 +220,7 @@ func newMetricsExporter(cfg *Config, set exporter.Settings) (*metricsExporter, e
 	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
 	e.translations.New = func() any { return new(translationBuffers) }
 	err = tb.RegisterExporterCloudwatchCumulativeSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
-		o.Observe(int64(e.deltas.seriesCount()))
+		o.Observe(int64(e.deltas.SeriesCount()))
 		return nil
 	})
 	if err != nil {

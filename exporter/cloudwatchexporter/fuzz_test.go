@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
@@ -194,7 +195,7 @@ func FuzzTranslate(f *testing.F) {
 		}
 		p := fuzzPoint{name, unit, key, value, kind, a, b, c, n, raw, tsOffset, scale}
 		now := time.Now()
-		conv := newDeltaConverter(cfg.CumulativeState)
+		conv := delta.NewConverter(cfg.CumulativeState.trackerConfig())
 		for step := 0; step < 3; step++ {
 			md := p.build(now, step)
 			var dropped translate.DropCounts
