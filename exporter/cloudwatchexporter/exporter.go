@@ -31,10 +31,13 @@ import (
 // metricsExporter is the exporter the collector runs: Start, ConsumeMetrics
 // and Shutdown are here. It is exporterhelper (sending queue, retries,
 // timeout) around pushMetrics (push.go: translate with internal/translate,
-// pack, send; settle.go: what to retry), with what comes before the queue: the cumulative to delta
-// conversion (internal/delta), so that what the queue holds, retries and replays
-// after a restart is exact, and the write failure buffer
-// (internal/writefailure); at Shutdown, the drain (internal/drain).
+// pack, send with internal/send; settle.go: what to retry), with what comes
+// before the queue: the cumulative to delta conversion (internal/delta), so
+// that what the queue holds, retries and replays after a restart is exact,
+// and the write failure buffer (internal/writefailure). exporterhelper's
+// start and shutdown hooks open and close the output destination
+// (destination.go) and the cumulative state (cumulativestate.go); at
+// Shutdown, the drain (internal/drain).
 type metricsExporter struct {
 	exporter.Metrics
 	queue *queueSizeProbe

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
@@ -15,6 +16,17 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
+
+const (
+	// throttleRetryDelay is the least time before a throttled request is retried.
+	throttleRetryDelay = time.Second
+)
+
+// translationBuffers is the per-export scratch space, reused through a pool.
+type translationBuffers struct {
+	translate.Translation
+	reqs []translate.PackedRequest
+}
 
 // pushMetrics sends md, which holds only deltas and gauges (see
 // deltaConverter). When some requests fail, it hands back to exporterhelper

@@ -9,30 +9,19 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.uber.org/zap"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
-	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
-)
-
-const (
-	// throttleRetryDelay is the least time before a throttled request is retried.
-	throttleRetryDelay = time.Second
 )
 
 // errAutoDryRun is the component status of an auto dry run: nothing reaches CloudWatch.
 var errAutoDryRun = errors.New("dry run: no AWS region or credentials found, printing PutMetricData requests to stdout instead of sending them")
 
-// translationBuffers is the per-export scratch space, reused through a pool.
-type translationBuffers struct {
-	translate.Translation
-	reqs []translate.PackedRequest
-}
-
+// start is exporterhelper's start hook: it restores the cumulative state and
+// opens the output destination.
 func (m *metricsExporter) start(ctx context.Context, host component.Host) error {
 	m.host = host
 	if err := m.openState(ctx, host); err != nil {
