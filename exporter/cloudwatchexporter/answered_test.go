@@ -51,17 +51,17 @@ func TestAnsweredRequestsAreNotSentAgainAfterARestart(t *testing.T) {
 			md := deltaBatch(2500, ts, 1) // three requests of at most 1000 datums
 
 			first := start()
-			require.NoError(t, first.exp.pushMetrics(context.Background(), md))
+			require.NoError(t, first.pushMetrics(context.Background(), md))
 			require.Equal(t, 2500, len(server.Datums()))
 			requests := len(server.Requests())
 			// The kill: the second process reads what the first left on the disk.
 			second := start()
-			require.NoError(t, second.exp.pushMetrics(context.Background(), md))
+			require.NoError(t, second.pushMetrics(context.Background(), md))
 			if persistent {
 				assert.Equal(t, 2500, len(server.Datums()), "answered requests sent again")
 				assert.Equal(t, requests, len(server.Requests()))
 				// Other data is sent as usual.
-				require.NoError(t, second.exp.pushMetrics(context.Background(), deltaBatch(10, ts+1, 1)))
+				require.NoError(t, second.pushMetrics(context.Background(), deltaBatch(10, ts+1, 1)))
 				assert.Equal(t, 2510, len(server.Datums()))
 				// Once the queue was empty, what was dispatched again is
 				// sent: the same data again is new data.
@@ -70,7 +70,7 @@ func TestAnsweredRequestsAreNotSentAgainAfterARestart(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatal("the record of the previous process was not forgotten with the queue empty")
 				}
-				require.NoError(t, second.exp.pushMetrics(context.Background(), md))
+				require.NoError(t, second.pushMetrics(context.Background(), md))
 				assert.Equal(t, 5010, len(server.Datums()))
 			} else {
 				assert.Equal(t, 5000, len(server.Datums()))
@@ -101,9 +101,9 @@ func TestFailedRequestsAreNotRecordedAsAnswered(t *testing.T) {
 	m := exp.(*metricsExporter)
 	md := deltaBatch(10, pcommon.NewTimestampFromTime(time.Now().Add(-time.Minute)), 1)
 	require.NoError(t, server.SetDown(true))
-	require.Error(t, m.exp.pushMetrics(context.Background(), md))
+	require.Error(t, m.pushMetrics(context.Background(), md))
 	require.NoError(t, server.SetDown(false))
-	require.NoError(t, m.exp.pushMetrics(context.Background(), md))
+	require.NoError(t, m.pushMetrics(context.Background(), md))
 	assert.Equal(t, 10, len(server.Datums()))
 	assert.Len(t, d.keys("/"+answeredStorageName+"/"), 1, "one answered request recorded")
 	require.NoError(t, m.Shutdown(context.Background()))
@@ -129,7 +129,7 @@ func TestIdenticalRequestsOfOneProcessAreAllSent(t *testing.T) {
 	m := exp.(*metricsExporter)
 	md := deltaBatch(10, pcommon.NewTimestampFromTime(time.Now().Add(-time.Minute)), 1)
 	for range 3 {
-		require.NoError(t, m.exp.pushMetrics(context.Background(), md))
+		require.NoError(t, m.pushMetrics(context.Background(), md))
 	}
 	assert.Equal(t, 30, len(server.Datums()))
 	require.NoError(t, m.Shutdown(context.Background()))

@@ -21,6 +21,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 )
 
@@ -139,8 +142,8 @@ func mixedBatch(gpus int, start, now pcommon.Timestamp, step int) pmetric.Metric
 func convertedBatch(gpus int) pmetric.Metrics {
 	now := time.Now()
 	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
-	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
-	var d dropCounts
+	conv := delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20}.trackerConfig())
+	var d translate.DropCounts
 	convertInto(conv, mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(-time.Minute)), 0), now, &d)
 	md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 1)
 	convertInto(conv, md, now, &d)
@@ -154,17 +157,17 @@ func BenchmarkTranslate(b *testing.B) {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
 			md := convertedBatch(gpus)
 			points := md.DataPointCount()
-			tl := newTranslator(testConfig())
-			var tr translation
+			tl := translate.NewTranslator(translatorConfig(testConfig()))
+			var tr translate.Translation
 			now := time.Now()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				tr.reset()
-				tl.translate(md, now, &tr)
+				tr.Reset()
+				tl.Translate(md, now, &tr)
 			}
 			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(len(tr.datums)), "datums/batch")
+			b.ReportMetric(float64(len(tr.Datums)), "datums/batch")
 			b.ReportMetric(float64(points), "points/batch")
 		})
 	}
@@ -176,10 +179,10 @@ func BenchmarkConvert(b *testing.B) {
 	const gpus = 64
 	now := time.Now()
 	start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
-	conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
+	conv := delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20}.trackerConfig())
 	template := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 0)
 	points := template.DataPointCount()
-	var cv conversion
+	var cv delta.Conversion
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -187,8 +190,8 @@ func BenchmarkConvert(b *testing.B) {
 		b.StopTimer()
 		md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(time.Duration(i)*time.Second)), i)
 		b.StartTimer()
-		cv.reset()
-		conv.convert(ctx, md, now, &cv)
+		cv.Reset()
+		conv.Convert(ctx, md, now, &cv)
 	}
 	b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
 }
@@ -221,24 +224,24 @@ func BenchmarkConvertSaved(b *testing.B) {
 			defer client.Close(ctx)
 			now := time.Now()
 			start := pcommon.NewTimestampFromTime(now.Add(-time.Hour))
-			conv := newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20})
-			conv.attachStorage(ctx, client, now)
+			conv := delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 1 << 20}.trackerConfig())
+			conv.AttachStorage(ctx, client, now)
 			points := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now), 0).DataPointCount()
-			var cv conversion
+			var cv delta.Conversion
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
 				md := mixedBatch(gpus, start, pcommon.NewTimestampFromTime(now.Add(time.Duration(i)*time.Second)), i)
 				b.StartTimer()
-				cv.reset()
-				conv.convert(ctx, md, now, &cv)
-				if err := conv.save(ctx, cv.records); err != nil {
+				cv.Reset()
+				conv.Convert(ctx, md, now, &cv)
+				if err := conv.Save(ctx, cv.Records); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(points)*float64(b.N)/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(conv.tracker.LargestSaveBytes()), "saved_bytes/largest_batch")
+			b.ReportMetric(float64(conv.Tracker.LargestSaveBytes()), "saved_bytes/largest_batch")
 		})
 	}
 }
@@ -249,16 +252,16 @@ func BenchmarkPack(b *testing.B) {
 	for _, gpus := range []int{8, 64, 512} {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
 			md := convertedBatch(gpus)
-			var tr translation
-			newTranslator(testConfig()).translate(md, time.Now(), &tr)
-			var reqs []packedRequest
+			var tr translate.Translation
+			translate.NewTranslator(translatorConfig(testConfig())).Translate(md, time.Now(), &tr)
+			var reqs []translate.PackedRequest
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				reqs = pack(tr.datums, "GPUBuild", reqs[:0])
+				reqs = translate.Pack(tr.Datums, "GPUBuild", reqs[:0])
 			}
-			bound := (len(tr.datums) + maxDatumsPerRequest - 1) / maxDatumsPerRequest
-			b.ReportMetric(float64(len(tr.datums)), "datums")
+			bound := (len(tr.Datums) + translate.MaxDatumsPerRequest - 1) / translate.MaxDatumsPerRequest
+			b.ReportMetric(float64(len(tr.Datums)), "datums")
 			b.ReportMetric(float64(len(reqs)), "requests")
 			b.ReportMetric(float64(bound), "lower_bound")
 		})
@@ -294,11 +297,11 @@ func BenchmarkExport(b *testing.B) {
 		HTTPClient:   accepting{&requests, &bodyBytes},
 	})
 	cfg := testConfig()
-	e, err := newCloudWatchExporter(cfg, exporterSettings())
+	e, err := newMetricsExporter(cfg, exporterSettings())
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.putter = newPutter(client)
+	e.putter = send.NewPutter(client)
 	md := convertedBatch(gpus)
 	points := md.DataPointCount()
 	b.ReportAllocs()

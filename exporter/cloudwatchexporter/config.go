@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
@@ -236,8 +238,8 @@ func validateNamespace(ns string) error {
 	switch {
 	case ns == "":
 		return errors.New("namespace: must not be empty")
-	case len(ns) > maxNamespaceLen:
-		return fmt.Errorf("namespace: longer than %d characters", maxNamespaceLen)
+	case len(ns) > translate.MaxNamespaceLen:
+		return fmt.Errorf("namespace: longer than %d characters", translate.MaxNamespaceLen)
 	case strings.HasPrefix(ns, ":"):
 		return errors.New("namespace: must not start with ':'")
 	case strings.HasPrefix(ns, "AWS/"):
@@ -259,8 +261,8 @@ func (r *MetricRule) validate() error {
 		len(r.IncludeDimensions) > 0 || len(r.ExcludeDimensions) > 0) {
 		return errors.New("drop: a dropping rule takes no other setting")
 	}
-	if len(r.Rename) > maxMetricNameLen {
-		return fmt.Errorf("rename: longer than %d characters", maxMetricNameLen)
+	if len(r.Rename) > translate.MaxMetricNameLen {
+		return fmt.Errorf("rename: longer than %d characters", translate.MaxMetricNameLen)
 	}
 	if r.Unit != "" && !isCloudWatchUnit(r.Unit) {
 		return fmt.Errorf("unit: %q is not a CloudWatch unit (e.g. Seconds, Milliseconds, Bytes, Percent, Count, None)", r.Unit)
@@ -290,6 +292,21 @@ func isPrintableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// awsSourceOf is where the AWS configuration comes from besides the
+// standard chain.
+func awsSourceOf(cfg *Config) send.AWSSource {
+	return send.AWSSource{Region: cfg.Region, Profile: cfg.Profile, RoleARN: cfg.RoleARN}
+}
+
+// translatorConfig is what the translator needs of cfg.
+func translatorConfig(cfg *Config) translate.Config {
+	tc := translate.Config{ResourceToDimensions: cfg.ResourceToDimensions, StorageResolution: cfg.StorageResolution}
+	for _, r := range cfg.Metrics {
+		tc.Rules = append(tc.Rules, translate.Rule(r))
+	}
+	return tc
 }
 
 // trackerConfig is the cumulative tracker's configuration.

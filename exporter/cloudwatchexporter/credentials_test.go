@@ -50,7 +50,7 @@ func TestAutoWaitsForSlowOrFailingCredentials(t *testing.T) {
 			require.NoError(t, te.stop())
 
 			assertExactlyOnce(t, te.server.Datums(), 50, 100)
-			assert.False(t, te.exp.dryRun.Load())
+			assert.False(t, te.dryRun.Load())
 			assert.Empty(t, logs.FilterMessageSnippet("dry run").All())
 			assert.GreaterOrEqual(t, served.served.Load(), int32(1))
 			assert.Equal(t, int64(50), te.counter(t, "datums_sent", "")[""])

@@ -13,26 +13,28 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
 // storedConverter is a converter over a disk, as one collector process sees it.
-func storedConverter(t *testing.T, d *disk, walk bool, cfg CumulativeStateConfig, now time.Time) (*deltaConverter, stateLoad) {
+func storedConverter(t *testing.T, d *disk, walk bool, cfg CumulativeStateConfig, now time.Time) (*delta.Converter, delta.StateLoad) {
 	t.Helper()
 	ext := &diskStorage{disk: d, walk: walk}
 	client, err := ext.GetClient(context.Background(), component.KindExporter, component.MustNewID("cloudwatch"), cumulativeStateStorageName)
 	require.NoError(t, err)
-	c := newDeltaConverter(cfg)
-	return c, c.attachStorage(context.Background(), client, now)
+	c := delta.NewConverter(cfg.trackerConfig())
+	return c, c.AttachStorage(context.Background(), client, now)
 }
 
 // convertAndSave converts md and saves the state, as ConsumeMetrics does
 // when the queue accepts the data.
-func convertAndSave(t *testing.T, c *deltaConverter, md pmetric.Metrics, now time.Time) conversion {
+func convertAndSave(t *testing.T, c *delta.Converter, md pmetric.Metrics, now time.Time) delta.Conversion {
 	t.Helper()
-	var cv conversion
-	c.convert(context.Background(), md, now, &cv)
-	require.NoError(t, c.save(context.Background(), cv.records))
+	var cv delta.Conversion
+	c.Convert(context.Background(), md, now, &cv)
+	require.NoError(t, c.Save(context.Background(), cv.Records))
 	return cv
 }
 
@@ -64,7 +66,7 @@ func TestStateResetAfterRestart(t *testing.T) {
 		convertAndSave(t, c, md, testNow)
 		v, _ = sumPoint(t, md)
 		assert.Equal(t, int64(5), v, "walk=%v", walk)
-		assert.Zero(t, cv.dropped.total())
+		assert.Zero(t, cv.Dropped.Total())
 	}
 }
 
@@ -79,7 +81,7 @@ func TestStateExpiredEntryIsAbsent(t *testing.T) {
 		later := testNow.Add(45 * time.Minute)
 		c, load := storedConverter(t, d, walk, stateTestConfig, later)
 		if walk {
-			assert.Equal(t, stateLoad{expired: 1, listed: true}, load)
+			assert.Equal(t, delta.StateLoad{Expired: 1, Listed: true}, load)
 		}
 		// The old series is forgotten as an eviction would: its next point
 		// (same start, so it may already be counted) is a baseline ...
@@ -87,7 +89,7 @@ func TestStateExpiredEntryIsAbsent(t *testing.T) {
 		cv := convertAndSave(t, c, md, later)
 		_, sent := sumPoint(t, md)
 		assert.False(t, sent, "walk=%v", walk)
-		assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+		assert.Equal(t, 1, cv.Dropped[translate.ReasonCumulativeBaseline])
 		// ... and the one after is its delta: 175-160.
 		md = cumulativeSum(at(-time.Hour), at(46*time.Minute), 175, map[string]string{"s": "old"})
 		convertAndSave(t, c, md, later)
@@ -122,7 +124,7 @@ func TestStateEvictionDeletesAndKeepsTheWatermark(t *testing.T) {
 	cv := convertAndSave(t, c, md, testNow)
 	_, sent := sumPoint(t, md)
 	assert.False(t, sent)
-	assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
+	assert.Equal(t, 1, cv.Dropped[translate.ReasonCumulativeBaseline])
 }
 
 func TestStateHistogramsSurviveARestart(t *testing.T) {
@@ -137,7 +139,7 @@ func TestStateHistogramsSurviveARestart(t *testing.T) {
 		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
 		md := cumulativeHistogram(at(-time.Hour), at(2*time.Minute), bounds, []uint64{2, 4, 1}, 33.5, 0.3, 20)
 		cv := convertAndSave(t, c, md, testNow)
-		require.Zero(t, cv.dropped.total())
+		require.Zero(t, cv.Dropped.Total())
 		dp := histogramPoints(md).At(0)
 		assert.Equal(t, []uint64{1, 1, 0}, dp.BucketCounts().AsRaw(), "walk=%v", walk)
 		assert.Equal(t, uint64(2), dp.Count())
@@ -171,7 +173,7 @@ func TestStateExponentialHistogramsSurviveARestart(t *testing.T) {
 		c, _ = storedConverter(t, d, walk, stateTestConfig, testNow)
 		md := exponential(time.Minute, []uint64{2, 1, 1}, []uint64{2}, 2, 8.3+3+10-0.6)
 		cv := convertAndSave(t, c, md, testNow)
-		require.Zero(t, cv.dropped.total())
+		require.Zero(t, cv.Dropped.Total())
 		dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).ExponentialHistogram().DataPoints().At(0)
 		assert.Equal(t, int32(1), dp.Positive().Offset())
 		assert.Equal(t, []uint64{1, 0, 1}, dp.Positive().BucketCounts().AsRaw(), "walk=%v", walk)
@@ -243,8 +245,8 @@ func TestStateCorruptEntryIsABaseline(t *testing.T) {
 		cv := convertAndSave(t, c, md, testNow)
 		_, sent := sumPoint(t, md)
 		assert.False(t, sent, "walk=%v", walk)
-		assert.Equal(t, 1, cv.dropped[reasonCumulativeBaseline])
-		assert.Equal(t, int64(1), load.readErrors+cv.readErrors)
+		assert.Equal(t, 1, cv.Dropped[translate.ReasonCumulativeBaseline])
+		assert.Equal(t, int64(1), load.ReadErrors+cv.ReadErrors)
 		md = cumulativeSum(at(-time.Hour), at(2*time.Minute), 32, nil)
 		convertAndSave(t, c, md, testNow)
 		v, _ := sumPoint(t, md)
@@ -261,7 +263,7 @@ func TestStateUnreadableWatermarkIsNow(t *testing.T) {
 	d.data[keys[0]] = []byte{99} // a format this version does not know
 
 	c, load := storedConverter(t, d, true, stateTestConfig, testNow)
-	assert.Equal(t, int64(1), load.readErrors)
+	assert.Equal(t, int64(1), load.ReadErrors)
 	// Not restored and started before the restart: maybe counted already.
 	md := cumulativeSum(at(-time.Hour), at(time.Minute), 25, nil)
 	convertAndSave(t, c, md, testNow)

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
@@ -136,7 +137,7 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 	// Latencies 0.5 and 2.5, then 2 and 20.
 	require.NoError(t, first.ConsumeMetrics(context.Background(), md(1, 10, []uint64{1, 1, 0}, 3, 2.5)))
 	require.NoError(t, first.ConsumeMetrics(context.Background(), md(2, 25, []uint64{1, 2, 1}, 25, 20)))
-	require.NoError(t, first.exp.deltas.store.Close(context.Background()))
+	require.NoError(t, first.deltas.Store.Close(context.Background()))
 
 	second := startStoredExporter(t, server, newFileStorage(t, dir))
 	// Meanwhile: 12 more requests; two latencies, 0.7 and 4.3.
@@ -147,8 +148,8 @@ func TestStateSurvivesARestartOnFileStorage(t *testing.T) {
 	st, n := statistics(server.Datums(), "latency")
 	assert.Equal(t, 3, n)
 	// CloudWatch's totals are the histogram's: 6 observations summing to 30.
-	assert.Equal(t, 6.0, st.sampleCount)
-	assert.InDelta(t, 30.0, st.sum, 1e-9)
+	assert.Equal(t, 6.0, st.SampleCount)
+	assert.InDelta(t, 30.0, st.Sum, 1e-9)
 	assert.Empty(t, second.counter(t, "points_dropped", "reason"))
 }
 
@@ -167,7 +168,7 @@ func TestStateSurvivesAKillInItsJournal(t *testing.T) {
 	for i, v := range []int64{10, 25} {
 		require.NoError(t, first.ConsumeMetrics(context.Background(), point(i+1, v)))
 	}
-	jc, ok := first.exp.deltas.store.(*journal.Client)
+	jc, ok := first.deltas.Store.(*journal.Client)
 	require.True(t, ok, "the state is saved through the journal")
 	require.NoError(t, jc.Storage().Close(context.Background())) // killed: the journal is not checkpointed
 	st, err := os.Stat(path)
@@ -314,10 +315,10 @@ func TestStateQueueRefusalIsNotSaved(t *testing.T) {
 
 	// The queue is full: the conversion of 25 is undone, then saved as
 	// ConsumeMetrics does. Nothing changes on disk.
-	var cv conversion
-	c.convert(context.Background(), cumulativeSum(at(-time.Hour), at(time.Minute), 25, nil), testNow, &cv)
-	c.undo(cv.records)
-	require.NoError(t, c.save(context.Background(), cv.records))
+	var cv delta.Conversion
+	c.Convert(context.Background(), cumulativeSum(at(-time.Hour), at(time.Minute), 25, nil), testNow, &cv)
+	c.Undo(cv.Records)
+	require.NoError(t, c.Save(context.Background(), cv.Records))
 	for _, k := range saved {
 		assert.Equal(t, before[k], d.data[k])
 	}
@@ -362,9 +363,9 @@ func TestStateConcurrentSaves(t *testing.T) {
 			name := map[string]string{"writer": string(rune('a' + w))}
 			for i := 1; i <= points; i++ {
 				md := cumulativeSum(at(-time.Hour), at(time.Duration(i)*time.Second), int64(10*i), name)
-				var cv conversion
-				c.convert(context.Background(), md, testNow, &cv)
-				assert.NoError(t, c.save(context.Background(), cv.records))
+				var cv delta.Conversion
+				c.Convert(context.Background(), md, testNow, &cv)
+				assert.NoError(t, c.Save(context.Background(), cv.Records))
 			}
 		}()
 	}
@@ -372,7 +373,7 @@ func TestStateConcurrentSaves(t *testing.T) {
 
 	// Restarted: each series' next point (10 more) is a delta of 10.
 	c, load := storedConverter(t, d, true, stateTestConfig, testNow)
-	assert.Equal(t, writers, load.restored)
+	assert.Equal(t, writers, load.Restored)
 	for w := range writers {
 		md := cumulativeSum(at(-time.Hour), at(time.Minute), 10*(points+1), map[string]string{"writer": string(rune('a' + w))})
 		convertAndSave(t, c, md, testNow)
@@ -390,11 +391,11 @@ func TestStateCloseWritesWhatIsLeft(t *testing.T) {
 
 	// An hour later a batch without cumulative data expires the series:
 	// nothing to save with it, so its deletion waits for Shutdown.
-	var cv conversion
-	c.convert(context.Background(), gaugeMetrics("g", "", 1), testNow.Add(time.Hour), &cv)
-	assert.Equal(t, int64(1), cv.evictions)
+	var cv delta.Conversion
+	c.Convert(context.Background(), gaugeMetrics("g", "", 1), testNow.Add(time.Hour), &cv)
+	assert.Equal(t, int64(1), cv.Evictions)
 	require.Len(t, d.keys(cumulative.SeriesKeyPrefix), 1)
-	require.NoError(t, c.closeStorage(context.Background()))
+	require.NoError(t, c.CloseStorage(context.Background()))
 	assert.Empty(t, d.keys(cumulative.SeriesKeyPrefix))
-	require.NoError(t, c.closeStorage(context.Background()), "a second Shutdown is harmless")
+	require.NoError(t, c.CloseStorage(context.Background()), "a second Shutdown is harmless")
 }

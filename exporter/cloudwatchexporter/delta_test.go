@@ -8,21 +8,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-func newTestConverter() *deltaConverter {
-	return newDeltaConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 100})
+func newTestConverter() *delta.Converter {
+	return delta.NewConverter(CumulativeStateConfig{TTL: time.Hour, MaxSeries: 100}.trackerConfig())
 }
 
 // convertInto converts md at now and adds its dropped points to d.
-func convertInto(c *deltaConverter, md pmetric.Metrics, now time.Time, d *dropCounts) conversion {
-	var cv conversion
-	c.convert(context.Background(), md, now, &cv)
-	d.add(&cv.dropped)
+func convertInto(c *delta.Converter, md pmetric.Metrics, now time.Time, d *translate.DropCounts) delta.Conversion {
+	var cv delta.Conversion
+	c.Convert(context.Background(), md, now, &cv)
+	d.Add(&cv.Dropped)
 	return cv
 }
 
@@ -32,11 +34,11 @@ type sumStep struct {
 	zeroStart bool
 	value     int64
 	want      int64 // the delta sent
-	drop      dropReason
+	drop      translate.DropReason
 	dropped   bool
 }
 
-func runSumSteps(t *testing.T, c *deltaConverter, steps []sumStep) {
+func runSumSteps(t *testing.T, c *delta.Converter, steps []sumStep) {
 	t.Helper()
 	for i, s := range steps {
 		start := at(s.start)
@@ -44,7 +46,7 @@ func runSumSteps(t *testing.T, c *deltaConverter, steps []sumStep) {
 			start = 0
 		}
 		md := cumulativeSum(start, at(s.ts), s.value, map[string]string{"stage": "upload"})
-		var dropped dropCounts
+		var dropped translate.DropCounts
 		convertInto(c, md, testNow, &dropped)
 		sum := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum()
 		assert.Equal(t, pmetric.AggregationTemporalityDelta, sum.AggregationTemporality(), "step %d", i)
@@ -55,7 +57,7 @@ func runSumSteps(t *testing.T, c *deltaConverter, steps []sumStep) {
 		}
 		require.Equal(t, 1, sum.DataPoints().Len(), "step %d: sent", i)
 		assert.Equal(t, s.want, sum.DataPoints().At(0).IntValue(), "step %d", i)
-		assert.Zero(t, dropped.total(), "step %d", i)
+		assert.Zero(t, dropped.Total(), "step %d", i)
 	}
 }
 
@@ -70,9 +72,9 @@ func TestDeltaSumFirstPointKeptWhenStartKnown(t *testing.T) {
 
 func TestDeltaSumFirstPointWithoutStartIsBaseline(t *testing.T) {
 	runSumSteps(t, newTestConverter(), []sumStep{
-		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: reasonCumulativeBaseline},
+		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: translate.ReasonCumulativeBaseline},
 		// The baseline again: there is no delta to give for it.
-		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: reasonDuplicate},
+		{zeroStart: true, ts: 0, value: 100, dropped: true, drop: translate.ReasonDuplicate},
 		{zeroStart: true, ts: time.Minute, value: 130, want: 30},
 	})
 }
@@ -96,7 +98,7 @@ func TestDeltaSumDuplicateAndOutOfOrder(t *testing.T) {
 		{start: -time.Minute, ts: 0, value: 5, want: 5}, // the first point again
 		{start: -time.Minute, ts: 2 * time.Minute, value: 8, want: 3},
 		{start: -time.Minute, ts: 2 * time.Minute, value: 8, want: 3}, // re-sent: same delta, not 0
-		{start: -time.Minute, ts: time.Minute, value: 6, dropped: true, drop: reasonOutOfOrder},
+		{start: -time.Minute, ts: time.Minute, value: 6, dropped: true, drop: translate.ReasonOutOfOrder},
 		{start: -time.Minute, ts: 3 * time.Minute, value: 10, want: 2},
 	})
 }
@@ -104,7 +106,7 @@ func TestDeltaSumDuplicateAndOutOfOrder(t *testing.T) {
 func TestDeltaSeriesIdentity(t *testing.T) {
 	c := newTestConverter()
 	convert := func(md pmetric.Metrics) int64 {
-		var d dropCounts
+		var d translate.DropCounts
 		convertInto(c, md, testNow, &d)
 		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
 		require.Equal(t, 1, dps.Len())
@@ -123,7 +125,7 @@ func TestDeltaSeriesIdentity(t *testing.T) {
 	md = cumulativeSum(at(-time.Minute), at(2*time.Minute), 40, map[string]string{"a": "1", "b": "2"})
 	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("service.instance.id", "instance-2")
 	assert.Equal(t, int64(40), convert(md))
-	assert.Equal(t, 3, c.seriesCount())
+	assert.Equal(t, 3, c.SeriesCount())
 }
 
 func TestDeltaDoubleSum(t *testing.T) {
@@ -138,7 +140,7 @@ func TestDeltaDoubleSum(t *testing.T) {
 		dp.SetTimestamp(at(time.Duration(i) * time.Minute))
 		dp.SetDoubleValue(v)
 	}
-	var d dropCounts
+	var d translate.DropCounts
 	convertInto(c, md, testNow, &d)
 	require.Equal(t, 2, sum.DataPoints().Len())
 	assert.Equal(t, 1.5, sum.DataPoints().At(0).DoubleValue())
@@ -154,10 +156,10 @@ func TestDeltaLeavesOtherDataAlone(t *testing.T) {
 	before := pmetric.NewMetrics()
 	md.CopyTo(before)
 
-	var d dropCounts
+	var d translate.DropCounts
 	cv := convertInto(newTestConverter(), md, testNow, &d)
 	assert.Equal(t, before, md)
-	assert.Empty(t, cv.records)
+	assert.Empty(t, cv.Records)
 }
 
 func cumulativeHistogram(start, t pcommon.Timestamp, bounds []float64, counts []uint64, sum, minV, maxV float64) pmetric.Metrics {
@@ -179,7 +181,7 @@ func histogramPoints(md pmetric.Metrics) pmetric.HistogramDataPointSlice {
 
 func TestDeltaHistogram(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
+	var d translate.DropCounts
 	bounds := []float64{1, 10}
 
 	first := cumulativeHistogram(at(-time.Minute), at(0), bounds, []uint64{1, 2, 0}, 9, 0.5, 5)
@@ -210,7 +212,7 @@ func TestDeltaHistogram(t *testing.T) {
 	fourth := cumulativeHistogram(at(-time.Minute), at(3*time.Minute), []float64{1, 5, 10}, []uint64{0, 1, 1, 0}, 10, 4, 6)
 	convertInto(c, fourth, testNow, &d)
 	assert.Equal(t, 0, histogramPoints(fourth).Len())
-	assert.Equal(t, 1, d[reasonBucketLayoutChanged])
+	assert.Equal(t, 1, d[translate.ReasonBucketLayoutChanged])
 	// ... and it is the baseline for the next one.
 	fifth := cumulativeHistogram(at(-time.Minute), at(4*time.Minute), []float64{1, 5, 10}, []uint64{0, 1, 2, 0}, 17, 4, 7)
 	convertInto(c, fifth, testNow, &d)
@@ -240,7 +242,7 @@ func cumulativeExponential(start, t pcommon.Timestamp, scale int32, offset int32
 
 func TestDeltaExponentialHistogramAcrossScales(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
+	var d translate.DropCounts
 	// Scale 1: index 2 is (2,2.83], 3 is (2.83,4], 4 is (4,5.66], 5 is (5.66,8].
 	first := cumulativeExponential(at(-time.Minute), at(0), 1, 2, []uint64{1, 1, 1, 1}, 1, 20)
 	convertInto(c, first, testNow, &d)
@@ -257,12 +259,12 @@ func TestDeltaExponentialHistogramAcrossScales(t *testing.T) {
 	assert.Equal(t, uint64(1), dp.ZeroCount())
 	assert.Equal(t, uint64(4), dp.Count())
 	assert.Equal(t, 40.0, dp.Sum())
-	assert.Zero(t, d.total())
+	assert.Zero(t, d.Total())
 }
 
 func TestDeltaSummaryBecomesStatistics(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
+	var d translate.DropCounts
 	summary := func(ts pcommon.Timestamp, count uint64, sum, q0, q1 float64) pmetric.Metrics {
 		md := pmetric.NewMetrics()
 		m := newMetric(md, "rpc.duration", "s")
@@ -295,16 +297,16 @@ func TestDeltaSummaryBecomesStatistics(t *testing.T) {
 	assert.Equal(t, "build", v.Str())
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 1)
-	assert.Equal(t, statisticSet{sampleCount: 2, sum: 10, min: 1, max: 6}, tr.datums[0].stats())
+	require.Len(t, tr.Datums, 1)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 2, Sum: 10, Min: 1, Max: 6}, tr.Datums[0].Stats())
 }
 
 func TestDeltaStateIsBounded(t *testing.T) {
-	c := newDeltaConverter(CumulativeStateConfig{TTL: 10 * time.Minute, MaxSeries: 2})
-	convertAt := func(now time.Time, series string, start, ts pcommon.Timestamp, v int64) (int64, dropCounts, int64) {
-		var d dropCounts
+	c := delta.NewConverter(CumulativeStateConfig{TTL: 10 * time.Minute, MaxSeries: 2}.trackerConfig())
+	convertAt := func(now time.Time, series string, start, ts pcommon.Timestamp, v int64) (int64, translate.DropCounts, int64) {
+		var d translate.DropCounts
 		md := cumulativeSum(start, ts, v, map[string]string{"series": series})
-		evicted := convertInto(c, md, now, &d).evictions
+		evicted := convertInto(c, md, now, &d).Evictions
 		dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints()
 		if dps.Len() == 0 {
 			return -1, d, evicted
@@ -318,13 +320,13 @@ func TestDeltaStateIsBounded(t *testing.T) {
 	// A third series makes the least recently seen one ("a") go.
 	_, _, evicted := convertAt(testNow, "c", at(-time.Second), at(0), 30)
 	assert.Equal(t, int64(1), evicted)
-	assert.Equal(t, 2, c.seriesCount())
+	assert.Equal(t, 2, c.SeriesCount())
 
 	// "a" comes back: its start time is before the newest forgotten point,
 	// so it may have been sent before; it is a baseline, not 15 sent twice.
 	v, d, _ := convertAt(testNow.Add(time.Minute), "a", start, at(time.Minute), 15)
 	assert.Equal(t, int64(-1), v)
-	assert.Equal(t, 1, d[reasonCumulativeBaseline])
+	assert.Equal(t, 1, d[translate.ReasonCumulativeBaseline])
 	// A series that started after the newest forgotten point is new for sure.
 	v, _, _ = convertAt(testNow.Add(time.Minute), "d", at(30*time.Second), at(time.Minute), 4)
 	assert.Equal(t, int64(4), v)
@@ -332,15 +334,15 @@ func TestDeltaStateIsBounded(t *testing.T) {
 	// Idle past the TTL: everything is forgotten.
 	_, _, evicted = convertAt(testNow.Add(time.Hour), "e", at(59*time.Minute), at(time.Hour), 1)
 	assert.Equal(t, int64(2), evicted)
-	assert.Equal(t, 1, c.seriesCount())
+	assert.Equal(t, 1, c.SeriesCount())
 }
 
 func TestDeltaUndo(t *testing.T) {
 	c := newTestConverter()
-	var d dropCounts
-	convert := func(ts time.Duration, v int64) (pmetric.Metrics, []conversionRecord) {
+	var d translate.DropCounts
+	convert := func(ts time.Duration, v int64) (pmetric.Metrics, []delta.Record) {
 		md := cumulativeSum(at(-time.Minute), at(ts), v, nil)
-		return md, convertInto(c, md, testNow, &d).records
+		return md, convertInto(c, md, testNow, &d).Records
 	}
 	value := func(md pmetric.Metrics) int64 {
 		return md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).IntValue()
@@ -349,7 +351,7 @@ func TestDeltaUndo(t *testing.T) {
 	md, records := convert(time.Minute, 15)
 	assert.Equal(t, int64(5), value(md))
 	// The queue refused it: the next point's delta must cover these 5 too.
-	c.undo(records)
+	c.Undo(records)
 	md, _ = convert(2*time.Minute, 18)
 	assert.Equal(t, int64(8), value(md))
 
@@ -357,8 +359,8 @@ func TestDeltaUndo(t *testing.T) {
 	c2 := newTestConverter()
 	md = cumulativeSum(at(-time.Minute), at(0), 10, map[string]string{"x": "y"})
 	convertInto(c2, md, testNow, &d)
-	c2.undoPoints(md)
-	assert.Equal(t, 0, c2.seriesCount())
+	c2.UndoPoints(md)
+	assert.Equal(t, 0, c2.SeriesCount())
 }
 
 // A cumulative point stamped hours ahead (a client with a wrong clock) is
@@ -392,12 +394,12 @@ func TestPointFromTheFutureDoesNotStopItsSeries(t *testing.T) {
 func TestMaxAgeFromConfig(t *testing.T) {
 	cfg := testConfig().CumulativeState
 	cfg.MaxAge = time.Hour
-	c := newDeltaConverter(cfg)
-	var d dropCounts
+	c := delta.NewConverter(cfg.trackerConfig())
+	var d translate.DropCounts
 	old := cumulativeSum(at(-2*time.Hour), at(0), 50, map[string]string{"s": "old"})
 	convertInto(c, old, testNow, &d)
 	assert.Zero(t, old.DataPointCount())
-	assert.Equal(t, 1, d[reasonCumulativeBaseline])
+	assert.Equal(t, 1, d[translate.ReasonCumulativeBaseline])
 	young := cumulativeSum(at(-30*time.Minute), at(0), 50, map[string]string{"s": "young"})
 	convertInto(c, young, testNow, &d)
 	v, ok := sumPoint(t, young)

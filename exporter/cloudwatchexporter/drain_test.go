@@ -227,7 +227,7 @@ func TestQueueSizeWithNoopTelemetry(t *testing.T) {
 	n, ok := me.queue.size(context.Background())
 	assert.True(t, ok)
 	assert.Equal(t, int64(2), n, "the size, not the capacity (1000)")
-	me.exp.cfg.ShutdownDrainTimeout = 0
+	me.cfg.ShutdownDrainTimeout = 0
 	require.NoError(t, me.Shutdown(context.Background()))
 }
 

@@ -25,6 +25,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
@@ -43,16 +45,16 @@ func startWith(t *testing.T, cfg *Config) (exp *metricsExporter, logs *observer.
 	return created.(*metricsExporter), logs, stop
 }
 
-func readLines(t *testing.T, path string) []dryRunRequest {
+func readLines(t *testing.T, path string) []translate.DryRunRequest {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	var out []dryRunRequest
+	var out []translate.DryRunRequest
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
-		var r dryRunRequest
+		var r translate.DryRunRequest
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
 		out = append(out, r)
 	}
@@ -94,19 +96,19 @@ func TestDryRunWritesThePutMetricDataRequest(t *testing.T) {
 	require.Len(t, reqs, 1, "one request, one line")
 	assert.Equal(t, "GPUBuild/Dry", reqs[0].Namespace)
 	stamp := when.Format("2006-01-02T15:04:05.000Z")
-	assert.Equal(t, []dryRunDatum{
+	assert.Equal(t, []translate.DryRunDatum{
 		{
 			MetricName: "gpu.memory.used", Timestamp: stamp, Value: ptr(float64(1 << 30)), Unit: "Bytes", StorageResolution: 60,
-			Dimensions: []dryRunDimension{{"gpu.uuid", "GPU-0"}, {"service.name", "svc"}},
+			Dimensions: []translate.DryRunDimension{{Name: "gpu.uuid", Value: "GPU-0"}, {Name: "service.name", Value: "svc"}},
 		},
 		{
 			MetricName: "stage.duration", Timestamp: stamp, Values: []float64{0.5, 2.5}, Counts: []float64{1, 1}, Unit: "Seconds", StorageResolution: 60,
-			Dimensions: []dryRunDimension{{"service.name", "svc"}},
+			Dimensions: []translate.DryRunDimension{{Name: "service.name", Value: "svc"}},
 		},
 		{
 			MetricName: "rpc", Timestamp: stamp, Unit: "Milliseconds", StorageResolution: 60,
-			StatisticValues: &dryRunStatistics{SampleCount: 2, Sum: 10, Minimum: 5, Maximum: 5},
-			Dimensions:      []dryRunDimension{{"service.name", "svc"}},
+			StatisticValues: &translate.DryRunStatistics{SampleCount: 2, Sum: 10, Minimum: 5, Maximum: 5},
+			Dimensions:      []translate.DryRunDimension{{Name: "service.name", Value: "svc"}},
 		},
 	}, reqs[0].MetricData)
 }
@@ -121,13 +123,13 @@ func TestAutoWithoutAWSIsADryRunOnStdout(t *testing.T) {
 	cfg.OutputDestination = destinationAuto
 	exp, logs, _ := startWith(t, cfg)
 
-	assert.True(t, exp.exp.dryRun.Load())
-	auto, ok := exp.exp.putter.(*autoPutter)
+	assert.True(t, exp.dryRun.Load())
+	auto, ok := exp.putter.(*send.AutoPutter)
 	require.True(t, ok)
-	assert.Equal(t, autoDryRun, autoState(auto.state.Load()))
-	p, ok := auto.dryRun.(*dryRunPutter)
+	assert.Equal(t, send.AutoDryRun, send.AutoState(auto.State.Load()))
+	p, ok := auto.DryRun.(*send.DryRunPutter)
 	require.True(t, ok)
-	assert.Equal(t, os.Stdout, p.w)
+	assert.Equal(t, os.Stdout, p.W)
 	logs = withoutInMemoryNotice(logs)
 	require.Equal(t, 1, logs.Len(), "exactly one line explains the dry run")
 	assert.Contains(t, logs.All()[0].Message, "No AWS region or credentials found")
@@ -146,7 +148,7 @@ func TestAutoWithRegionAndCredentialsSends(t *testing.T) {
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
 	exp, logs, _ := startWith(t, cfg)
 
-	assert.False(t, exp.exp.dryRun.Load())
+	assert.False(t, exp.dryRun.Load())
 	assert.Zero(t, withoutInMemoryNotice(logs).Len())
 	md := gaugeMetrics("g", "", 1)
 	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).SetTimestamp(newest())

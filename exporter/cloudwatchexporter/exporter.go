@@ -6,59 +6,96 @@ package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/expor
 import (
 	"context"
 	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/adaptiverate"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/drain"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/writefailure"
 )
 
 // metricsExporter is the exporter the collector runs: Start, ConsumeMetrics
 // and Shutdown are here. It is exporterhelper (sending queue, retries,
-// timeout) around cloudWatchExporter's pushMetrics (push.go: translate,
-// pack, send), with what comes before the queue: the cumulative to delta
-// conversion (delta.go), so that what the queue holds, retries and replays
-// after a restart is exact, and the write failure buffer (writefailure.go,
-// writereserve.go); at Shutdown, the drain (drain.go).
+// timeout) around pushMetrics (push.go: translate with internal/translate,
+// pack, send with internal/send; settle.go: what to retry), with what comes
+// before the queue: the cumulative to delta conversion (internal/delta), so
+// that what the queue holds, retries and replays after a restart is exact,
+// and the write failure buffer (internal/writefailure). exporterhelper's
+// start and shutdown hooks open and close the output destination
+// (destination.go) and the cumulative state (cumulativestate.go); at
+// Shutdown, the drain (internal/drain).
 type metricsExporter struct {
 	exporter.Metrics
-	exp   *cloudWatchExporter
 	queue *queueSizeProbe
 	// turn makes conversion, enqueue and undo one step per request. Were
 	// two requests interleaved, an undone conversion could not be taken
 	// back once a later point of the same series had been converted, and
 	// its increment would be lost.
 	turn chan struct{}
-	// held is what the persistent queue could not write (writefailure.go);
-	// nil without a persistent queue.
-	held *writeBuffer
+	// held is what the persistent queue could not write
+	// (internal/writefailure); nil without a persistent queue.
+	held *writefailure.Stage
 	// answeredStop and answeredDone stop forgetAnsweredOnceQueueEmpty.
 	answeredStop, answeredDone chan struct{}
+
+	id         component.ID
+	cfg        *Config
+	logger     *zap.Logger
+	telemetry  *metadata.TelemetryBuilder
+	deltas     *delta.Converter
+	translator *translate.Translator
+	series     *translate.SeriesLimiter // nil: max_series_per_metric 0
+	slots      chan struct{}            // bounds the requests in flight, across concurrent exports
+	pace       *adaptiverate.Limiter
+	now        func() time.Time
+	// throttleDelay is the least wait before a throttled request is retried.
+	throttleDelay time.Duration
+
+	// saveFailing: the last save of the cumulative state failed.
+	saveFailing atomic.Bool
+
+	// set by start
+	putter   send.Putter
+	dryRun   atomic.Bool
+	file     *os.File
+	resolver *send.CredentialsResolver // output_destination auto only
+	answered *send.AnsweredRequests    // nil: no persistent queue, or a dry run
+	host     component.Host
+	// autoDryRunReported: the auto dry run was reported as component status.
+	autoDryRunReported atomic.Bool
+	// sending: whether PutMetricData gets through, as component status.
+	sending sendStatus
+
+	translations sync.Pool
 }
 
 // Start starts exporterhelper, then the writer of held data.
 func (m *metricsExporter) Start(ctx context.Context, host component.Host) error {
-	if q := m.exp.cfg.QueueConfig.Get(); q != nil && q.StorageID != nil {
+	if q := m.cfg.QueueConfig.Get(); q != nil && q.StorageID != nil {
 		// The persistent queue's requests are stored compressed.
-		host = queuecompress.NewHost(host, *q.StorageID, m.exp.id, queueClientName, isQueueItemKey)
+		host = queuecompress.NewHost(host, *q.StorageID, m.id, queueClientName, isQueueItemKey)
 	}
 	if err := m.Metrics.Start(ctx, host); err != nil {
 		return err
 	}
 	if m.held != nil {
-		if r := m.held.reserve; r != nil {
-			if err := r.create(); err != nil {
-				m.exp.logger.Warn("Could not create the write reserve; it is created once there is room",
-					zap.String("file", r.path), zap.Int64("write_reserve_bytes", r.size), zap.Error(err))
-			}
-		}
-		m.held.stop, m.held.stopped = make(chan struct{}), make(chan struct{})
-		go m.writeHeldLoop()
+		m.held.Start()
 	}
-	if m.exp.answered != nil {
+	if m.answered != nil {
 		m.answeredStop, m.answeredDone = make(chan struct{}), make(chan struct{})
 		go m.forgetAnsweredOnceQueueEmpty()
 	}
@@ -75,27 +112,27 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	var cv conversion
-	m.exp.deltas.convert(ctx, md, m.exp.now(), &cv)
-	m.exp.recordDropped(ctx, &cv.dropped)
-	if cv.evictions > 0 {
-		m.exp.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.evictions)
+	var cv delta.Conversion
+	m.deltas.Convert(ctx, md, m.now(), &cv)
+	m.recordDropped(ctx, &cv.Dropped)
+	if cv.Evictions > 0 {
+		m.telemetry.ExporterCloudwatchCumulativeEvictions.Add(ctx, cv.Evictions)
 	}
-	m.exp.recordStorageErrors(ctx, storageRead, cv.readErrors)
+	m.recordStorageErrors(ctx, storageRead, cv.ReadErrors)
 	err := m.enqueue(ctx, md)
 	if err != nil {
 		// The data did not get through: take the conversion back so that the
 		// next cumulative point's delta covers it again.
 		if failed, ok := errors.AsType[consumererror.Metrics](err); ok {
-			m.exp.deltas.undoPoints(failed.Data())
-		} else if m.refusedByQueue(err) || refusedForWriteFailure(err) {
-			m.exp.deltas.undo(cv.records)
+			m.deltas.UndoPoints(failed.Data())
+		} else if m.refusedByQueue(err) || writefailure.Refused(err) {
+			m.deltas.Undo(cv.Records)
 		}
 	}
 	// Only now, with the data queued (or the conversion undone), is the
 	// state worth saving: what is saved never runs ahead of the queue.
-	if m.exp.deltas.store != nil && (len(cv.records) > 0 || cv.evictions > 0) {
-		m.exp.saveState(ctx, cv.records)
+	if m.deltas.Store != nil && (len(cv.Records) > 0 || cv.Evictions > 0) {
+		m.saveState(ctx, cv.Records)
 	}
 	return err
 }
@@ -114,7 +151,100 @@ func (m *metricsExporter) Shutdown(ctx context.Context) error {
 		close(m.answeredStop)
 		<-m.answeredDone
 	}
-	m.stopWriteBuffer(ctx)
-	m.drainQueue(ctx)
+	if m.held != nil {
+		m.held.Stop(ctx)
+	}
+	if q := m.cfg.QueueConfig.Get(); q != nil {
+		drain.Wait(ctx, drain.Settings{
+			Timeout: m.cfg.ShutdownDrainTimeout, Size: m.queue.size,
+			Unit: q.Sizer.String(), Persistent: q.StorageID != nil, Logger: m.logger,
+		})
+	}
 	return m.Metrics.Shutdown(ctx)
+}
+
+// enqueue hands md to the sending queue, through the write failure stage
+// when there is one. Called with the turn held.
+func (m *metricsExporter) enqueue(ctx context.Context, md pmetric.Metrics) error {
+	if m.held == nil {
+		return m.Metrics.ConsumeMetrics(ctx, md)
+	}
+	return m.held.Enqueue(ctx, md)
+}
+
+// setUpWriteFailure puts the write failure stage in front of a persistent
+// queue.
+func (m *metricsExporter) setUpWriteFailure() error {
+	cfg := m.cfg
+	q := cfg.QueueConfig.Get()
+	if q == nil || q.StorageID == nil {
+		return nil
+	}
+	m.held = writefailure.New(writefailure.Settings{
+		Storage:          *q.StorageID,
+		LimitBytes:       cfg.WriteFailureBufferBytes,
+		ReserveDirectory: cfg.WriteReserveDirectory,
+		ReserveBytes:     cfg.WriteReserveBytes,
+		QueueSizer:       q.Sizer.String(),
+		QueueCap:         q.QueueSize,
+		Logger:           m.logger,
+		Failures:         m.telemetry.ExporterCloudwatchQueueWriteFailures,
+		Consume:          m.Metrics.ConsumeMetrics,
+		QueueSize:        m.queue.size,
+		Turn:             m.turn,
+	})
+	held := m.held
+	return m.telemetry.RegisterExporterCloudwatchQueueWriteBufferBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(held.Bytes())
+		return nil
+	})
+}
+
+// newMetricsExporter returns the exporter without exporterhelper around it
+// (createMetrics puts it there).
+func newMetricsExporter(cfg *Config, set exporter.Settings) (*metricsExporter, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	e := &metricsExporter{
+		queue:      &queueSizeProbe{},
+		turn:       make(chan struct{}, 1),
+		id:         set.ID,
+		cfg:        cfg,
+		logger:     set.Logger,
+		telemetry:  tb,
+		translator: translate.NewTranslator(translatorConfig(cfg)),
+		deltas:     delta.NewLoggedConverter(cfg.CumulativeState.trackerConfig(), set.Logger),
+		series:     translate.NewSeriesLimiter(cfg.MaxSeriesPerMetric, set.Logger),
+		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
+		now:        time.Now,
+
+		throttleDelay: throttleRetryDelay,
+	}
+	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
+	e.translations.New = func() any { return new(translationBuffers) }
+	err = tb.RegisterExporterCloudwatchCumulativeSeriesCallback(func(_ context.Context, o metric.Int64Observer) error {
+		o.Observe(int64(e.deltas.SeriesCount()))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchRequestRateLimitCallback(func(_ context.Context, o metric.Float64Observer) error {
+		o.Observe(e.pace.Limit())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = tb.RegisterExporterCloudwatchDryRunCallback(func(_ context.Context, o metric.Int64Observer) error {
+		if e.dryRun.Load() {
+			o.Observe(1)
+		} else {
+			o.Observe(0)
+		}
+		return nil
+	})
+	return e, err
 }

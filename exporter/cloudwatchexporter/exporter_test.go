@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
@@ -86,7 +87,7 @@ func newTestExporter(t *testing.T, queue bool, tweak func(*Config)) *testExporte
 	exp, err := NewFactory().CreateMetrics(context.Background(), metadatatest.NewSettings(tt), cfg)
 	require.NoError(t, err)
 	me := exp.(*metricsExporter)
-	me.exp.throttleDelay = 5 * time.Millisecond
+	me.throttleDelay = 5 * time.Millisecond
 	require.NoError(t, me.Start(context.Background(), componenttest.NewNopHost()))
 	te := &testExporter{metricsExporter: me, server: server, telemetry: tt}
 	t.Cleanup(func() { _ = te.stop() })
@@ -120,15 +121,15 @@ func seriesKey(d cloudwatchtest.Datum) string {
 
 // statistics computes, as CloudWatch does, SampleCount, Sum, Minimum and
 // Maximum of the accepted datums of one metric name.
-func statistics(datums []cloudwatchtest.Datum, name string) (st statisticSet, n int) {
+func statistics(datums []cloudwatchtest.Datum, name string) (st translate.StatisticSet, n int) {
 	first := true
 	add := func(v, c float64) {
 		if first {
-			st.min, st.max, first = v, v, false
+			st.Min, st.Max, first = v, v, false
 		}
-		st.sampleCount += c
-		st.sum += v * c
-		st.min, st.max = math.Min(st.min, v), math.Max(st.max, v)
+		st.SampleCount += c
+		st.Sum += v * c
+		st.Min, st.Max = math.Min(st.Min, v), math.Max(st.Max, v)
 	}
 	for _, d := range datums {
 		if d.MetricName != name {
@@ -141,8 +142,8 @@ func statistics(datums []cloudwatchtest.Datum, name string) (st statisticSet, n 
 		case d.Statistics != nil:
 			add(d.Statistics.Minimum, 0)
 			add(d.Statistics.Maximum, 0)
-			st.sampleCount += d.Statistics.SampleCount
-			st.sum += d.Statistics.Sum
+			st.SampleCount += d.Statistics.SampleCount
+			st.Sum += d.Statistics.Sum
 		default:
 			for i, v := range d.Values {
 				add(v, d.Counts[i])
@@ -298,44 +299,44 @@ func TestExportEveryTypeThroughTheSDK(t *testing.T) {
 	// Gauges and up-down counters: their values.
 	st, n := statistics(got, "gpu.utilization")
 	assert.Equal(t, 3, n)
-	assert.Equal(t, statisticSet{sampleCount: 3, sum: 40 + 41 + 42, min: 40, max: 42}, st)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 3, Sum: 40 + 41 + 42, Min: 40, Max: 42}, st)
 	st, _ = statistics(got, "jobs.running")
-	assert.Equal(t, statisticSet{sampleCount: 3, sum: 3 + 2 + 1, min: 1, max: 3}, st)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 3, Sum: 3 + 2 + 1, Min: 1, Max: 3}, st)
 	// Delta sums: their values.
 	st, _ = statistics(got, "jobs.started")
-	assert.Equal(t, 2.0+3+4, st.sum)
+	assert.Equal(t, 2.0+3+4, st.Sum)
 	// Cumulative sums: the first point is kept (start time known), so the
 	// deltas add up to the last cumulative value.
 	st, n = statistics(got, "bytes.uploaded")
 	assert.Equal(t, 3, n)
-	assert.Equal(t, statisticSet{sampleCount: 3, sum: 4000, min: 500, max: 2500}, st)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 3, Sum: 4000, Min: 500, Max: 2500}, st)
 	// Cumulative histogram: every observation exactly once, exact statistics.
 	st, _ = statistics(got, "stage.duration")
-	assert.Equal(t, 6.0, st.sampleCount)
-	assert.InDelta(t, 39.7, st.sum, 1e-9)
-	assert.Equal(t, 0.2, st.min)
-	assert.Equal(t, 30.0, st.max)
+	assert.Equal(t, 6.0, st.SampleCount)
+	assert.InDelta(t, 39.7, st.Sum, 1e-9)
+	assert.Equal(t, 0.2, st.Min)
+	assert.Equal(t, 30.0, st.Max)
 	// Exponential histogram (delta), three times.
 	st, _ = statistics(got, "vector.bytes")
-	assert.Equal(t, statisticSet{sampleCount: 6, sum: 24, min: 3, max: 5}, st)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 6, Sum: 24, Min: 3, Max: 5}, st)
 	// Delta histogram: (-inf,1] takes 0.5 so that 0.5 + 5.5 = 6.
 	st, _ = statistics(got, "queue.wait")
-	assert.Equal(t, statisticSet{sampleCount: 6, sum: 18, min: 0.5, max: 5.5}, st)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 6, Sum: 18, Min: 0.5, Max: 5.5}, st)
 	// Cumulative exponential histogram: 1.5, then two values in (2,4] that
 	// sum to 6.5 (3.25 each), then 1.2.
 	st, _ = statistics(got, "vector.dims")
-	assert.Equal(t, 4.0, st.sampleCount)
-	assert.InDelta(t, 9.2, st.sum, 1e-9)
-	assert.InDelta(t, 1.2, st.min, 1e-12)
-	assert.InDelta(t, 3.25, st.max, 1e-12)
+	assert.Equal(t, 4.0, st.SampleCount)
+	assert.InDelta(t, 9.2, st.Sum, 1e-9)
+	assert.InDelta(t, 1.2, st.Min, 1e-12)
+	assert.InDelta(t, 3.25, st.Max, 1e-12)
 	// Delta up-down counter: its values.
 	st, _ = statistics(got, "queue.change")
-	assert.Equal(t, statisticSet{sampleCount: 3, sum: 4, min: -1, max: 3}, st)
+	assert.Equal(t, translate.StatisticSet{SampleCount: 3, Sum: 4, Min: -1, Max: 3}, st)
 	// Summary: delta count and sum as a StatisticSet.
 	st, n = statistics(got, "rpc.latency")
 	assert.Equal(t, 3, n)
-	assert.Equal(t, 20.0, st.sampleCount)
-	assert.Equal(t, 240.0, st.sum)
+	assert.Equal(t, 20.0, st.SampleCount)
+	assert.Equal(t, 240.0, st.Sum)
 
 	for _, d := range got {
 		assert.Equal(t, "Test", d.Namespace)
@@ -464,7 +465,7 @@ func assertExactlyOnce(t *testing.T, datums []cloudwatchtest.Datum, wantDatums i
 	sum := 0.0
 	for _, d := range datums {
 		sum += *d.Value
-		if d.Dimensions[overflowDimension] == "true" {
+		if d.Dimensions[translate.OverflowDimension] == "true" {
 			continue
 		}
 		seen[seriesKey(d)+"@"+d.Timestamp.String()]++

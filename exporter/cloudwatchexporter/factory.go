@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state"
 )
@@ -28,7 +29,6 @@ const (
 	// defaultMaxSeriesPerMetric: a metric with more dimension sets than this
 	// is almost surely carrying an identifier (a job id, a pid) as a dimension.
 	defaultMaxSeriesPerMetric    = 5000
-	defaultStorageResolution     = 60
 	defaultMaxConcurrentRequests = 4
 	defaultCumulativeTTL         = 30 * time.Minute
 	defaultCumulativeMaxSeries   = 50_000
@@ -42,13 +42,6 @@ const (
 	// grace period (an export in flight when it expires still finishes).
 	defaultShutdownDrainTimeout = 20 * time.Second
 )
-
-// defaultResourceToDimensions keeps series apart per service and per GPU,
-// never per process (service.instance.id would make every restart a new
-// set of billed metrics).
-func defaultResourceToDimensions() []string {
-	return []string{"service.name", "deployment.environment.name", "hw.id", "gpu.index", "hw.model"}
-}
 
 // NewFactory returns the factory of the cloudwatch exporter.
 func NewFactory() exporter.Factory {
@@ -68,8 +61,8 @@ func createDefaultConfig() component.Config {
 		RequestTimeout:          defaultRequestTimeout,
 		MaxSeriesPerMetric:      defaultMaxSeriesPerMetric,
 		OutputDestination:       destinationCloudWatch,
-		ResourceToDimensions:    defaultResourceToDimensions(),
-		StorageResolution:       defaultStorageResolution,
+		ResourceToDimensions:    translate.DefaultResourceToDimensions(),
+		StorageResolution:       translate.DefaultStorageResolution,
 		MaxConcurrentRequests:   defaultMaxConcurrentRequests,
 		WriteFailureBufferBytes: defaultWriteFailureBufferBytes,
 		WriteReserveBytes:       defaultWriteReserveBytes,
@@ -85,18 +78,17 @@ func createDefaultConfig() component.Config {
 
 func createMetrics(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Metrics, error) {
 	cfg := c.(*Config)
-	exp, err := newCloudWatchExporter(cfg, set)
+	m, err := newMetricsExporter(cfg, set)
 	if err != nil {
 		return nil, err
 	}
 	// exporterhelper's telemetry goes through the probe, which is how the
 	// drain at Shutdown learns the queue's size (see upstream.go).
-	queue := &queueSizeProbe{}
 	helperSet := set
-	helperSet.MeterProvider = queue.meterProvider(set.MeterProvider)
-	helper, err := exporterhelper.NewMetrics(ctx, helperSet, cfg, exp.pushMetrics,
-		exporterhelper.WithStart(exp.start),
-		exporterhelper.WithShutdown(exp.shutdown),
+	helperSet.MeterProvider = m.queue.meterProvider(set.MeterProvider)
+	helper, err := exporterhelper.NewMetrics(ctx, helperSet, cfg, m.pushMetrics,
+		exporterhelper.WithStart(m.start),
+		exporterhelper.WithShutdown(m.shutdown),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
 		exporterhelper.WithRetry(cfg.BackOffConfig),
 		exporterhelper.WithQueue(cfg.QueueConfig),
@@ -106,11 +98,11 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
+	if _, ok := m.queue.size(ctx); !ok && cfg.QueueConfig.HasValue() && cfg.ShutdownDrainTimeout > 0 {
 		set.Logger.Warn("The sending queue's size cannot be read: shutdown_drain_timeout has no effect, Shutdown does not wait for the queue")
 	}
-	m := &metricsExporter{Metrics: helper, exp: exp, queue: queue, turn: make(chan struct{}, 1)}
-	if err := m.setUpWriteBuffer(); err != nil {
+	m.Metrics = helper
+	if err := m.setUpWriteFailure(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
@@ -114,7 +115,7 @@ func newTestExporterWith(t *testing.T, tweak func(*Config), logger func() *zap.L
 	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
 	require.NoError(t, err)
 	me := exp.(*metricsExporter)
-	me.exp.throttleDelay = 5 * time.Millisecond
+	me.throttleDelay = 5 * time.Millisecond
 	require.NoError(t, me.Start(context.Background(), componenttest.NewNopHost()))
 	te := &testExporter{metricsExporter: me, server: server, telemetry: tt}
 	t.Cleanup(func() { _ = te.stop() })
@@ -230,7 +231,7 @@ func TestInconsistentHistogramsAreDropped(t *testing.T) {
 	require.NoError(t, te.ConsumeMetrics(context.Background(), md))
 	st, n := statistics(te.server.Datums(), "latency")
 	require.Positive(t, n)
-	assert.Equal(t, statisticSet{sampleCount: 4, sum: 6, min: 0.5, max: 3}, st, "the consistent histogram, exact")
+	assert.Equal(t, translate.StatisticSet{SampleCount: 4, Sum: 6, Min: 0.5, Max: 3}, st, "the consistent histogram, exact")
 	_, n = statistics(te.server.Datums(), "size")
 	assert.Zero(t, n)
 	assert.Equal(t, map[string]int64{"inconsistent_histogram": 5}, te.counter(t, "points_dropped", "reason"))
@@ -324,10 +325,10 @@ func TestBadNamesAreSanitizedNotRefused(t *testing.T) {
 func TestEndpointRefusesBadMetricNames(t *testing.T) {
 	for _, name := range []string{"queue\x01depth", "bytes\xff\xfein"} {
 		te := newTestExporter(t, false, nil)
-		p := te.exp.putter
-		err := p.put(context.Background(), "Test", []datum{
-			{name: name, kind: kindValue, value: 1, timestamp: newest(), resolution: 60},
-			{name: "neighbour", kind: kindValue, value: 1, timestamp: newest(), resolution: 60},
+		p := te.putter
+		err := p.Put(context.Background(), "Test", []translate.Datum{
+			{Name: name, Kind: translate.KindValue, Value: 1, Timestamp: newest(), Resolution: 60},
+			{Name: "neighbour", Kind: translate.KindValue, Value: 1, Timestamp: newest(), Resolution: 60},
 		})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "InvalidParameterValue")

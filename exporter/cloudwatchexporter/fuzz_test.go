@@ -18,6 +18,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/delta"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
@@ -182,9 +185,9 @@ func FuzzTranslate(f *testing.F) {
 		Retryer:      aws.NopRetryer{},
 		HTTPClient:   inProcess{server},
 	})
-	putter := newPutter(client)
+	putter := send.NewPutter(client)
 	cfg := testConfig()
-	tl := newTranslator(cfg)
+	tl := translate.NewTranslator(translatorConfig(cfg))
 
 	f.Fuzz(func(t *testing.T, name, unit, key, value string, kind uint8, a, b, c float64, n uint64, raw []byte, tsOffset int64, scale int8) {
 		if len(raw) > 400 {
@@ -192,30 +195,30 @@ func FuzzTranslate(f *testing.F) {
 		}
 		p := fuzzPoint{name, unit, key, value, kind, a, b, c, n, raw, tsOffset, scale}
 		now := time.Now()
-		conv := newDeltaConverter(cfg.CumulativeState)
+		conv := delta.NewConverter(cfg.CumulativeState.trackerConfig())
 		for step := 0; step < 3; step++ {
 			md := p.build(now, step)
-			var dropped dropCounts
+			var dropped translate.DropCounts
 			convertInto(conv, md, now, &dropped)
-			var tr translation
-			tl.translate(md, now, &tr)
-			packed, reqs := tr.datums, pack(tr.datums, cfg.Namespace, nil)
+			var tr translate.Translation
+			tl.Translate(md, now, &tr)
+			packed, reqs := tr.Datums, translate.Pack(tr.Datums, cfg.Namespace, nil)
 			server.Reset()
 			for _, r := range reqs {
-				if r.bytes > maxRequestBytes || r.n > maxDatumsPerRequest {
-					t.Fatalf("request over the limits: %d datums, %d bytes", r.n, r.bytes)
+				if r.Bytes > translate.MaxRequestBytes || r.N > translate.MaxDatumsPerRequest {
+					t.Fatalf("request over the limits: %d datums, %d bytes", r.N, r.Bytes)
 				}
-				ds := packed[r.first : r.first+r.n]
-				if got, want := appendPutMetricData(nil, cfg.Namespace, ds), sdkRequest(t, cfg.Namespace, ds).body; !bytes.Equal(got, want) {
+				ds := packed[r.First : r.First+r.N]
+				if got, want := translate.AppendPutMetricData(nil, cfg.Namespace, ds), sdkRequest(t, cfg.Namespace, ds).body; !bytes.Equal(got, want) {
 					t.Fatalf("step %d of %+v: the body differs from the SDK's:\n got %x\nwant %x", step, p, got, want)
 				}
-				if err := putter.put(context.Background(), cfg.Namespace, ds); err != nil {
+				if err := putter.Put(context.Background(), cfg.Namespace, ds); err != nil {
 					t.Fatalf("CloudWatch would reject step %d of %+v: %v", step, p, err)
 				}
 			}
 			for i, got := range server.Requests() {
-				if got.BodyBytes != reqs[i].bytes {
-					t.Fatalf("size estimate %d, body %d", reqs[i].bytes, got.BodyBytes)
+				if got.BodyBytes != reqs[i].Bytes {
+					t.Fatalf("size estimate %d, body %d", reqs[i].Bytes, got.BodyBytes)
 				}
 			}
 		}

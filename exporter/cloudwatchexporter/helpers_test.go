@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cumulativetest"
 )
 
@@ -52,47 +53,10 @@ func gaugeMetrics(name, unit string, values ...float64) pmetric.Metrics {
 	return md
 }
 
-func translateAll(cfg *Config, md pmetric.Metrics) *translation {
-	tr := &translation{}
-	newTranslator(cfg).translate(md, testNow, tr)
+func translateAll(cfg *Config, md pmetric.Metrics) *translate.Translation {
+	tr := &translate.Translation{}
+	translate.NewTranslator(translatorConfig(cfg)).Translate(md, testNow, tr)
 	return tr
-}
-
-// cloudWatchStatistics is what CloudWatch computes from the datums of one
-// data point: SampleCount, Sum, Minimum, Maximum.
-func cloudWatchStatistics(ds []datum) statisticSet {
-	var s statisticSet
-	first := true
-	add := func(v, c float64) {
-		if first {
-			s.min, s.max, first = v, v, false
-		}
-		s.sampleCount += c
-		s.sum += v * c
-		s.min = min(s.min, v)
-		s.max = max(s.max, v)
-	}
-	for _, d := range ds {
-		switch d.kind {
-		case kindValue:
-			add(d.value, 1)
-		case kindValues:
-			counts := d.counts()
-			for i, v := range d.values() {
-				add(v, counts[i])
-			}
-		case kindStatistics:
-			st := d.stats()
-			if first {
-				s.min, s.max, first = st.min, st.max, false
-			}
-			s.sampleCount += st.sampleCount
-			s.sum += st.sum
-			s.min = min(s.min, st.min)
-			s.max = max(s.max, st.max)
-		}
-	}
-	return s
 }
 
 func exporterSettings() exporter.Settings { return exportertest.NewNopSettings(metadata.Type) }

@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -66,35 +68,35 @@ func recordingClient(rec *recording) *cloudwatch.Client {
 }
 
 // sdkRequest is what the SDK itself sends for datums.
-func sdkRequest(t testing.TB, namespace string, datums []datum) *recording {
+func sdkRequest(t testing.TB, namespace string, datums []translate.Datum) *recording {
 	t.Helper()
 	rec := &recording{}
-	_, err := recordingClient(rec).PutMetricData(context.Background(), toInput(namespace, datums))
+	_, err := recordingClient(rec).PutMetricData(context.Background(), translate.ToInput(namespace, datums))
 	require.NoError(t, err)
 	return rec
 }
 
 // ourRequest is what the exporter's putter sends for datums.
-func ourRequest(t testing.TB, namespace string, datums []datum) *recording {
+func ourRequest(t testing.TB, namespace string, datums []translate.Datum) *recording {
 	t.Helper()
 	rec := &recording{}
-	require.NoError(t, newPutter(recordingClient(rec)).put(context.Background(), namespace, datums))
+	require.NoError(t, send.NewPutter(recordingClient(rec)).Put(context.Background(), namespace, datums))
 	return rec
 }
 
-func sampleDatums() []datum {
+func sampleDatums() []translate.Datum {
 	ts := pcommon.NewTimestampFromTime(time.Date(2026, 11, 24, 12, 30, 15, 123456789, time.UTC))
 	long := string(bytes.Repeat([]byte("x"), 300))
-	return []datum{
-		{name: "build.jobs", unit: unitIDOf(types.StandardUnitCount), timestamp: ts, kind: kindValue, value: 3, resolution: 60,
-			dims: []dimension{{"build.result", "success"}, {"service.name", "vector-builder"}}},
-		{name: "gpu.utilization", timestamp: ts, kind: kindValue, value: 0.375, resolution: 1},
-		{name: "build.duration", unit: unitIDOf(types.StandardUnitSeconds), timestamp: ts, kind: kindStatistics, resolution: 60,
-			floats: []float64{12, 345.5, 1.25, 99}}, // sampleCount, sum, min, max
-		{name: "api.latency", unit: unitIDOf(types.StandardUnitMilliseconds), timestamp: ts, kind: kindValues, resolution: 60,
-			floats: []float64{1, 2.5, 1e300, math.Copysign(0, -1), 1, 70000, 3, 1}}, // values, counts
-		{name: "größe/日本 " + long, timestamp: ts, kind: kindValue, value: math.SmallestNonzeroFloat64, resolution: 60,
-			dims: []dimension{{long, "ü"}}},
+	return []translate.Datum{
+		{Name: "build.jobs", Unit: translate.UnitIDOf(types.StandardUnitCount), Timestamp: ts, Kind: translate.KindValue, Value: 3, Resolution: 60,
+			Dims: []translate.Dimension{{Name: "build.result", Value: "success"}, {Name: "service.name", Value: "vector-builder"}}},
+		{Name: "gpu.utilization", Timestamp: ts, Kind: translate.KindValue, Value: 0.375, Resolution: 1},
+		{Name: "build.duration", Unit: translate.UnitIDOf(types.StandardUnitSeconds), Timestamp: ts, Kind: translate.KindStatistics, Resolution: 60,
+			Floats: []float64{12, 345.5, 1.25, 99}}, // sampleCount, sum, min, max
+		{Name: "api.latency", Unit: translate.UnitIDOf(types.StandardUnitMilliseconds), Timestamp: ts, Kind: translate.KindValues, Resolution: 60,
+			Floats: []float64{1, 2.5, 1e300, math.Copysign(0, -1), 1, 70000, 3, 1}}, // values, counts
+		{Name: "größe/日本 " + long, Timestamp: ts, Kind: translate.KindValue, Value: math.SmallestNonzeroFloat64, Resolution: 60,
+			Dims: []translate.Dimension{{Name: long, Value: "ü"}}},
 	}
 }
 
@@ -106,26 +108,26 @@ func sampleDatums() []datum {
 // processors, after a first body made the writer, allocate little more
 // than their compressed bytes, and each decompresses to its own request.
 func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
-	var tr translation
-	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
+	var tr translate.Translation
+	translate.NewTranslator(translatorConfig(testConfig())).Translate(convertedBatch(64), time.Now(), &tr)
 	const bodies, ns = 16, "GPUBuild/Test"
-	datums := func(i int) []datum { return tr.datums[i*100 : i*100+100] }
+	datums := func(i int) []translate.Datum { return tr.Datums[i*100 : i*100+100] }
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(bodies))
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 
-	w := newBodyWriter(scratchKeep)
-	first, err := w.prepare(ns, datums(0))
+	w := send.NewBodyWriter(send.ScratchKeep)
+	first, err := w.Prepare(ns, datums(0))
 	require.NoError(t, err)
-	require.True(t, first.body.gzipped)
-	w.release(first)
+	require.True(t, first.Body.Gzipped)
+	w.Release(first)
 
 	var before, after runtime.MemStats
-	prepared := make([]*bodyBuffers, bodies)
+	prepared := make([]*send.BodyBuffers, bodies)
 	runtime.ReadMemStats(&before)
 	var wg sync.WaitGroup
 	for i := range bodies {
 		wg.Go(func() {
-			b, err := w.prepare(ns, datums(i))
+			b, err := w.Prepare(ns, datums(i))
 			if assert.NoError(t, err) {
 				prepared[i] = b
 			}
@@ -137,11 +139,11 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 	compressed, raw := 0, 0
 	for i, b := range prepared {
 		require.NotNil(t, b)
-		require.True(t, b.body.gzipped)
-		compressed += len(b.body.bytes)
-		want := appendPutMetricData(nil, ns, datums(i))
+		require.True(t, b.Body.Gzipped)
+		compressed += len(b.Body.Bytes)
+		want := translate.AppendPutMetricData(nil, ns, datums(i))
 		raw += len(want)
-		zr, err := gzip.NewReader(bytes.NewReader(b.body.bytes))
+		zr, err := gzip.NewReader(bytes.NewReader(b.Body.Bytes))
 		require.NoError(t, err)
 		got, err := io.ReadAll(zr)
 		require.NoError(t, err)
@@ -154,7 +156,7 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 	assert.Less(t, allocated, uint64(2*compressed+2*raw/bodies+bodies*1024),
 		"%d bodies at once allocated %d bytes; compressed %d, uncompressed %d", bodies, allocated, compressed, raw)
 	for _, b := range prepared {
-		w.release(b)
+		w.Release(b)
 	}
 }
 
@@ -162,20 +164,20 @@ func TestBodiesInFlightHoldOnlyTheirCompressedBytes(t *testing.T) {
 // coming, and let go once none came for the keep time: a sidecar quiet
 // between bursts does not hold them.
 func TestBodyScratchDroppedOnceUnused(t *testing.T) {
-	var tr translation
-	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
+	var tr translate.Translation
+	translate.NewTranslator(translatorConfig(testConfig())).Translate(convertedBatch(64), time.Now(), &tr)
 	const keep = 500 * time.Millisecond
-	w := newBodyWriter(keep)
+	w := send.NewBodyWriter(keep)
 	scratch := func() (*gzip.Writer, []byte) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.gzip, w.raw
+		w.Mu.Lock()
+		defer w.Mu.Unlock()
+		return w.Gzip, w.Raw
 	}
 	prepare := func() {
-		b, err := w.prepare("GPUBuild/Test", tr.datums[:100])
+		b, err := w.Prepare("GPUBuild/Test", tr.Datums[:100])
 		require.NoError(t, err)
-		require.True(t, b.body.gzipped)
-		w.release(b)
+		require.True(t, b.Body.Gzipped)
+		w.Release(b)
 	}
 
 	prepare()

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
@@ -237,7 +238,7 @@ func TestSubsetCopiesOnlyTheGivenPoints(t *testing.T) {
 		sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 		sum.DataPoints().AppendEmpty().SetIntValue(int64(100 + r))
 	}
-	out := subset(md, []pointRef{{1, 0, 0, 2}, {0, 0, 1, 0}, {1, 0, 0, 0}, {1, 0, 0, 2}})
+	out := subset(md, []translate.PointRef{{Resource: 1, Scope: 0, Metric: 0, Point: 2}, {Resource: 0, Scope: 0, Metric: 1, Point: 0}, {Resource: 1, Scope: 0, Metric: 0, Point: 0}, {Resource: 1, Scope: 0, Metric: 0, Point: 2}})
 
 	require.Equal(t, 2, out.ResourceMetrics().Len())
 	r0 := out.ResourceMetrics().At(0)

@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 )
 
 // sendStatus shows in the component status whether PutMetricData gets
@@ -24,14 +26,14 @@ type sendStatus struct {
 }
 
 // update reports what one export's outcomes say, when it changes the state.
-func (s *sendStatus) update(host component.Host, outcomes *[numOutcomes]int64) {
+func (s *sendStatus) update(host component.Host, outcomes *[send.NumOutcomes]int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	failing := s.failing
 	switch {
-	case outcomes[outcomeSuccess] > 0:
+	case outcomes[send.OutcomeSuccess] > 0:
 		failing = false
-	case outcomes[outcomeServerError]+outcomes[outcomeNetworkError]+outcomes[outcomeAuthError] > 0:
+	case outcomes[send.OutcomeServerError]+outcomes[send.OutcomeNetworkError]+outcomes[send.OutcomeAuthError] > 0:
 		failing = true
 	}
 	if failing == s.failing {
@@ -44,5 +46,5 @@ func (s *sendStatus) update(host component.Host, outcomes *[numOutcomes]int64) {
 	}
 	componentstatus.ReportStatus(host, componentstatus.NewRecoverableErrorEvent(fmt.Errorf(
 		"PutMetricData is failing: %d server errors, %d calls without an answer, %d with the credentials refused; the data is retried",
-		outcomes[outcomeServerError], outcomes[outcomeNetworkError], outcomes[outcomeAuthError])))
+		outcomes[send.OutcomeServerError], outcomes[send.OutcomeNetworkError], outcomes[send.OutcomeAuthError])))
 }

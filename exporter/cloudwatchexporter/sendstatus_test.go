@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 )
 
 type statusRecorder struct {
@@ -28,26 +30,26 @@ func (r *statusRecorder) Report(ev *componentstatus.Event) { r.got = append(r.go
 func TestSendStatusReportsChangesOnly(t *testing.T) {
 	host := &statusRecorder{Host: componenttest.NewNopHost()}
 	var s sendStatus
-	export := func(o requestOutcome, n int64) {
-		var outcomes [numOutcomes]int64
+	export := func(o send.RequestOutcome, n int64) {
+		var outcomes [send.NumOutcomes]int64
 		outcomes[o] = n
 		s.update(host, &outcomes)
 	}
-	export(outcomeSuccess, 1)
-	export(outcomeThrottled, 2)
-	export(outcomeRejected, 1)
+	export(send.OutcomeSuccess, 1)
+	export(send.OutcomeThrottled, 2)
+	export(send.OutcomeRejected, 1)
 	assert.Empty(t, host.got)
-	export(outcomeNetworkError, 3)
-	export(outcomeServerError, 1)
-	export(outcomeAuthError, 1)
-	export(outcomeThrottled, 1)
+	export(send.OutcomeNetworkError, 3)
+	export(send.OutcomeServerError, 1)
+	export(send.OutcomeAuthError, 1)
+	export(send.OutcomeThrottled, 1)
 	assert.Equal(t, []componentstatus.Status{componentstatus.StatusRecoverableError}, host.got)
-	export(outcomeSuccess, 1)
-	export(outcomeSuccess, 1)
+	export(send.OutcomeSuccess, 1)
+	export(send.OutcomeSuccess, 1)
 	assert.Equal(t, []componentstatus.Status{componentstatus.StatusRecoverableError, componentstatus.StatusOK}, host.got)
 
-	var mixed [numOutcomes]int64
-	mixed[outcomeSuccess], mixed[outcomeNetworkError] = 1, 4
+	var mixed [send.NumOutcomes]int64
+	mixed[send.OutcomeSuccess], mixed[send.OutcomeNetworkError] = 1, 4
 	s.update(host, &mixed)
 	assert.Len(t, host.got, 2, "an export with a call taken is not failing")
 }
@@ -59,8 +61,8 @@ func TestStatusPassesThroughTheQueueHost(t *testing.T) {
 	host := &statusRecorder{Host: componenttest.NewNopHost()}
 	wrapped := queuecompress.NewHost(host, component.MustNewID("file_storage"), component.MustNewID("cloudwatch"), queueClientName, isQueueItemKey)
 	var s sendStatus
-	var outcomes [numOutcomes]int64
-	outcomes[outcomeNetworkError] = 1
+	var outcomes [send.NumOutcomes]int64
+	outcomes[send.OutcomeNetworkError] = 1
 	s.update(wrapped, &outcomes)
 	assert.Equal(t, []componentstatus.Status{componentstatus.StatusRecoverableError}, host.got)
 }

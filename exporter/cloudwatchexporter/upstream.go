@@ -4,14 +4,10 @@
 package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -30,10 +26,11 @@ import (
 //     request under its decimal index, its metadata under other keys; the
 //     requests are stored compressed (internal/queuecompress)
 //     (TestQueuedRequestsAreStoredCompressed).
-//   - presetBodyProtocol and minCompressBytes: the SDK's client protocol
-//     sends a body written by requestbody.go in the SDK's own CBOR
-//     encoding, gzipped above the SDK's threshold
-//     (TestRequestBodyIsTheSDKs, TestRequestBodyGzipAndReuse).
+//   - internal/send's upstream.go, presetBodyProtocol and
+//     minCompressBytes: the SDK's client protocol sends a body written by
+//     internal/send in the SDK's own CBOR encoding, gzipped above the
+//     SDK's threshold (TestRequestBodyIsTheSDKs, TestRequestBodyGzipAndReuse,
+//     in this package's upstream_test.go).
 
 // queueSizeProbe exists because Shutdown must wait until the sending queue
 // is empty (exporterhelper v0.161's persistent queue does not drain at
@@ -199,54 +196,9 @@ func (m *metricsExporter) refusedByQueue(err error) bool {
 	if errors.Is(err, exporterhelper.ErrQueueIsFull) {
 		return true
 	}
-	q := m.exp.cfg.QueueConfig.Get()
+	q := m.cfg.QueueConfig.Get()
 	if q == nil || !q.BlockOnOverflow || (q.WaitForResult && q.StorageID == nil) {
 		return false
 	}
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// minCompressBytes is the SDK's default threshold for gzip (request
-// compression is modeled on PutMetricData; smaller bodies go as they are).
-const minCompressBytes = 10240
-
-// preparedBody is a request body the exporter wrote, handed to the protocol
-// through the request's context.
-type preparedBody struct {
-	bytes   []byte
-	gzipped bool
-	// hash identifies the request in the record of answered requests
-	// (answerRecorder); answered is nil without one.
-	hash     uint64
-	answered *answeredRequests
-}
-
-type preparedBodyKey struct{}
-
-// presetBodyProtocol is the client protocol of the exporter's CloudWatch
-// client: the SDK's own, except that a PutMetricData call carrying a
-// prepared body in its context sends that body.
-type presetBodyProtocol struct {
-	smithyhttp.ClientProtocol
-}
-
-func (p presetBodyProtocol) SerializeRequest(ctx context.Context, schema *smithy.OperationSchema, in smithy.Serializable, req *smithyhttp.Request) error {
-	// The SDK sets the method, path and headers (from an input holding
-	// only the namespace, so its own body is tiny), then the body is ours.
-	if err := p.ClientProtocol.SerializeRequest(ctx, schema, in, req); err != nil {
-		return err
-	}
-	body, ok := ctx.Value(preparedBodyKey{}).(*preparedBody)
-	if !ok {
-		return nil
-	}
-	if body.gzipped {
-		req.Header.Set("Content-Encoding", "gzip")
-	}
-	sreq, err := req.SetStream(bytes.NewReader(body.bytes))
-	if err != nil {
-		return fmt.Errorf("set stream: %w", err)
-	}
-	*req = *sreq
-	return nil
 }

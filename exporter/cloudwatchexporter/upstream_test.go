@@ -18,8 +18,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"bytes"
+
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadata"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/queuecompress"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 	pdatarequest "go.opentelemetry.io/collector/pdata/xpdata/request"
@@ -101,7 +104,7 @@ func TestQueueRefusalErrorsAreExporterhelpers(t *testing.T) {
 				refusal = consume(100 * time.Millisecond)
 			}
 			require.Error(t, refusal)
-			m := &metricsExporter{exp: &cloudWatchExporter{cfg: cfg}}
+			m := &metricsExporter{cfg: cfg}
 			assert.Equal(t, tc.refused, m.refusedByQueue(refusal), "%v", refusal)
 		})
 	}
@@ -118,33 +121,33 @@ func TestRequestBodyIsTheSDKs(t *testing.T) {
 	for _, h := range []string{"Content-Type", "Smithy-Protocol", "Accept"} {
 		assert.Equal(t, sdk.header.Get(h), ours.header.Get(h), h)
 	}
-	want := requestEnvelopeSize("GPUBuild/Test")
+	want := translate.RequestEnvelopeSize("GPUBuild/Test")
 	for i := range datums {
-		assert.Equal(t, datumSize(&datums[i]), len(appendDatum(nil, &datums[i])), datums[i].name)
-		want += datumSize(&datums[i])
+		assert.Equal(t, translate.DatumSize(&datums[i]), len(translate.AppendDatum(nil, &datums[i])), datums[i].Name)
+		want += translate.DatumSize(&datums[i])
 	}
 	assert.Len(t, ours.body, want)
 
 	// A translated flush, as the exporter builds it.
-	var tr translation
-	newTranslator(testConfig()).translate(convertedBatch(8), time.Now(), &tr)
-	require.NotEmpty(t, tr.datums)
-	assert.Equal(t, sdkRequest(t, "GPUBuild/Test", tr.datums).body, ourRequest(t, "GPUBuild/Test", tr.datums).body)
+	var tr translate.Translation
+	translate.NewTranslator(translatorConfig(testConfig())).Translate(convertedBatch(8), time.Now(), &tr)
+	require.NotEmpty(t, tr.Datums)
+	assert.Equal(t, sdkRequest(t, "GPUBuild/Test", tr.Datums).body, ourRequest(t, "GPUBuild/Test", tr.Datums).body)
 }
 
 // Bodies over the SDK's threshold go gzipped, as the SDK sends them; the
 // buffers are reused from one request to the next without mixing them up.
 func TestRequestBodyGzipAndReuse(t *testing.T) {
-	var tr translation
-	newTranslator(testConfig()).translate(convertedBatch(64), time.Now(), &tr)
-	big := tr.datums[:1000]
-	small := tr.datums[:3]
+	var tr translate.Translation
+	translate.NewTranslator(translatorConfig(testConfig())).Translate(convertedBatch(64), time.Now(), &tr)
+	big := tr.Datums[:1000]
+	small := tr.Datums[:3]
 
 	rec := &recording{}
-	p := newPutter(recordingClient(rec))
-	for _, ds := range [][]datum{big, small, big, small} {
-		require.NoError(t, p.put(context.Background(), "GPUBuild/Test", ds))
-		assert.Equal(t, appendPutMetricData(nil, "GPUBuild/Test", ds), rec.body)
+	p := send.NewPutter(recordingClient(rec))
+	for _, ds := range [][]translate.Datum{big, small, big, small} {
+		require.NoError(t, p.Put(context.Background(), "GPUBuild/Test", ds))
+		assert.Equal(t, translate.AppendPutMetricData(nil, "GPUBuild/Test", ds), rec.body)
 		assert.Equal(t, len(ds) == len(big), rec.header.Get("Content-Encoding") == "gzip")
 	}
 	assert.Equal(t, "gzip", sdkRequest(t, "GPUBuild/Test", big).header.Get("Content-Encoding"), "the SDK compresses such a body too")

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
 )
@@ -97,7 +98,7 @@ func TestFullDiskHoldsDataInMemoryWithinABound(t *testing.T) {
 	require.Error(t, err, "past the bound the data is refused")
 	assert.False(t, consumererror.IsPermanent(err), "with a retryable error")
 	assert.Contains(t, err.Error(), "/var/lib/otelcol-gpubuild/queue")
-	assert.Equal(t, 2*one, te.held.buf.Bytes())
+	assert.Equal(t, 2*one, te.held.Bytes())
 
 	errorLines := logs.FilterLevelExact(zap.ErrorLevel).FilterMessageSnippet("cannot write to its storage").All()
 	require.Len(t, errorLines, 1, "logged once when writes start failing")
@@ -108,7 +109,7 @@ func TestFullDiskHoldsDataInMemoryWithinABound(t *testing.T) {
 	// Room again: the held data goes into the queue without waiting for
 	// another request, then the next request follows it.
 	d.fail(nil)
-	require.Eventually(t, func() bool { return te.held.buf.Len() == 0 }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return te.held.Len() == 0 }, 20*time.Second, 10*time.Millisecond)
 	require.NoError(t, te.ConsumeMetrics(context.Background(), requestsWithGauge(at(0), at(4), 100, gauges)))
 	require.NoError(t, te.stop())
 
@@ -157,26 +158,13 @@ func writeFailures(t *testing.T, te *testExporter) map[string]int64 {
 	return out
 }
 
-func TestWriteFailureReasons(t *testing.T) {
-	for errno, want := range map[syscall.Errno]string{
-		syscall.ENOSPC: "no_space", syscall.EDQUOT: "no_space", syscall.EIO: "io_error", syscall.EROFS: "read_only", syscall.EACCES: "other",
-	} {
-		reason, ok := writeFailureReason(&fs.PathError{Op: "write", Path: "/q/f", Err: errno})
-		assert.True(t, ok, "%v", errno)
-		assert.Equal(t, want, reason, "%v", errno)
-	}
-	_, ok := writeFailureReason(exporterhelper.ErrQueueIsFull)
-	assert.False(t, ok, "a full queue is the byte cap, not a write failure")
-	_, ok = writeFailureReason(context.DeadlineExceeded)
-	assert.False(t, ok)
-}
-
 // A queue capped in bytes beyond the size of its volume is said at start,
 // naming the directory; a cap the volume holds says nothing.
 func TestQueueCapLargerThanItsVolumeIsWarnedAbout(t *testing.T) {
 	dir := t.TempDir()
-	volume, err := volumeBytes(dir)
-	require.NoError(t, err)
+	var st unix.Statfs_t
+	require.NoError(t, unix.Statfs(dir, &st))
+	volume := int64(st.Blocks) * st.Bsize
 	for name, tc := range map[string]struct {
 		queueCap int64
 		warned   bool

@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package translate // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 
 import (
 	"math"
@@ -15,87 +15,6 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/pmetricutil"
 )
-
-// datumKind says which of Value, StatisticValues or Values a datum carries.
-type datumKind uint8
-
-const (
-	kindValue datumKind = iota
-	kindStatistics
-	kindValues
-)
-
-// statisticSet is CloudWatch's StatisticSet.
-type statisticSet struct {
-	sampleCount, sum, min, max float64
-}
-
-// datum is one CloudWatch MetricDatum, already within CloudWatch's limits.
-// A flush holds tens of thousands of them while its requests are sent, so
-// the fields every kind needs are inline and the rest share one slice
-// (96 bytes a datum).
-type datum struct {
-	name string
-	dims []dimension
-	// floats points into translation.floats: for kindValues the values, then
-	// as many counts; for kindStatistics sampleCount, sum, min and max.
-	floats    []float64
-	timestamp pcommon.Timestamp
-	value     float64 // kindValue
-	// point indexes translation.points: the data point this datum comes from.
-	// The datums of one point are adjacent.
-	point      int32
-	resolution int32
-	kind       datumKind
-	unit       unitID
-}
-
-// values and counts are a kindValues datum's Values and Counts.
-func (d *datum) values() []float64 { return d.floats[:len(d.floats)/2] }
-func (d *datum) counts() []float64 { return d.floats[len(d.floats)/2:] }
-
-// stats is a kindStatistics datum's StatisticValues.
-func (d *datum) stats() statisticSet {
-	return statisticSet{sampleCount: d.floats[0], sum: d.floats[1], min: d.floats[2], max: d.floats[3]}
-}
-
-// pointRef locates a data point in the pmetric.Metrics it was translated from.
-type pointRef struct {
-	resource, scope, metric, point int32
-}
-
-// translation is the result of translating one pmetric.Metrics. Its slices
-// are reused from one export to the next (see translator.pool).
-type translation struct {
-	datums  []datum
-	points  []pointRef
-	dropped dropCounts
-	altered alterCounts
-	// resAltered: how the current resource's dimensions were altered.
-	resAltered alteration
-
-	// Arenas the datums' slices point into, and scratch space.
-	dims    []dimension
-	floats  []float64
-	resDims []dimension
-	buckets []bucket
-	values  []float64
-	counts  []float64
-	reps    []float64
-}
-
-func (tr *translation) reset() {
-	clear(tr.datums) // drop references to the previous batch's strings
-	tr.datums = tr.datums[:0]
-	tr.points = tr.points[:0]
-	tr.dropped = dropCounts{}
-	tr.altered = alterCounts{}
-	tr.resAltered = 0
-	clear(tr.dims)
-	tr.dims = tr.dims[:0]
-	tr.floats = tr.floats[:0]
-	tr.resDims = tr.resDims[:0]
-}
 
 // metricSettings is how one metric is sent, after its rule is applied.
 type metricSettings struct {
@@ -113,32 +32,63 @@ type compiledRule struct {
 	glob       bool
 	drop       bool
 	rename     string
-	unit       unitID
+	unit       UnitID
 	resolution int32
 	filter     dimensionFilter
 }
 
-// translator turns delta and gauge pdata into CloudWatch datums. It keeps no
+// Translator turns delta and gauge pdata into CloudWatch datums. It keeps no
 // state between calls and is safe for concurrent use.
-type translator struct {
+type Translator struct {
 	resourceKeys []string
 	resolution   int32
 	rules        []compiledRule
 	noFilter     dimensionFilter
 }
 
-func newTranslator(cfg *Config) *translator {
-	t := &translator{
+// Config is what the translator is told: the exporter's
+// resource_to_dimensions, storage_resolution and metrics rules.
+type Config struct {
+	ResourceToDimensions []string
+	StorageResolution    int32
+	Rules                []Rule
+}
+
+// Rule changes how the metrics whose name it matches are sent (the
+// exporter's MetricRule, validated).
+type Rule struct {
+	Match             string
+	Drop              bool
+	Rename            string
+	Unit              string
+	StorageResolution int32
+	IncludeDimensions []string
+	ExcludeDimensions []string
+}
+
+// DefaultStorageResolution is storage_resolution's default.
+const DefaultStorageResolution = 60
+
+// DefaultResourceToDimensions keeps series apart per service and per GPU,
+// never per process (service.instance.id would make every restart a new
+// set of billed metrics).
+func DefaultResourceToDimensions() []string {
+	return []string{"service.name", "deployment.environment.name", "hw.id", "gpu.index", "hw.model"}
+}
+
+// NewTranslator returns a translator for cfg.
+func NewTranslator(cfg Config) *Translator {
+	t := &Translator{
 		resourceKeys: cfg.ResourceToDimensions,
 		resolution:   cfg.StorageResolution,
 	}
-	for _, r := range cfg.Metrics {
+	for _, r := range cfg.Rules {
 		t.rules = append(t.rules, compiledRule{
 			match:      r.Match,
 			glob:       strings.ContainsAny(r.Match, `*?[\`),
 			drop:       r.Drop,
 			rename:     r.Rename,
-			unit:       unitIDOf(types.StandardUnit(r.Unit)),
+			unit:       UnitIDOf(types.StandardUnit(r.Unit)),
 			resolution: r.StorageResolution,
 			filter:     dimensionFilter{include: r.IncludeDimensions, exclude: r.ExcludeDimensions},
 		})
@@ -147,7 +97,7 @@ func newTranslator(cfg *Config) *translator {
 }
 
 // settingsFor applies the first rule matching the metric name.
-func (t *translator) settingsFor(m pmetric.Metric) metricSettings {
+func (t *Translator) settingsFor(m pmetric.Metric) metricSettings {
 	s := metricSettings{name: m.Name(), unit: mapUnit(m.Unit()), resolution: t.resolution, filter: &t.noFilter}
 	for i := range t.rules {
 		r := &t.rules[i]
@@ -175,10 +125,10 @@ func (t *translator) settingsFor(m pmetric.Metric) metricSettings {
 	return s
 }
 
-// translate appends to tr the datums for md, whose sums and histograms must
+// Translate appends to tr the datums for md, whose sums and histograms must
 // already be delta (see deltaConverter); now bounds the accepted timestamps.
 // A data point that cannot be sent is counted in tr.dropped and skipped.
-func (t *translator) translate(md pmetric.Metrics, now time.Time, tr *translation) {
+func (t *Translator) Translate(md pmetric.Metrics, now time.Time, tr *Translation) {
 	w := timeWindow{
 		oldest: pcommon.NewTimestampFromTime(now.Add(-maxPointAge)),
 		newest: pcommon.NewTimestampFromTime(now.Add(maxPointFuture)),
@@ -193,7 +143,7 @@ func (t *translator) translate(md pmetric.Metrics, now time.Time, tr *translatio
 		for si := 0; si < sms.Len(); si++ {
 			ms := sms.At(si).Metrics()
 			for mi := 0; mi < ms.Len(); mi++ {
-				ref := pointRef{resource: int32(ri), scope: int32(si), metric: int32(mi)}
+				ref := PointRef{Resource: int32(ri), Scope: int32(si), Metric: int32(mi)}
 				t.translateMetric(ms.At(mi), ref, resDims, w, tr)
 			}
 		}
@@ -204,25 +154,25 @@ type timeWindow struct {
 	oldest, newest pcommon.Timestamp
 }
 
-func (w timeWindow) check(ts pcommon.Timestamp) (dropReason, bool) {
+func (w timeWindow) check(ts pcommon.Timestamp) (DropReason, bool) {
 	switch {
 	case ts < w.oldest:
 		return reasonTooOld, false
 	case ts > w.newest:
-		return reasonTooNew, false
+		return ReasonTooNew, false
 	}
 	return 0, true
 }
 
-func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []dimension, w timeWindow, tr *translation) {
+func (t *Translator) translateMetric(m pmetric.Metric, ref PointRef, resDims []Dimension, w timeWindow, tr *Translation) {
 	s := t.settingsFor(m)
 	name, nameOK := sanitizeMetricName(s.name)
 	switch {
 	case s.drop:
-		tr.dropped[reasonRule] += pmetricutil.PointCount(m)
+		tr.Dropped[reasonRule] += pmetricutil.PointCount(m)
 		return
 	case !nameOK:
-		tr.dropped[reasonInvalid] += pmetricutil.PointCount(m)
+		tr.Dropped[reasonInvalid] += pmetricutil.PointCount(m)
 		return
 	}
 	if name != s.name {
@@ -231,7 +181,7 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	s.name = name
 
 	if unconverted(m) {
-		tr.dropped[reasonInvalid] += pmetricutil.PointCount(m)
+		tr.Dropped[reasonInvalid] += pmetricutil.PointCount(m)
 		return
 	}
 	switch m.Type() {
@@ -243,13 +193,13 @@ func (t *translator) translateMetric(m pmetric.Metric, ref pointRef, resDims []d
 	case pmetric.MetricTypeHistogram:
 		dps := m.Histogram().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			ref.point = int32(i)
+			ref.Point = int32(i)
 			t.histogramPoint(dps.At(i), &s, ref, resDims, w, tr)
 		}
 	case pmetric.MetricTypeExponentialHistogram:
 		dps := m.ExponentialHistogram().DataPoints()
 		for i := 0; i < dps.Len(); i++ {
-			ref.point = int32(i)
+			ref.Point = int32(i)
 			t.exponentialPoint(dps.At(i), &s, ref, resDims, w, tr)
 		}
 	}
@@ -272,14 +222,14 @@ func unconverted(m pmetric.Metric) bool {
 	return false
 }
 
-func (t *translator) numberPoints(dps pmetric.NumberDataPointSlice, s *metricSettings, ref pointRef, resDims []dimension, w timeWindow, tr *translation) {
+func (t *Translator) numberPoints(dps pmetric.NumberDataPointSlice, s *metricSettings, ref PointRef, resDims []Dimension, w timeWindow, tr *Translation) {
 	for i := 0; i < dps.Len(); i++ {
 		dp := dps.At(i)
 		if dp.Flags().NoRecordedValue() {
 			continue // a staleness marker, not a measurement
 		}
 		if r, ok := w.check(dp.Timestamp()); !ok {
-			tr.dropped[r]++
+			tr.Dropped[r]++
 			continue
 		}
 		var v float64
@@ -290,54 +240,54 @@ func (t *translator) numberPoints(dps pmetric.NumberDataPointSlice, s *metricSet
 		}
 		v *= s.unit.scale
 		if r, ok := checkValue(v); !ok {
-			tr.dropped[r]++
+			tr.Dropped[r]++
 			continue
 		}
-		ref.point = int32(i)
+		ref.Point = int32(i)
 		d := tr.newDatum(s, ref, dp.Timestamp(), resDims, dp.Attributes())
-		d.kind = kindValue
-		d.value = v
+		d.Kind = KindValue
+		d.Value = v
 	}
 }
 
 // newDatum appends a datum for a new data point and returns it for the caller to fill.
-func (tr *translation) newDatum(s *metricSettings, ref pointRef, ts pcommon.Timestamp, resDims []dimension, attrs pcommon.Map) *datum {
+func (tr *Translation) newDatum(s *metricSettings, ref PointRef, ts pcommon.Timestamp, resDims []Dimension, attrs pcommon.Map) *Datum {
 	start := len(tr.dims)
 	var alt alteration
 	tr.dims, alt = appendDimensions(tr.dims, resDims, attrs, s.filter)
 	if alt |= tr.resAltered | s.nameAlter; alt != 0 {
-		tr.altered.add(alt)
+		tr.Altered.add(alt)
 	}
-	tr.points = append(tr.points, ref)
-	tr.datums = append(tr.datums, datum{
-		name:       s.name,
-		unit:       s.unit.unit,
-		dims:       tr.dims[start:len(tr.dims):len(tr.dims)],
-		timestamp:  ts,
-		resolution: s.resolution,
-		point:      int32(len(tr.points) - 1),
+	tr.Points = append(tr.Points, ref)
+	tr.Datums = append(tr.Datums, Datum{
+		Name:       s.name,
+		Unit:       s.unit.unit,
+		Dims:       tr.dims[start:len(tr.dims):len(tr.dims)],
+		Timestamp:  ts,
+		Resolution: s.resolution,
+		Point:      int32(len(tr.Points) - 1),
 	})
-	return &tr.datums[len(tr.datums)-1]
+	return &tr.Datums[len(tr.Datums)-1]
 }
 
 // moreDatums appends a datum that continues the previous one (same point,
 // name, dimensions, timestamp) for the next 150 values of a histogram.
-func (tr *translation) moreDatums() *datum {
-	tr.datums = append(tr.datums, tr.datums[len(tr.datums)-1])
-	return &tr.datums[len(tr.datums)-1]
+func (tr *Translation) moreDatums() *Datum {
+	tr.Datums = append(tr.Datums, tr.Datums[len(tr.Datums)-1])
+	return &tr.Datums[len(tr.Datums)-1]
 }
 
-func (t *translator) histogramPoint(dp pmetric.HistogramDataPoint, s *metricSettings, ref pointRef, resDims []dimension, w timeWindow, tr *translation) {
+func (t *Translator) histogramPoint(dp pmetric.HistogramDataPoint, s *metricSettings, ref PointRef, resDims []Dimension, w timeWindow, tr *Translation) {
 	if dp.Flags().NoRecordedValue() || dp.Count() == 0 {
 		return // nothing was observed; CloudWatch has nothing to add
 	}
 	if r, ok := w.check(dp.Timestamp()); !ok {
-		tr.dropped[r]++
+		tr.Dropped[r]++
 		return
 	}
 	hs, r, ok := summarize(dp.Count(), dp.HasSum(), dp.Sum(), dp.HasMin(), dp.Min(), dp.HasMax(), dp.Max(), s.unit.scale)
 	if !ok {
-		tr.dropped[r]++
+		tr.Dropped[r]++
 		return
 	}
 	if dp.BucketCounts().Len() <= 1 {
@@ -346,35 +296,35 @@ func (t *translator) histogramPoint(dp pmetric.HistogramDataPoint, s *metricSett
 	}
 	tr.buckets, r, ok = explicitBuckets(tr.buckets[:0], dp, s.unit.scale)
 	if !ok {
-		tr.dropped[r]++
+		tr.Dropped[r]++
 		return
 	}
 	t.distribution(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
 }
 
-func (t *translator) exponentialPoint(dp pmetric.ExponentialHistogramDataPoint, s *metricSettings, ref pointRef, resDims []dimension, w timeWindow, tr *translation) {
+func (t *Translator) exponentialPoint(dp pmetric.ExponentialHistogramDataPoint, s *metricSettings, ref PointRef, resDims []Dimension, w timeWindow, tr *Translation) {
 	if dp.Flags().NoRecordedValue() || dp.Count() == 0 {
 		return
 	}
 	if r, ok := w.check(dp.Timestamp()); !ok {
-		tr.dropped[r]++
+		tr.Dropped[r]++
 		return
 	}
 	hs, r, ok := summarize(dp.Count(), dp.HasSum(), dp.Sum(), dp.HasMin(), dp.Min(), dp.HasMax(), dp.Max(), s.unit.scale)
 	if !ok {
-		tr.dropped[r]++
+		tr.Dropped[r]++
 		return
 	}
 	tr.buckets, r, ok = exponentialBuckets(tr.buckets[:0], dp, s.unit.scale)
 	if !ok {
-		tr.dropped[r]++
+		tr.Dropped[r]++
 		return
 	}
 	t.distribution(hs, s, ref, dp.Timestamp(), resDims, dp.Attributes(), tr)
 }
 
 // summarize checks and scales a histogram's count, sum, min and max.
-func summarize(count uint64, hasSum bool, sum float64, hasMin bool, minV float64, hasMax bool, maxV float64, scale float64) (histogramSummary, dropReason, bool) {
+func summarize(count uint64, hasSum bool, sum float64, hasMin bool, minV float64, hasMax bool, maxV float64, scale float64) (histogramSummary, DropReason, bool) {
 	hs := histogramSummary{
 		count: float64(count),
 		sum:   sum * scale, hasSum: hasSum,
@@ -406,37 +356,37 @@ func summarize(count uint64, hasSum bool, sum float64, hasMin bool, minV float64
 
 // statistics sends a histogram without buckets as a StatisticSet. CloudWatch
 // needs all four statistics; without min or max the mean stands in for them.
-func (t *translator) statistics(hs histogramSummary, s *metricSettings, ref pointRef, ts pcommon.Timestamp, resDims []dimension, attrs pcommon.Map, tr *translation) {
+func (t *Translator) statistics(hs histogramSummary, s *metricSettings, ref PointRef, ts pcommon.Timestamp, resDims []Dimension, attrs pcommon.Map, tr *Translation) {
 	if !hs.hasSum {
-		tr.dropped[reasonInvalid]++
+		tr.Dropped[reasonInvalid]++
 		return
 	}
 	mean := hs.sum / hs.count
-	st := statisticSet{sampleCount: hs.count, sum: hs.sum, min: mean, max: mean}
+	st := StatisticSet{SampleCount: hs.count, Sum: hs.sum, Min: mean, Max: mean}
 	if hs.hasMin {
-		st.min = hs.min
+		st.Min = hs.min
 	}
 	if hs.hasMax {
-		st.max = hs.max
+		st.Max = hs.max
 	}
-	st.min, st.max = math.Min(st.min, st.max), math.Max(st.min, st.max)
-	if _, ok := checkValue(st.min); !ok {
-		tr.dropped[reasonOutOfRange]++
+	st.Min, st.Max = math.Min(st.Min, st.Max), math.Max(st.Min, st.Max)
+	if _, ok := checkValue(st.Min); !ok {
+		tr.Dropped[reasonOutOfRange]++
 		return
 	}
 	d := tr.newDatum(s, ref, ts, resDims, attrs)
-	d.kind = kindStatistics
+	d.Kind = KindStatistics
 	a := len(tr.floats)
-	tr.floats = append(tr.floats, st.sampleCount, st.sum, st.min, st.max)
-	d.floats = tr.floats[a : a+4 : a+4]
+	tr.floats = append(tr.floats, st.SampleCount, st.Sum, st.Min, st.Max)
+	d.Floats = tr.floats[a : a+4 : a+4]
 }
 
 // distribution sends tr.buckets as Values/Counts, 150 values per datum.
-func (t *translator) distribution(hs histogramSummary, s *metricSettings, ref pointRef, ts pcommon.Timestamp, resDims []dimension, attrs pcommon.Map, tr *translation) {
+func (t *Translator) distribution(hs histogramSummary, s *metricSettings, ref PointRef, ts pcommon.Timestamp, resDims []Dimension, attrs pcommon.Map, tr *Translation) {
 	tr.values, tr.counts, tr.reps = representatives(tr.buckets, hs, tr.values[:0], tr.counts[:0], tr.reps)
 	for _, v := range tr.values {
 		if r, ok := checkValue(v); !ok {
-			tr.dropped[r]++
+			tr.Dropped[r]++
 			return
 		}
 	}
@@ -444,7 +394,7 @@ func (t *translator) distribution(hs histogramSummary, s *metricSettings, ref po
 		return
 	}
 	d := tr.newDatum(s, ref, ts, resDims, attrs)
-	d.kind = kindValues
+	d.Kind = KindValues
 	for start := 0; start < len(tr.values); start += maxValuesPerDatum {
 		end := min(start+maxValuesPerDatum, len(tr.values))
 		if start > 0 {
@@ -454,6 +404,6 @@ func (t *translator) distribution(hs histogramSummary, s *metricSettings, ref po
 		tr.floats = append(tr.floats, tr.values[start:end]...)
 		tr.floats = append(tr.floats, tr.counts[start:end]...)
 		n := end - start
-		d.floats = tr.floats[a : a+2*n : a+2*n]
+		d.Floats = tr.floats[a : a+2*n : a+2*n]
 	}
 }

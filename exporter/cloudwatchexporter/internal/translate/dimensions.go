@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package translate // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 
 import (
 	"slices"
@@ -12,9 +12,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// dimension is one CloudWatch dimension, already within CloudWatch's limits.
-type dimension struct {
-	name, value string
+// Dimension is one CloudWatch dimension, already within CloudWatch's limits.
+type Dimension struct {
+	Name, Value string
 }
 
 // dimensionFilter is the include/exclude part of a metric rule.
@@ -46,7 +46,7 @@ func (a *alteration) note(s, out string, ok bool) {
 // resourceDimensions returns the listed resource attributes as dimensions,
 // in the order they are listed, skipping absent or unusable ones, and how
 // they were altered.
-func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) ([]dimension, alteration) {
+func resourceDimensions(dst []Dimension, res pcommon.Resource, keys []string) ([]Dimension, alteration) {
 	attrs := res.Attributes()
 	start := len(dst)
 	var alt alteration
@@ -61,7 +61,7 @@ func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) ([
 		alt.note(key, name, okName)
 		alt.note(raw, value, okValue)
 		if okName && okValue && !hasDimension(dst[start:], name) {
-			dst = append(dst, dimension{name, value})
+			dst = append(dst, Dimension{name, value})
 		}
 	}
 	return dst, alt
@@ -73,11 +73,11 @@ func resourceDimensions(dst []dimension, res pcommon.Resource, keys []string) ([
 // rule. Beyond 30, the point attributes with the smallest names are kept, so
 // the same attributes always give the same dimensions. The appended part is
 // sorted by name.
-func appendDimensions(dst, resDims []dimension, attrs pcommon.Map, filter *dimensionFilter) ([]dimension, alteration) {
+func appendDimensions(dst, resDims []Dimension, attrs pcommon.Map, filter *dimensionFilter) ([]Dimension, alteration) {
 	start := len(dst)
 	var alt alteration
 	for _, d := range resDims {
-		if filter.allows(d.name) {
+		if filter.allows(d.Name) {
 			dst = append(dst, d)
 		}
 	}
@@ -96,12 +96,12 @@ func appendDimensions(dst, resDims []dimension, attrs pcommon.Map, filter *dimen
 		alt.note(raw, value, ok)
 		if i := indexDimension(dst[start:], name); i >= 0 {
 			if i < nRes && ok {
-				dst[start+i].value = value // the point attribute is more specific
+				dst[start+i].Value = value // the point attribute is more specific
 			}
 			continue
 		}
 		if ok {
-			dst = append(dst, dimension{name, value})
+			dst = append(dst, Dimension{name, value})
 		}
 	}
 	own := dst[start:]
@@ -116,24 +116,24 @@ func appendDimensions(dst, resDims []dimension, attrs pcommon.Map, filter *dimen
 
 // sortDimensions sorts by name; insertion sort because the lists are short
 // and it does not allocate.
-func sortDimensions(d []dimension) {
+func sortDimensions(d []Dimension) {
 	for i := 1; i < len(d); i++ {
-		for j := i; j > 0 && d[j].name < d[j-1].name; j-- {
+		for j := i; j > 0 && d[j].Name < d[j-1].Name; j-- {
 			d[j], d[j-1] = d[j-1], d[j]
 		}
 	}
 }
 
-func indexDimension(d []dimension, name string) int {
+func indexDimension(d []Dimension, name string) int {
 	for i := range d {
-		if d[i].name == name {
+		if d[i].Name == name {
 			return i
 		}
 	}
 	return -1
 }
 
-func hasDimension(d []dimension, name string) bool { return indexDimension(d, name) >= 0 }
+func hasDimension(d []Dimension, name string) bool { return indexDimension(d, name) >= 0 }
 
 // sanitizeDimensionName makes a dimension name CloudWatch accepts: printable
 // ASCII (anything else becomes '_'), at most 255 characters, not starting
@@ -174,8 +174,8 @@ func sanitizeMetricName(s string) (string, bool) {
 		}
 		s = b.String()
 	}
-	if len(s) > maxMetricNameLen {
-		cut := maxMetricNameLen
+	if len(s) > MaxMetricNameLen {
+		cut := MaxMetricNameLen
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}

@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package send // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 	"go.uber.org/zap"
 )
 
@@ -29,18 +30,18 @@ const (
 	// hand (keys in the environment, a fast endpoint) decide at once; a slower
 	// lookup goes on in the background.
 	firstAttemptTimeout = 1500 * time.Millisecond
-	// credentialsBackoff is the first wait between lookups, doubled up to
+	// CredentialsBackoff is the first wait between lookups, doubled up to
 	// credentialsMaxBackoff.
-	credentialsBackoff    = time.Second
+	CredentialsBackoff    = time.Second
 	credentialsMaxBackoff = 30 * time.Second
 )
 
-// credentialSourceConfigured reports whether the configuration or the
+// CredentialSourceConfigured reports whether the configuration or the
 // environment names a credentials source (static keys, a container
 // credentials endpoint, web identity, a profile, shared config files, a role
 // to assume). With one, a lookup that fails is a fault to retry, never a
 // reason for a dry run.
-func credentialSourceConfigured(cfg *Config, getenv func(string) string) bool {
+func CredentialSourceConfigured(cfg AWSSource, getenv func(string) string) bool {
 	if cfg.Profile != "" || cfg.RoleARN != "" {
 		return true
 	}
@@ -71,54 +72,56 @@ func credentialSourceConfigured(cfg *Config, getenv func(string) string) bool {
 	return false
 }
 
-// autoState is what output_destination auto has decided.
-type autoState int32
+// AutoState is what output_destination auto has decided.
+type AutoState int32
 
+// What auto can have decided.
 const (
-	autoPending    autoState = iota // still looking: requests are held (retried)
+	autoPending    AutoState = iota // still looking: requests are held (retried)
 	autoCloudWatch                  // credentials found: send
-	autoDryRun                      // nothing configured and nothing found: print
+	AutoDryRun                      // nothing configured and nothing found: print
 )
 
 // errCredentialsPending is answered while auto has not decided; the request
 // is not sent, and the data stays in the sending queue to be retried.
-var errCredentialsPending = fmt.Errorf("%w: output_destination auto is still looking for AWS credentials", errNotSent)
+var errCredentialsPending = fmt.Errorf("%w: output_destination auto is still looking for AWS credentials", ErrNotSent)
 
-// autoPutter sends to CloudWatch or prints, once a credentials lookup gave a
+// AutoPutter sends to CloudWatch or prints, once a credentials lookup gave a
 // definite answer; until then every request fails as retryable.
-type autoPutter struct {
-	state      atomic.Int32
-	cloudWatch putter
-	dryRun     putter
+type AutoPutter struct {
+	State      atomic.Int32
+	CloudWatch Putter
+	DryRun     Putter
 }
 
-func (p *autoPutter) put(ctx context.Context, namespace string, datums []datum) error {
-	switch autoState(p.state.Load()) {
+// Put sends or prints datums once auto has decided.
+func (p *AutoPutter) Put(ctx context.Context, namespace string, datums []translate.Datum) error {
+	switch AutoState(p.State.Load()) {
 	case autoCloudWatch:
-		return p.cloudWatch.put(ctx, namespace, datums)
-	case autoDryRun:
-		return p.dryRun.put(ctx, namespace, datums)
+		return p.CloudWatch.Put(ctx, namespace, datums)
+	case AutoDryRun:
+		return p.DryRun.Put(ctx, namespace, datums)
 	}
 	return errCredentialsPending
 }
 
-// credentialsResolver looks credentials up in the background with backoff
+// CredentialsResolver looks credentials up in the background with backoff
 // until it has a definite answer, and calls decide with it once.
-type credentialsResolver struct {
-	creds      aws.CredentialsProvider
-	configured bool // a source is configured: keep trying, never a dry run
-	logger     *zap.Logger
-	decide     func(autoState)
+type CredentialsResolver struct {
+	Creds      aws.CredentialsProvider
+	Configured bool // a source is configured: keep trying, never a dry run
+	Logger     *zap.Logger
+	Decide     func(AutoState)
 	// first wait between attempts; doubled up to credentialsMaxBackoff
-	backoff time.Duration
+	Backoff time.Duration
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
 
-// resolve makes the first lookup in the caller (bounded by
+// Resolve makes the first lookup in the caller (bounded by
 // firstAttemptTimeout) and, without a definite answer, goes on in the background.
-func (r *credentialsResolver) resolve(ctx context.Context) {
+func (r *CredentialsResolver) Resolve(ctx context.Context) {
 	err := r.attempt(ctx, firstAttemptTimeout, 1)
 	if err == nil {
 		return
@@ -134,9 +137,9 @@ func (r *credentialsResolver) resolve(ctx context.Context) {
 
 // attempt looks credentials up once; it calls decide with CloudWatch when it
 // finds them (the error is nil then).
-func (r *credentialsResolver) attempt(ctx context.Context, timeout time.Duration, n int) error {
+func (r *CredentialsResolver) attempt(ctx context.Context, timeout time.Duration, n int) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
-	creds, err := r.creds.Retrieve(actx)
+	creds, err := r.Creds.Retrieve(actx)
 	cancel()
 	if err == nil && !creds.HasKeys() {
 		err = errors.New("credentials without keys")
@@ -145,14 +148,15 @@ func (r *credentialsResolver) attempt(ctx context.Context, timeout time.Duration
 		return err
 	}
 	if n > 1 {
-		r.logger.Info("AWS credentials found: sending to CloudWatch what was held in the sending queue",
+		r.Logger.Info("AWS credentials found: sending to CloudWatch what was held in the sending queue",
 			zap.String("credentials_source", creds.Source), zap.Int("attempt", n))
 	}
-	r.decide(autoCloudWatch)
+	r.Decide(autoCloudWatch)
 	return nil
 }
 
-func (r *credentialsResolver) stop() {
+// Stop stops the background lookup.
+func (r *CredentialsResolver) Stop() {
 	if r.cancel != nil {
 		r.cancel()
 		r.done.Wait()
@@ -160,14 +164,14 @@ func (r *credentialsResolver) stop() {
 }
 
 // run goes on after a first failed lookup (err) until a definite answer.
-func (r *credentialsResolver) run(ctx context.Context, err error) {
-	wait := r.backoff
+func (r *CredentialsResolver) run(ctx context.Context, err error) {
+	wait := r.Backoff
 	for n := 1; ; n++ {
-		if !r.configured && n >= imdsAttempts {
-			r.decide(autoDryRun)
+		if !r.Configured && n >= imdsAttempts {
+			r.Decide(AutoDryRun)
 			return
 		}
-		r.logger.Warn("AWS credentials lookup failed; data is held in the sending queue and the lookup retried",
+		r.Logger.Warn("AWS credentials lookup failed; data is held in the sending queue and the lookup retried",
 			zap.Int("attempt", n), zap.Duration("retry_in", wait), zap.Error(err))
 		select {
 		case <-ctx.Done():

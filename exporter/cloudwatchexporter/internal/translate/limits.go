@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package translate // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 
 import (
 	"math"
@@ -10,16 +10,16 @@ import (
 
 // PutMetricData limits, from the CloudWatch API reference.
 const (
-	maxDatumsPerRequest = 1000
-	// maxRequestBytes bounds the serialized (uncompressed CBOR) request body.
+	MaxDatumsPerRequest = 1000
+	// MaxRequestBytes bounds the serialized (uncompressed CBOR) request body.
 	// CloudWatch documents "1 MB"; 10^6 is under either reading of it.
-	maxRequestBytes   = 1_000_000
+	MaxRequestBytes   = 1_000_000
 	maxValuesPerDatum = 150
 	maxDimensions     = 30
 	maxDimNameLen     = 255
 	maxDimValueLen    = 1024
-	maxMetricNameLen  = 255
-	maxNamespaceLen   = 255
+	MaxMetricNameLen  = 255
+	MaxNamespaceLen   = 255
 
 	// CloudWatch accepts timestamps from two weeks in the past to two hours in
 	// the future. The margin keeps a point that passes here from crossing the
@@ -35,22 +35,23 @@ var (
 	minMagnitude = math.Ldexp(1, -360)
 )
 
-// dropReason says why a data point was not sent; it is the `reason`
+// DropReason says why a data point was not sent; it is the `reason`
 // attribute of the points_dropped telemetry counter.
-type dropReason uint8
+type DropReason uint8
 
+// The drop reasons.
 const (
-	reasonNaNOrInf dropReason = iota
+	reasonNaNOrInf DropReason = iota
 	reasonOutOfRange
 	reasonTooOld
-	reasonTooNew
-	reasonCumulativeBaseline
-	reasonOutOfOrder
-	reasonDuplicate
-	reasonBucketLayoutChanged
+	ReasonTooNew
+	ReasonCumulativeBaseline
+	ReasonOutOfOrder
+	ReasonDuplicate
+	ReasonBucketLayoutChanged
 	reasonInvalid
 	reasonRule
-	reasonRejected
+	ReasonRejected
 	reasonInconsistentHistogram
 	numDropReasons
 )
@@ -59,25 +60,25 @@ var dropReasonNames = [numDropReasons]string{
 	reasonNaNOrInf:              "nan_or_inf",
 	reasonOutOfRange:            "out_of_range",
 	reasonTooOld:                "too_old",
-	reasonTooNew:                "too_new",
-	reasonCumulativeBaseline:    "cumulative_baseline",
-	reasonOutOfOrder:            "out_of_order",
-	reasonDuplicate:             "duplicate",
-	reasonBucketLayoutChanged:   "bucket_layout_changed",
+	ReasonTooNew:                "too_new",
+	ReasonCumulativeBaseline:    "cumulative_baseline",
+	ReasonOutOfOrder:            "out_of_order",
+	ReasonDuplicate:             "duplicate",
+	ReasonBucketLayoutChanged:   "bucket_layout_changed",
 	reasonInvalid:               "invalid",
 	reasonRule:                  "rule",
-	reasonRejected:              "rejected",
+	ReasonRejected:              "rejected",
 	reasonInconsistentHistogram: "inconsistent_histogram",
 }
 
-func (r dropReason) String() string { return dropReasonNames[r] }
+func (r DropReason) String() string { return dropReasonNames[r] }
 
-// alterReason says how a data point sent was changed to what CloudWatch
+// AlterReason says how a data point sent was changed to what CloudWatch
 // accepts; it is the `reason` attribute of the points_altered counter.
-type alterReason uint8
+type AlterReason uint8
 
 const (
-	alterMetricName       alterReason = iota // control characters, invalid UTF-8 or length
+	alterMetricName       AlterReason = iota // control characters, invalid UTF-8 or length
 	alterDimension                           // a dimension name or value: non-printable-ASCII characters or length
 	alterDimensionDropped                    // a dimension left out: its name or value is blank once sanitized
 	alterSeriesOverflow                      // folded into the metric's overflow series (max_series_per_metric)
@@ -91,13 +92,13 @@ var alterReasonNames = [numAlterReasons]string{
 	alterSeriesOverflow:   "series_overflow",
 }
 
-func (r alterReason) String() string { return alterReasonNames[r] }
+func (r AlterReason) String() string { return alterReasonNames[r] }
 
-// alterCounts counts altered data points by reason.
-type alterCounts [numAlterReasons]int
+// AlterCounts counts altered data points by reason.
+type AlterCounts [numAlterReasons]int
 
 // add counts one data point altered as a says.
-func (c *alterCounts) add(a alteration) {
+func (c *AlterCounts) add(a alteration) {
 	for r := range c {
 		if a&(1<<r) != 0 {
 			c[r]++
@@ -105,16 +106,18 @@ func (c *alterCounts) add(a alteration) {
 	}
 }
 
-// dropCounts counts dropped data points by reason.
-type dropCounts [numDropReasons]int
+// DropCounts counts dropped data points by reason.
+type DropCounts [numDropReasons]int
 
-func (d *dropCounts) add(o *dropCounts) {
+// Add adds o to d.
+func (d *DropCounts) Add(o *DropCounts) {
 	for i := range d {
 		d[i] += o[i]
 	}
 }
 
-func (d *dropCounts) total() int {
+// Total is the number of data points dropped.
+func (d *DropCounts) Total() int {
 	n := 0
 	for _, c := range d {
 		n += c
@@ -123,7 +126,7 @@ func (d *dropCounts) total() int {
 }
 
 // checkValue says why v cannot be sent to CloudWatch, if it cannot.
-func checkValue(v float64) (dropReason, bool) {
+func checkValue(v float64) (DropReason, bool) {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return reasonNaNOrInf, false

@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter
+package translate
 
 import (
 	"testing"
@@ -15,10 +15,10 @@ func TestUnitIDRoundTrips(t *testing.T) {
 	units := types.StandardUnit("").Values()
 	assert.Less(t, len(units), 256)
 	for _, u := range units {
-		id := unitIDOf(u)
+		id := UnitIDOf(u)
 		assert.NotZero(t, id, u)
 		assert.Equal(t, u, id.standard())
 	}
-	assert.Equal(t, types.StandardUnit(""), unitIDOf("").standard())
-	assert.Equal(t, unitID(0), unitIDOf("Fortnights"))
+	assert.Equal(t, types.StandardUnit(""), UnitIDOf("").standard())
+	assert.Equal(t, UnitID(0), UnitIDOf("Fortnights"))
 }

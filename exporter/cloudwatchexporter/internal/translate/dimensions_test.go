@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter
+package translate
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ func TestAppendDimensions(t *testing.T) {
 	res.Attributes().PutStr("service.instance.id", "i-1")
 	res.Attributes().PutStr("gpu.model", "") // empty: not a dimension
 	resDims, _ := resourceDimensions(nil, res, []string{"service.name", "gpu.uuid", "gpu.model", "absent"})
-	assert.Equal(t, []dimension{{"service.name", "svc"}, {"gpu.uuid", "GPU-RES"}}, resDims)
+	assert.Equal(t, []Dimension{{"service.name", "svc"}, {"gpu.uuid", "GPU-RES"}}, resDims)
 
 	attrs := pcommon.NewMap()
 	attrs.PutStr("gpu.uuid", "GPU-POINT") // overrides the resource's
@@ -67,7 +67,7 @@ func TestAppendDimensions(t *testing.T) {
 
 	var noFilter dimensionFilter
 	got, _ := appendDimensions(nil, resDims, attrs, &noFilter)
-	assert.Equal(t, []dimension{
+	assert.Equal(t, []Dimension{
 		{"big", "100000"},
 		{"gpu.index", "3"},
 		{"gpu.uuid", "GPU-POINT"},
@@ -77,13 +77,13 @@ func TestAppendDimensions(t *testing.T) {
 	}, got)
 
 	// appending after existing content leaves it alone
-	prefix := []dimension{{"x", "y"}}
+	prefix := []Dimension{{"x", "y"}}
 	got, _ = appendDimensions(prefix, resDims, pcommon.NewMap(), &dimensionFilter{exclude: []string{"gpu.uuid"}})
-	assert.Equal(t, []dimension{{"x", "y"}, {"service.name", "svc"}}, got)
+	assert.Equal(t, []Dimension{{"x", "y"}, {"service.name", "svc"}}, got)
 }
 
 func TestAppendDimensionsKeepsAtMost30(t *testing.T) {
-	resDims := []dimension{{"zz.service", "svc"}}
+	resDims := []Dimension{{"zz.service", "svc"}}
 	attrs := pcommon.NewMap()
 	// 35 attributes inserted in descending order: a34 ... a00.
 	for i := 34; i >= 0; i-- {
@@ -92,11 +92,11 @@ func TestAppendDimensionsKeepsAtMost30(t *testing.T) {
 	got, _ := appendDimensions(nil, resDims, attrs, &dimensionFilter{})
 	assert.Len(t, got, 30)
 	// The resource dimension is kept, plus the 29 smallest attribute names.
-	want := []dimension{}
+	want := []Dimension{}
 	for i := 0; i < 29; i++ {
-		want = append(want, dimension{fmt.Sprintf("a%02d", i), "v"})
+		want = append(want, Dimension{fmt.Sprintf("a%02d", i), "v"})
 	}
-	want = append(want, dimension{"zz.service", "svc"})
+	want = append(want, Dimension{"zz.service", "svc"})
 	assert.Equal(t, want, got)
 
 	// Same attributes in another order: same dimensions.

@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter
+package translate
 
 import (
 	"math"
@@ -21,17 +21,17 @@ func TestTranslateGauge(t *testing.T) {
 	dp.Attributes().PutStr("gpu.uuid", "GPU-1")
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 1)
-	d := tr.datums[0]
-	assert.Equal(t, "gpu.utilization", d.name)
-	assert.Equal(t, types.StandardUnitNone, d.unit.standard())
-	assert.Equal(t, kindValue, d.kind)
-	assert.Equal(t, 0.75, d.value)
-	assert.Equal(t, at(0), d.timestamp)
-	assert.Equal(t, int32(60), d.resolution)
+	require.Len(t, tr.Datums, 1)
+	d := tr.Datums[0]
+	assert.Equal(t, "gpu.utilization", d.Name)
+	assert.Equal(t, types.StandardUnitNone, d.Unit.standard())
+	assert.Equal(t, KindValue, d.Kind)
+	assert.Equal(t, 0.75, d.Value)
+	assert.Equal(t, at(0), d.Timestamp)
+	assert.Equal(t, int32(60), d.Resolution)
 	// service.instance.id is on the resource but not a dimension by default.
-	assert.Equal(t, []dimension{{"gpu.uuid", "GPU-1"}, {"service.name", "svc"}}, d.dims)
-	assert.Equal(t, pointRef{0, 0, 0, 0}, tr.points[d.point])
+	assert.Equal(t, []Dimension{{"gpu.uuid", "GPU-1"}, {"service.name", "svc"}}, d.Dims)
+	assert.Equal(t, PointRef{0, 0, 0, 0}, tr.Points[d.Point])
 }
 
 func TestTranslateIntGaugeAndSums(t *testing.T) {
@@ -55,12 +55,12 @@ func TestTranslateIntGaugeAndSums(t *testing.T) {
 	dp.SetIntValue(3)
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 3)
-	assert.Equal(t, -7.0, tr.datums[0].value)
-	assert.Equal(t, types.StandardUnitCount, tr.datums[0].unit.standard())
-	assert.Equal(t, 12.0, tr.datums[1].value, "a delta sum is sent as its value")
-	assert.Equal(t, 3.0, tr.datums[2].value, "an up-down counter is sent as its current value")
-	assert.Zero(t, tr.dropped.total())
+	require.Len(t, tr.Datums, 3)
+	assert.Equal(t, -7.0, tr.Datums[0].Value)
+	assert.Equal(t, types.StandardUnitCount, tr.Datums[0].Unit.standard())
+	assert.Equal(t, 12.0, tr.Datums[1].Value, "a delta sum is sent as its value")
+	assert.Equal(t, 3.0, tr.Datums[2].Value, "an up-down counter is sent as its current value")
+	assert.Zero(t, tr.Dropped.Total())
 }
 
 func TestTranslateUnits(t *testing.T) {
@@ -93,9 +93,9 @@ func TestTranslateUnits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.ucum, func(t *testing.T) {
 			tr := translateAll(testConfig(), gaugeMetrics("m", tt.ucum, tt.value))
-			require.Len(t, tr.datums, 1)
-			assert.Equal(t, tt.unit, tr.datums[0].unit.standard())
-			assert.Equal(t, tt.want, tr.datums[0].value)
+			require.Len(t, tr.Datums, 1)
+			assert.Equal(t, tt.unit, tr.Datums[0].Unit.standard())
+			assert.Equal(t, tt.want, tr.Datums[0].Value)
 		})
 	}
 }
@@ -113,10 +113,10 @@ func TestTranslateExplicitHistogramIsExact(t *testing.T) {
 	dp.SetMax(400)
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 1)
-	d := tr.datums[0]
-	assert.Equal(t, kindValues, d.kind)
-	assert.Equal(t, types.StandardUnitMilliseconds, d.unit.standard())
+	require.Len(t, tr.Datums, 1)
+	d := tr.Datums[0]
+	assert.Equal(t, KindValues, d.Kind)
+	assert.Equal(t, types.StandardUnitMilliseconds, d.Unit.standard())
 
 	// By hand: min (1) and max (400) are values of their own; 99 is left for
 	// one observation in [1,10] and three in [10,100]. The midpoints 5.5 and
@@ -124,17 +124,17 @@ func TestTranslateExplicitHistogramIsExact(t *testing.T) {
 	// 139.5, so both move down by f = 71.5/139.5 of their room.
 	f := 71.5 / 139.5
 	wantValues := []float64{1, 5.5 - f*4.5, 55 - f*45, 400}
-	require.Len(t, d.values(), 4)
+	require.Len(t, d.Values(), 4)
 	for i := range wantValues {
-		assert.InDelta(t, wantValues[i], d.values()[i], 1e-12)
+		assert.InDelta(t, wantValues[i], d.Values()[i], 1e-12)
 	}
-	assert.Equal(t, []float64{1, 1, 3, 1}, d.counts())
+	assert.Equal(t, []float64{1, 1, 3, 1}, d.Counts())
 
-	st := cloudWatchStatistics(tr.datums)
-	assert.Equal(t, 6.0, st.sampleCount)
-	assert.InDelta(t, 500, st.sum, 1e-9)
-	assert.Equal(t, 1.0, st.min)
-	assert.Equal(t, 400.0, st.max)
+	st := cloudWatchStatistics(tr.Datums)
+	assert.Equal(t, 6.0, st.SampleCount)
+	assert.InDelta(t, 500, st.Sum, 1e-9)
+	assert.Equal(t, 1.0, st.Min)
+	assert.Equal(t, 400.0, st.Max)
 }
 
 func TestTranslateHistogramWithoutMinMax(t *testing.T) {
@@ -148,9 +148,9 @@ func TestTranslateHistogramWithoutMinMax(t *testing.T) {
 	fillHistogram(dp, []float64{10, 20}, []uint64{1, 2, 1}, 50)
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 1)
-	assert.Equal(t, []float64{0, 15, 20}, tr.datums[0].values())
-	assert.Equal(t, []float64{1, 2, 1}, tr.datums[0].counts())
+	require.Len(t, tr.Datums, 1)
+	assert.Equal(t, []float64{0, 15, 20}, tr.Datums[0].Values())
+	assert.Equal(t, []float64{1, 2, 1}, tr.Datums[0].Counts())
 }
 
 // deltaExponentialPoint adds the delta exponential histogram "e" (seconds)
@@ -181,13 +181,13 @@ func TestTranslateExponentialHistogramIsExact(t *testing.T) {
 	dp.Positive().BucketCounts().FromRaw([]uint64{1, 2})
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 1)
+	require.Len(t, tr.Datums, 1)
 	// min and max are taken out; the rest (0, [1,2], [2,4] once each) sums to
 	// 4.5 at the midpoints already.
-	assert.Equal(t, []float64{-3, 0, 1.5, 3, 4}, tr.datums[0].values())
-	assert.Equal(t, []float64{1, 1, 1, 1, 1}, tr.datums[0].counts())
-	st := cloudWatchStatistics(tr.datums)
-	assert.Equal(t, statisticSet{sampleCount: 5, sum: 5.5, min: -3, max: 4}, st)
+	assert.Equal(t, []float64{-3, 0, 1.5, 3, 4}, tr.Datums[0].Values())
+	assert.Equal(t, []float64{1, 1, 1, 1, 1}, tr.Datums[0].Counts())
+	st := cloudWatchStatistics(tr.Datums)
+	assert.Equal(t, StatisticSet{SampleCount: 5, Sum: 5.5, Min: -3, Max: 4}, st)
 }
 
 // A bucket wholly beyond float64 (index 1 at scale -10 starts at 2^1024)
@@ -215,9 +215,9 @@ func TestTranslateExponentialBucketBeyondFloat64IsOutOfRange(t *testing.T) {
 			g.SetDoubleValue(7)
 
 			tr := translateAll(testConfig(), md)
-			require.Len(t, tr.datums, 1, "only the gauge")
-			assert.Equal(t, "beside", tr.datums[0].name)
-			assert.Equal(t, 1, tr.dropped[reasonOutOfRange])
+			require.Len(t, tr.Datums, 1, "only the gauge")
+			assert.Equal(t, "beside", tr.Datums[0].Name)
+			assert.Equal(t, 1, tr.Dropped[reasonOutOfRange])
 		})
 	}
 }
@@ -239,17 +239,17 @@ func TestTranslateOverlappingBucketsGiveDistinctValues(t *testing.T) {
 	dp.SetMax(2)
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 1)
-	values := tr.datums[0].values()
+	require.Len(t, tr.Datums, 1)
+	values := tr.Datums[0].Values()
 	for i := 1; i < len(values); i++ {
 		require.Less(t, values[i-1], values[i], "values %v", values)
 	}
 	// The sum cannot be met (min -32 and five more at most 2 each); the
 	// rest is the point's.
-	st := cloudWatchStatistics(tr.datums)
-	assert.Equal(t, 6.0, st.sampleCount)
-	assert.Equal(t, -32.0, st.min)
-	assert.Equal(t, 2.0, st.max)
+	st := cloudWatchStatistics(tr.Datums)
+	assert.Equal(t, 6.0, st.SampleCount)
+	assert.Equal(t, -32.0, st.Min)
+	assert.Equal(t, 2.0, st.Max)
 }
 
 func TestTranslateSplitsAt150Values(t *testing.T) {
@@ -273,21 +273,21 @@ func TestTranslateSplitsAt150Values(t *testing.T) {
 	dp.SetMax(1000)
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 3)
-	assert.Len(t, tr.datums[0].values(), 150)
-	assert.Len(t, tr.datums[1].values(), 150)
-	assert.Len(t, tr.datums[2].values(), 100)
-	for _, d := range tr.datums {
-		assert.Equal(t, tr.datums[0].dims, d.dims)
-		assert.Equal(t, tr.datums[0].timestamp, d.timestamp)
-		assert.Equal(t, tr.datums[0].point, d.point, "one data point")
-		assert.Len(t, d.counts(), len(d.values()))
+	require.Len(t, tr.Datums, 3)
+	assert.Len(t, tr.Datums[0].Values(), 150)
+	assert.Len(t, tr.Datums[1].Values(), 150)
+	assert.Len(t, tr.Datums[2].Values(), 100)
+	for _, d := range tr.Datums {
+		assert.Equal(t, tr.Datums[0].Dims, d.Dims)
+		assert.Equal(t, tr.Datums[0].Timestamp, d.Timestamp)
+		assert.Equal(t, tr.Datums[0].Point, d.Point, "one data point")
+		assert.Len(t, d.Counts(), len(d.Values()))
 	}
-	st := cloudWatchStatistics(tr.datums)
-	assert.Equal(t, 400.0, st.sampleCount)
-	assert.InDelta(t, 80_500, st.sum, 1e-7)
-	assert.Equal(t, 0.5, st.min)
-	assert.Equal(t, 1000.0, st.max)
+	st := cloudWatchStatistics(tr.Datums)
+	assert.Equal(t, 400.0, st.SampleCount)
+	assert.InDelta(t, 80_500, st.Sum, 1e-7)
+	assert.Equal(t, 0.5, st.Min)
+	assert.Equal(t, 1000.0, st.Max)
 }
 
 func TestTranslateBucketlessHistogramAsStatistics(t *testing.T) {
@@ -308,11 +308,11 @@ func TestTranslateBucketlessHistogramAsStatistics(t *testing.T) {
 	empty.SetTimestamp(at(0))
 
 	tr := translateAll(testConfig(), md)
-	require.Len(t, tr.datums, 2, "a histogram with no observations sends nothing")
-	assert.Equal(t, kindStatistics, tr.datums[0].kind)
-	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 1, max: 4}, tr.datums[0].stats())
-	assert.Equal(t, statisticSet{sampleCount: 4, sum: 10, min: 2.5, max: 2.5}, tr.datums[1].stats())
-	assert.Zero(t, tr.dropped.total())
+	require.Len(t, tr.Datums, 2, "a histogram with no observations sends nothing")
+	assert.Equal(t, KindStatistics, tr.Datums[0].Kind)
+	assert.Equal(t, StatisticSet{SampleCount: 4, Sum: 10, Min: 1, Max: 4}, tr.Datums[0].Stats())
+	assert.Equal(t, StatisticSet{SampleCount: 4, Sum: 10, Min: 2.5, Max: 2.5}, tr.Datums[1].Stats())
+	assert.Zero(t, tr.Dropped.Total())
 }
 
 func TestTranslateDropsBadPointsOnly(t *testing.T) {
@@ -352,7 +352,7 @@ func TestTranslateDropsBadPointsOnly(t *testing.T) {
 	minAboveMax.SetMax(1) // invalid
 
 	cfg := testConfig()
-	cfg.Metrics = []MetricRule{{Match: "debug.*", Drop: true}}
+	cfg.Rules = []Rule{{Match: "debug.*", Drop: true}}
 	dbg := newMetric(md, "debug.things", "").SetEmptyGauge().DataPoints()
 	dbg.AppendEmpty().SetTimestamp(at(0))
 	dbg.AppendEmpty().SetTimestamp(at(0)) // two points: rule
@@ -362,23 +362,23 @@ func TestTranslateDropsBadPointsOnly(t *testing.T) {
 
 	tr := translateAll(cfg, md)
 	var kept []float64
-	for _, d := range tr.datums {
-		kept = append(kept, d.value)
+	for _, d := range tr.Datums {
+		kept = append(kept, d.Value)
 	}
 	assert.Equal(t, []float64{1, 4, 5}, kept)
-	var want dropCounts
+	var want DropCounts
 	want[reasonNaNOrInf] = 4
 	want[reasonOutOfRange] = 2
 	want[reasonTooOld] = 2
-	want[reasonTooNew] = 1
+	want[ReasonTooNew] = 1
 	want[reasonInvalid] = 3
 	want[reasonRule] = 2
-	assert.Equal(t, want, tr.dropped)
+	assert.Equal(t, want, tr.Dropped)
 }
 
 func TestTranslateRules(t *testing.T) {
 	cfg := testConfig()
-	cfg.Metrics = []MetricRule{
+	cfg.Rules = []Rule{
 		{Match: "gpu.utilization", Unit: "Percent", StorageResolution: 1},
 		{Match: "indexbuild.*", Rename: "BuildDuration", IncludeDimensions: []string{"stage"}},
 		{Match: "indexbuild.stage.duration", Rename: "never used: the rule before matches first"},
@@ -399,19 +399,19 @@ func TestTranslateRules(t *testing.T) {
 	addGauge("other", nil)
 
 	tr := translateAll(cfg, md)
-	require.Len(t, tr.datums, 4)
-	assert.Equal(t, types.StandardUnitPercent, tr.datums[0].unit.standard())
-	assert.Equal(t, int32(1), tr.datums[0].resolution)
+	require.Len(t, tr.Datums, 4)
+	assert.Equal(t, types.StandardUnitPercent, tr.Datums[0].Unit.standard())
+	assert.Equal(t, int32(1), tr.Datums[0].Resolution)
 
-	assert.Equal(t, "BuildDuration", tr.datums[1].name)
-	assert.Equal(t, []dimension{{"stage", "upload"}}, tr.datums[1].dims, "include keeps only listed names, resource ones too")
+	assert.Equal(t, "BuildDuration", tr.Datums[1].Name)
+	assert.Equal(t, []Dimension{{"stage", "upload"}}, tr.Datums[1].Dims, "include keeps only listed names, resource ones too")
 
-	assert.Equal(t, "process.cpu", tr.datums[2].name)
-	assert.Equal(t, []dimension{{"mode", "user"}, {"service.name", "svc"}}, tr.datums[2].dims)
+	assert.Equal(t, "process.cpu", tr.Datums[2].Name)
+	assert.Equal(t, []Dimension{{"mode", "user"}, {"service.name", "svc"}}, tr.Datums[2].Dims)
 
-	assert.Equal(t, "other", tr.datums[3].name)
-	assert.Equal(t, types.StandardUnitSeconds, tr.datums[3].unit.standard())
-	assert.Equal(t, int32(60), tr.datums[3].resolution)
+	assert.Equal(t, "other", tr.Datums[3].Name)
+	assert.Equal(t, types.StandardUnitSeconds, tr.Datums[3].Unit.standard())
+	assert.Equal(t, int32(60), tr.Datums[3].Resolution)
 }
 
 func TestTranslateCumulativeNeedsConversion(t *testing.T) {
@@ -419,13 +419,13 @@ func TestTranslateCumulativeNeedsConversion(t *testing.T) {
 	// cumulative sum that did not is counted, not sent as a wrong value.
 	md := cumulativeSum(at(-time.Minute), at(0), 5, nil)
 	tr := translateAll(testConfig(), md)
-	assert.Empty(t, tr.datums)
-	assert.Equal(t, 1, tr.dropped[reasonInvalid])
+	assert.Empty(t, tr.Datums)
+	assert.Equal(t, 1, tr.Dropped[reasonInvalid])
 }
 
 func TestTranslateLongMetricName(t *testing.T) {
 	name := strings.Repeat("é", 200) // 400 bytes
 	tr := translateAll(testConfig(), gaugeMetrics(name, "", 1))
-	require.Len(t, tr.datums, 1)
-	assert.Equal(t, strings.Repeat("é", 127), tr.datums[0].name, "cut to 255 bytes on a character boundary")
+	require.Len(t, tr.Datums, 1)
+	assert.Equal(t, strings.Repeat("é", 127), tr.Datums[0].Name, "cut to 255 bytes on a character boundary")
 }

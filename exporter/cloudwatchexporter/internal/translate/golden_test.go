@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter
+package translate
 
 import (
 	"bytes"
@@ -32,15 +32,15 @@ func translateToRequests(t *testing.T, input string) []byte {
 	require.NoError(t, err)
 	md, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(raw)
 	require.NoError(t, err)
-	cfg := testConfig()
-	cfg.Namespace = goldenNamespace
-	tr := translateAll(cfg, md)
-	datums, reqs := tr.datums, pack(tr.datums, goldenNamespace, nil)
+	tr := translateAll(testConfig(), md)
+	datums, reqs := tr.Datums, Pack(tr.Datums, goldenNamespace, nil)
 
 	var lines bytes.Buffer
-	w := &dryRunPutter{w: &lines}
 	for _, r := range reqs {
-		require.NoError(t, w.put(t.Context(), goldenNamespace, datums[r.first:r.first+r.n]))
+		line, err := DryRunJSON(goldenNamespace, datums[r.First:r.First+r.N])
+		require.NoError(t, err)
+		lines.Write(line)
+		lines.WriteByte('\n')
 	}
 	requests := []json.RawMessage{}
 	for line := range strings.Lines(lines.String()) {
@@ -75,13 +75,13 @@ func TestTranslateGolden(t *testing.T) {
 
 // readGolden reads a golden file's requests, keyed by metric name and the
 // value of one of its dimensions ("" for none).
-func readGolden(t *testing.T, name string) map[string]dryRunDatum {
+func readGolden(t *testing.T, name string) map[string]DryRunDatum {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "golden", name))
 	require.NoError(t, err)
-	var reqs []dryRunRequest
+	var reqs []DryRunRequest
 	require.NoError(t, json.Unmarshal(raw, &reqs))
-	out := map[string]dryRunDatum{}
+	out := map[string]DryRunDatum{}
 	for _, r := range reqs {
 		require.Equal(t, goldenNamespace, r.Namespace)
 		for _, d := range r.MetricData {
@@ -107,7 +107,7 @@ func TestGoldenValuesHandChecked(t *testing.T) {
 	// deployment.environment.name, hw.id, gpu.index, hw.model) that the
 	// resource has, then the point's attributes, sorted by name;
 	// service.instance.id is never one (a restart would start new series).
-	assert.Equal(t, []dryRunDimension{{"deployment.environment.name", "prod"}, {"hw.id", "GPU-0"}, {"service.name", "vector-index-build"}},
+	assert.Equal(t, []DryRunDimension{{"deployment.environment.name", "prod"}, {"hw.id", "GPU-0"}, {"service.name", "vector-index-build"}},
 		sums["gpu.utilization"].Dimensions)
 	// "1" is a ratio: CloudWatch unit None, the value as it is.
 	assert.Equal(t, 0.375, *sums["gpu.utilization"].Value)
@@ -159,7 +159,7 @@ func TestGoldenValuesHandChecked(t *testing.T) {
 	assert.InDelta(t, 70.0, sum, 1e-9)
 	// A histogram without bucket bounds says only its statistics: a
 	// StatisticSet, in Milliseconds for ms.
-	assert.Equal(t, &dryRunStatistics{SampleCount: 4, Sum: 100, Minimum: 10, Maximum: 40}, hists["api.request.duration"].StatisticValues)
+	assert.Equal(t, &DryRunStatistics{SampleCount: 4, Sum: 100, Minimum: 10, Maximum: 40}, hists["api.request.duration"].StatisticValues)
 	assert.Equal(t, "Milliseconds", hists["api.request.duration"].Unit)
 	// Exponential, scale 0: bucket i is (2^i, 2^(i+1)], so one observation
 	// in (1,2] and one in (2,4]; they are the min 1.5 and max 3 (sum 4.5).

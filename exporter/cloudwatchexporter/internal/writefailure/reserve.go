@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package writefailure // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/writefailure"
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Why this file exists: exporterhelper's persistent queue writes to its
+// exporterhelper's persistent queue writes to its
 // storage to hand over a request (its read index) and to delete a sent
 // one; on a full volume those writes fail and it drops the request. A
 // reserve file in the queue's directory keeps room for them: when the
@@ -28,10 +28,12 @@ type writeReserve struct {
 	path    string
 	size    int64
 	inPlace bool
+	// statfs reads the volume's figures (unix.Statfs; counted in tests).
+	statfs func(path string, st *unix.Statfs_t) error
 }
 
 func newWriteReserve(dir string, size int64) *writeReserve {
-	return &writeReserve{path: filepath.Join(dir, writeReserveName), size: size}
+	return &writeReserve{path: filepath.Join(dir, writeReserveName), size: size, statfs: unix.Statfs}
 }
 
 // volumeBytes is the size of the volume holding dir.
@@ -54,7 +56,7 @@ func volumeTooSmall(volume, queueCap, reserve int64) bool {
 // free is the space left on the reserve's volume for an unprivileged writer.
 func (r *writeReserve) free() (int64, error) {
 	var st unix.Statfs_t
-	if err := unix.Statfs(filepath.Dir(r.path), &st); err != nil {
+	if err := r.statfs(filepath.Dir(r.path), &st); err != nil {
 		return 0, err
 	}
 	return int64(st.Bavail) * st.Bsize, nil

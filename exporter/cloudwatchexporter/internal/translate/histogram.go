@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package translate // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 
 import (
 	"cmp"
@@ -234,7 +234,7 @@ func weightedSum(buckets []bucket, reps []float64) float64 {
 // histogram point, scaled by scale. It fails with reasonInvalid when the
 // bucket counts do not fit the bounds, with reasonInconsistentHistogram when
 // they do not add up to the point's count.
-func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64) ([]bucket, dropReason, bool) {
+func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64) ([]bucket, DropReason, bool) {
 	counts, bounds := dp.BucketCounts(), dp.ExplicitBounds()
 	if counts.Len() != bounds.Len()+1 {
 		return dst, reasonInvalid, false
@@ -266,7 +266,7 @@ func explicitBuckets(dst []bucket, dp pmetric.HistogramDataPoint, scale float64)
 // values pass 2^360 does (a bucket of two infinite bounds has no value of
 // its own, and would otherwise repeat or disorder the point's values,
 // which CloudWatch rejects with the whole request).
-func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, scale float64) ([]bucket, dropReason, bool) {
+func exponentialBuckets(dst []bucket, dp pmetric.ExponentialHistogramDataPoint, scale float64) ([]bucket, DropReason, bool) {
 	// Bucket index i covers (base^i, base^(i+1)] with base = 2^(2^-scale).
 	step := math.Ldexp(1, -int(dp.Scale()))
 	boundary := func(index int64) float64 { return math.Exp2(float64(index)*step) * scale }

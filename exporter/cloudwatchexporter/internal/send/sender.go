@@ -1,7 +1,7 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package send // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/send"
 
 import (
 	"context"
@@ -14,41 +14,52 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 )
 
-// putter sends one PutMetricData request.
-type putter interface {
-	put(ctx context.Context, namespace string, datums []datum) error
+// ErrNotSent marks a request that was never attempted (the export was
+// cancelled, or there were no credentials to sign it with).
+var ErrNotSent = errors.New("request not sent")
+
+// AWSSource is where the AWS configuration comes from besides the
+// standard chain: the exporter's region, profile and role_arn.
+type AWSSource struct {
+	Region, Profile, RoleARN string
 }
 
-// requestOutcome classifies how a request ended; it is the `outcome`
+// Putter sends one PutMetricData request.
+type Putter interface {
+	Put(ctx context.Context, namespace string, datums []translate.Datum) error
+}
+
+// RequestOutcome classifies how a request ended; it is the `outcome`
 // attribute of the requests telemetry counter.
-type requestOutcome uint8
+type RequestOutcome uint8
 
+// The request outcomes.
 const (
-	outcomeSuccess      requestOutcome = iota
-	outcomeThrottled                   // retry after a delay
-	outcomeServerError                 // 5xx: retry
-	outcomeNetworkError                // no answer: retry
-	outcomeAuthError                   // credentials refused: retry (they may be refreshed or fixed)
-	outcomeRejected                    // the request is invalid: never retry it
-	numOutcomes
+	OutcomeSuccess      RequestOutcome = iota
+	OutcomeThrottled                   // retry after a delay
+	OutcomeServerError                 // 5xx: retry
+	OutcomeNetworkError                // no answer: retry
+	OutcomeAuthError                   // credentials refused: retry (they may be refreshed or fixed)
+	OutcomeRejected                    // the request is invalid: never retry it
+	NumOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{
-	outcomeSuccess:      "success",
-	outcomeThrottled:    "throttled",
-	outcomeServerError:  "server_error",
-	outcomeNetworkError: "network_error",
-	outcomeAuthError:    "auth_error",
-	outcomeRejected:     "rejected",
+var outcomeNames = [NumOutcomes]string{
+	OutcomeSuccess:      "success",
+	OutcomeThrottled:    "throttled",
+	OutcomeServerError:  "server_error",
+	OutcomeNetworkError: "network_error",
+	OutcomeAuthError:    "auth_error",
+	OutcomeRejected:     "rejected",
 }
 
-func (o requestOutcome) String() string { return outcomeNames[o] }
+func (o RequestOutcome) String() string { return outcomeNames[o] }
 
 // Error codes CloudWatch and the AWS front ends answer with.
 func isThrottlingCode(code string) bool {
@@ -83,9 +94,9 @@ func isAuthCode(code string) bool {
 	return false
 }
 
-// isTooLarge reports whether CloudWatch refused the request for its size
+// IsTooLarge reports whether CloudWatch refused the request for its size
 // (it is then split, see putSplitting).
-func isTooLarge(err error) bool {
+func IsTooLarge(err error) bool {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "RequestEntityTooLarge" {
 		return true
@@ -94,14 +105,14 @@ func isTooLarge(err error) bool {
 	return errors.As(err, &respErr) && respErr.HTTPStatusCode() == http.StatusRequestEntityTooLarge
 }
 
-// refusedAsInvalid reports whether CloudWatch refused the request for
+// RefusedAsInvalid reports whether CloudWatch refused the request for
 // something in it other than its size (see isolateRejected).
-func refusedAsInvalid(err error) bool {
-	return err != nil && classify(err) == outcomeRejected && !isTooLarge(err)
+func RefusedAsInvalid(err error) bool {
+	return err != nil && Classify(err) == OutcomeRejected && !IsTooLarge(err)
 }
 
-// errorCode is the AWS error code of err, or "" when it has none.
-func errorCode(err error) string {
+// ErrorCode is the AWS error code of err, or "" when it has none.
+func ErrorCode(err error) string {
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		return apiErr.ErrorCode()
@@ -109,58 +120,58 @@ func errorCode(err error) string {
 	return ""
 }
 
-// classify maps a PutMetricData error to what should happen next.
-func classify(err error) requestOutcome {
+// Classify maps a PutMetricData error to what should happen next.
+func Classify(err error) RequestOutcome {
 	if err == nil {
-		return outcomeSuccess
+		return OutcomeSuccess
 	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		code := apiErr.ErrorCode()
 		switch {
 		case isThrottlingCode(code):
-			return outcomeThrottled
+			return OutcomeThrottled
 		case isInvalidRequestCode(code):
-			return outcomeRejected
+			return OutcomeRejected
 		case isAuthCode(code):
-			return outcomeAuthError
+			return OutcomeAuthError
 		}
 	}
 	var respErr *smithyhttp.ResponseError
 	if errors.As(err, &respErr) {
 		switch status := respErr.HTTPStatusCode(); {
 		case status == 0: // the SDK wraps transport errors too: no answer came
-			return outcomeNetworkError
+			return OutcomeNetworkError
 		case status == http.StatusTooManyRequests:
-			return outcomeThrottled
+			return OutcomeThrottled
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
-			return outcomeAuthError
+			return OutcomeAuthError
 		case status == http.StatusRequestEntityTooLarge:
-			return outcomeRejected
+			return OutcomeRejected
 		case status >= 500:
-			return outcomeServerError
+			return OutcomeServerError
 		case status >= 400:
-			return outcomeRejected
+			return OutcomeRejected
 		}
-		return outcomeServerError
+		return OutcomeServerError
 	}
-	return outcomeNetworkError
+	return OutcomeNetworkError
 }
 
-// cloudWatchPutter sends requests with the AWS SDK, bodies written by the
+// CloudWatchPutter sends requests with the AWS SDK, bodies written by the
 // exporter (requestbody.go).
-type cloudWatchPutter struct {
+type CloudWatchPutter struct {
 	client *cloudwatch.Client
-	bodies *bodyWriter
+	bodies *BodyWriter
 	// creds is the client's credentials cache: invalidated on an auth error
 	// so the retry signs with freshly retrieved (e.g. rotated) credentials.
 	creds *aws.CredentialsCache
-	// requestTimeout, when positive, bounds a request instead of the
+	// RequestTimeout, when positive, bounds a request instead of the
 	// export's deadline (see detachDeadline).
-	requestTimeout time.Duration
-	// answered, when set, records each answered request and keeps one a
+	RequestTimeout time.Duration
+	// Answered, when set, records each answered request and keeps one a
 	// previous process saw answered from being sent again (answered.go).
-	answered *answeredRequests
+	Answered *AnsweredRequests
 }
 
 // detachDeadline returns the context of one request: it ignores ctx's
@@ -178,10 +189,10 @@ func detachDeadline(ctx context.Context, timeout time.Duration) (context.Context
 	return rctx, func() { stop(); cancel() }
 }
 
-// loadAWSConfig resolves region and credentials from the standard chain,
+// LoadAWSConfig resolves region and credentials from the standard chain,
 // the profile and the role to assume. The SDK's own retries are off:
 // exporterhelper retries, and only what failed.
-func loadAWSConfig(ctx context.Context, cfg *Config) (aws.Config, error) {
+func LoadAWSConfig(ctx context.Context, cfg AWSSource) (aws.Config, error) {
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRetryer(func() aws.Retryer { return aws.NopRetryer{} }),
 	}
@@ -203,7 +214,8 @@ func loadAWSConfig(ctx context.Context, cfg *Config) (aws.Config, error) {
 	return awsCfg, nil
 }
 
-func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
+// NewCloudWatchPutter returns the putter of a CloudWatch client made from awsCfg.
+func NewCloudWatchPutter(awsCfg aws.Config, endpoint string) *CloudWatchPutter {
 	client := cloudwatch.NewFromConfig(awsCfg, func(o *cloudwatch.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
@@ -212,13 +224,14 @@ func newCloudWatchPutter(awsCfg aws.Config, endpoint string) *cloudWatchPutter {
 		o.HTTPClient = answerRecorder{next: o.HTTPClient}
 	})
 	creds, _ := awsCfg.Credentials.(*aws.CredentialsCache)
-	p := newPutter(client)
+	p := NewPutter(client)
 	p.creds = creds
 	return p
 }
 
-func newPutter(client *cloudwatch.Client) *cloudWatchPutter {
-	return &cloudWatchPutter{client: client, bodies: newBodyWriter(scratchKeep)}
+// NewPutter returns the putter of client.
+func NewPutter(client *cloudwatch.Client) *CloudWatchPutter {
+	return &CloudWatchPutter{client: client, bodies: NewBodyWriter(ScratchKeep)}
 }
 
 // sendPreparedBody makes a call send the body in its context.
@@ -228,84 +241,39 @@ func sendPreparedBody(o *cloudwatch.Options) {
 	o.DisableRequestCompression = true
 }
 
-func (p *cloudWatchPutter) put(ctx context.Context, namespace string, datums []datum) error {
-	if p.requestTimeout > 0 {
+// Put sends one request.
+func (p *CloudWatchPutter) Put(ctx context.Context, namespace string, datums []translate.Datum) error {
+	if p.RequestTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = detachDeadline(ctx, p.requestTimeout)
+		ctx, cancel = detachDeadline(ctx, p.RequestTimeout)
 		defer cancel()
 	}
 	if p.creds != nil {
 		// A failed lookup is not a request CloudWatch answered: retry it.
 		if _, err := p.creds.Retrieve(ctx); err != nil {
-			return fmt.Errorf("%w: AWS credentials unavailable: %w", errNotSent, err)
+			return fmt.Errorf("%w: AWS credentials unavailable: %w", ErrNotSent, err)
 		}
 	}
-	body, err := p.bodies.prepare(namespace, datums)
+	body, err := p.bodies.Prepare(namespace, datums)
 	if err != nil {
 		return err
 	}
-	if p.answered.seen(body.hash, len(datums)) {
-		p.bodies.release(body)
+	if p.Answered.seen(body.hash, len(datums)) {
+		p.bodies.Release(body)
 		return nil
 	}
 	// answerRecorder records the request as answered once its status
 	// arrives.
-	body.body.hash, body.body.answered = body.hash, p.answered
-	ctx = context.WithValue(ctx, preparedBodyKey{}, &body.body)
+	body.Body.hash, body.Body.answered = body.hash, p.Answered
+	ctx = context.WithValue(ctx, preparedBodyKey{}, &body.Body)
 	_, err = p.client.PutMetricData(ctx, &cloudwatch.PutMetricDataInput{Namespace: &namespace}, sendPreparedBody)
 	if err == nil {
 		// Answered: the body was read to the end. After an error the
 		// transport may still be reading it; those buffers are not reused.
-		p.bodies.release(body)
+		p.bodies.Release(body)
 	}
-	if p.creds != nil && classify(err) == outcomeAuthError {
+	if p.creds != nil && Classify(err) == OutcomeAuthError {
 		p.creds.Invalidate()
 	}
 	return err
-}
-
-// toInput builds the SDK request. The SDK wants pointers; they point into
-// the datums and a few per-request arrays instead of one allocation per field.
-func toInput(namespace string, datums []datum) *cloudwatch.PutMetricDataInput {
-	nDims, nStats := 0, 0
-	for i := range datums {
-		nDims += len(datums[i].dims)
-		if datums[i].kind == kindStatistics {
-			nStats++
-		}
-	}
-	out := make([]types.MetricDatum, len(datums))
-	dims := make([]types.Dimension, 0, nDims)
-	times := make([]time.Time, len(datums))
-	stats := make([]types.StatisticSet, 0, nStats)
-	for i := range datums {
-		d := &datums[i]
-		times[i] = d.timestamp.AsTime()
-		md := &out[i]
-		md.MetricName = &d.name
-		md.Timestamp = &times[i]
-		md.Unit = d.unit.standard()
-		md.StorageResolution = &d.resolution
-		if len(d.dims) > 0 {
-			start := len(dims)
-			for j := range d.dims {
-				dims = append(dims, types.Dimension{Name: &d.dims[j].name, Value: &d.dims[j].value})
-			}
-			md.Dimensions = dims[start:len(dims):len(dims)]
-		}
-		switch d.kind {
-		case kindValue:
-			md.Value = &d.value
-		case kindStatistics:
-			stats = append(stats, types.StatisticSet{
-				SampleCount: &d.floats[0], Sum: &d.floats[1],
-				Minimum: &d.floats[2], Maximum: &d.floats[3],
-			})
-			md.StatisticValues = &stats[len(stats)-1]
-		case kindValues:
-			md.Values = d.values()
-			md.Counts = d.counts()
-		}
-	}
-	return &cloudwatch.PutMetricDataInput{Namespace: &namespace, MetricData: out}
 }

@@ -1,12 +1,12 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package cloudwatchexporter // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter"
+package translate // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
 
-// packedRequest is one PutMetricData request: datums[first:first+n] after pack.
-type packedRequest struct {
-	first, n int
-	bytes    int // serialized CBOR body, exactly as the SDK writes it
+// PackedRequest is one PutMetricData request: datums[first:first+n] after pack.
+type PackedRequest struct {
+	First, N int
+	Bytes    int // serialized CBOR body, exactly as the SDK writes it
 }
 
 // bin is a request being filled.
@@ -14,7 +14,7 @@ type bin struct {
 	n, bytes int
 }
 
-// pack orders datums into as few requests as the limits allow: at most 1000
+// Pack orders datums into as few requests as the limits allow: at most 1000
 // datums and maxRequestBytes of body each. The datums of one data point stay
 // in one request (a histogram split at 150 values is several datums), so a
 // failed request is retried as whole data points and an accepted datum is
@@ -26,25 +26,25 @@ type bin struct {
 // The datums are reordered in place, request after request (a copy would
 // double what a flush holds while it is sent); the requests are appended
 // to reqs.
-func pack(datums []datum, namespace string, reqs []packedRequest) []packedRequest {
-	budget := maxRequestBytes - requestEnvelopeSize(namespace)
+func Pack(datums []Datum, namespace string, reqs []PackedRequest) []PackedRequest {
+	budget := MaxRequestBytes - RequestEnvelopeSize(namespace)
 	var bins []bin
 	binOf := make([]int32, 0, len(datums)) // per datum: its bin, then its place
 	openFrom := 0                          // bins before this are full
 
 	for start := 0; start < len(datums); {
 		end := start + 1
-		size := datumSize(&datums[start])
-		for end < len(datums) && datums[end].point == datums[start].point {
-			size += datumSize(&datums[end])
+		size := DatumSize(&datums[start])
+		for end < len(datums) && datums[end].Point == datums[start].Point {
+			size += DatumSize(&datums[end])
 			end++
 		}
 		n := end - start
-		if n > maxDatumsPerRequest || size > budget {
+		if n > MaxDatumsPerRequest || size > budget {
 			// Too big for any one request: it is split anyway, so its datums
 			// go one by one wherever they fit.
 			for i := start; i < end; i++ {
-				s := datumSize(&datums[i])
+				s := DatumSize(&datums[i])
 				b := firstFit(bins, openFrom, 1, s, budget)
 				if b < 0 {
 					bins = append(bins, bin{})
@@ -67,7 +67,7 @@ func pack(datums []datum, namespace string, reqs []packedRequest) []packedReques
 		for range n {
 			binOf = append(binOf, int32(b))
 		}
-		for openFrom < len(bins) && (bins[openFrom].n == maxDatumsPerRequest || budget-bins[openFrom].bytes < minDatumSize) {
+		for openFrom < len(bins) && (bins[openFrom].n == MaxDatumsPerRequest || budget-bins[openFrom].bytes < minDatumSize) {
 			openFrom++
 		}
 		start = end
@@ -77,15 +77,15 @@ func pack(datums []datum, namespace string, reqs []packedRequest) []packedReques
 	// place: after the datums placed before it in its request.
 	offset := 0
 	for _, b := range bins {
-		reqs = append(reqs, packedRequest{first: offset, n: 0, bytes: b.bytes + requestEnvelopeSize(namespace)})
+		reqs = append(reqs, PackedRequest{First: offset, N: 0, Bytes: b.bytes + RequestEnvelopeSize(namespace)})
 		offset += b.n
 	}
 	firstReq := len(reqs) - len(bins)
 	place := binOf
 	for i, b := range binOf {
 		r := &reqs[firstReq+int(b)]
-		place[i] = int32(r.first + r.n)
-		r.n++
+		place[i] = int32(r.First + r.N)
+		r.N++
 	}
 	// Move each datum to its place: every swap settles one datum for good.
 	for i := range datums {
@@ -101,7 +101,7 @@ func pack(datums []datum, namespace string, reqs []packedRequest) []packedReques
 // bytes, or -1.
 func firstFit(bins []bin, from, n, size, budget int) int {
 	for i := from; i < len(bins); i++ {
-		if bins[i].n+n <= maxDatumsPerRequest && bins[i].bytes+size <= budget {
+		if bins[i].n+n <= MaxDatumsPerRequest && bins[i].bytes+size <= budget {
 			return i
 		}
 	}
@@ -135,38 +135,38 @@ func argSize(n int) int {
 	return 9
 }
 
-// requestEnvelopeSize is the body of a request without its datums.
-func requestEnvelopeSize(namespace string) int {
+// RequestEnvelopeSize is the body of a request without its datums.
+func RequestEnvelopeSize(namespace string) int {
 	return 1 + // map start
 		textSize("MetricData") + 1 + 1 + // list start and end
 		textSize("Namespace") + textSize(namespace) +
 		1 // map end
 }
 
-// datumSize is the exact serialized size of one MetricDatum.
-func datumSize(d *datum) int {
+// DatumSize is the exact serialized size of one MetricDatum.
+func DatumSize(d *Datum) int {
 	n := 2 // map start and end
-	n += textSize("MetricName") + textSize(d.name)
-	if len(d.dims) > 0 {
+	n += textSize("MetricName") + textSize(d.Name)
+	if len(d.Dims) > 0 {
 		n += textSize("Dimensions") + 2
-		for i := range d.dims {
-			n += 2 + textSize("Name") + textSize(d.dims[i].name) + textSize("Value") + textSize(d.dims[i].value)
+		for i := range d.Dims {
+			n += 2 + textSize("Name") + textSize(d.Dims[i].Name) + textSize("Value") + textSize(d.Dims[i].Value)
 		}
 	}
 	n += textSize("Timestamp") + timestampSize
-	switch d.kind {
-	case kindValue:
+	switch d.Kind {
+	case KindValue:
 		n += textSize("Value") + float64Size
-	case kindStatistics:
+	case KindStatistics:
 		n += textSize("StatisticValues") + 2 +
 			textSize("Maximum") + textSize("Minimum") + textSize("SampleCount") + textSize("Sum") + 4*float64Size
-	case kindValues:
-		n += textSize("Values") + 2 + len(d.values())*float64Size
-		n += textSize("Counts") + 2 + len(d.counts())*float64Size
+	case KindValues:
+		n += textSize("Values") + 2 + len(d.Values())*float64Size
+		n += textSize("Counts") + 2 + len(d.Counts())*float64Size
 	}
-	if d.unit != 0 {
-		n += textSize("Unit") + textSize(string(d.unit.standard()))
+	if d.Unit != 0 {
+		n += textSize("Unit") + textSize(string(d.Unit.standard()))
 	}
-	n += textSize("StorageResolution") + argSize(int(d.resolution))
+	n += textSize("StorageResolution") + argSize(int(d.Resolution))
 	return n
 }
