@@ -4,7 +4,6 @@
 package derive
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // writeFixtureState derives the fixture's content through this version:
@@ -82,25 +82,9 @@ func writeEntries(t *testing.T, dir string, entries map[string][]byte) {
 func loadFixture(t testing.TB) map[string][]byte { return loadFixtureFile(t, fixturePath) }
 
 func loadFixtureFile(t testing.TB, path string) map[string][]byte {
-	f, err := os.Open(path)
+	entries, err := storagetest.ReadEntries(path)
 	require.NoError(t, err)
-	defer f.Close()
-	out := map[string][]byte{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, " ")
-		require.True(t, ok, line)
-		key, err := strconv.Unquote(k)
-		require.NoError(t, err)
-		out[key], err = hex.DecodeString(v)
-		require.NoError(t, err)
-	}
-	require.NoError(t, sc.Err())
-	return out
+	return entries
 }
 
 // The fixture pins format 1: this version writes exactly its bytes for the

@@ -4,10 +4,6 @@
 package derivestate
 
 import (
-	"bufio"
-	"encoding/hex"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/runmemory"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // The fixtures hold the state the derivation wrote (derive's
@@ -36,25 +33,9 @@ var fixtureTime = time.Date(2026, time.March, 2, 10, 0, 0, 0, time.UTC)
 var fixtureLayout = Layout{Buckets: []int{16, 16, 15}, Runs: true, JobTimeout: time.Hour}
 
 func loadFixtureFile(t testing.TB, path string) map[string][]byte {
-	f, err := os.Open(path)
+	entries, err := storagetest.ReadEntries(path)
 	require.NoError(t, err)
-	defer f.Close()
-	out := map[string][]byte{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, " ")
-		require.True(t, ok, line)
-		key, err := strconv.Unquote(k)
-		require.NoError(t, err)
-		out[key], err = hex.DecodeString(v)
-		require.NoError(t, err)
-	}
-	require.NoError(t, sc.Err())
-	return out
+	return entries
 }
 
 // Every entry of both fixtures decodes to what the derivation had, and
