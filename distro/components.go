@@ -32,7 +32,6 @@ import (
 	memorylimiterprocessor "go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	batchprocessor "go.opentelemetry.io/collector/processor/batchprocessor"
 	filterprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/filterprocessor"
-	resourceprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourceprocessor"
 	buildjobprocessor "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"
 	intervalmergeprocessor "github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor"
 	requestidprocessor "github.com/gpubuild/otelcol-gpubuild/processor/requestidprocessor"
@@ -123,7 +122,6 @@ func components() (otelcol.Factories, error) {
 		memorylimiterprocessor.NewFactory(),
 		batchprocessor.NewFactory(),
 		filterprocessor.NewFactory(),
-		resourceprocessor.NewFactory(),
 		buildjobprocessor.NewFactory(),
 		intervalmergeprocessor.NewFactory(),
 		requestidprocessor.NewFactory(),
@@ -136,7 +134,6 @@ func components() (otelcol.Factories, error) {
 		memorylimiterprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/memorylimiterprocessor v0.161.0",
 		batchprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/batchprocessor v0.161.0",
 		filterprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/filterprocessor v0.161.0",
-		resourceprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/resourceprocessor v0.161.0",
 		buildjobprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		intervalmergeprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		requestidprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
