@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
@@ -67,11 +68,31 @@ func onlyLossCounters(expr string) bool {
 	parser.Inspect(ast, func(node parser.Node, _ []parser.Node) error {
 		if sel, ok := node.(*parser.VectorSelector); ok {
 			seen = true
-			only = only && isLossCounter(sel.Name)
+			only = only && (isLossCounter(sel.Name) || isFailedRequests(sel))
 		}
 		return nil
 	})
 	return seen && only
+}
+
+// isFailedRequests: PutMetricData requests with an outcome other than
+// success, absent while CloudWatch takes every request.
+func isFailedRequests(sel *parser.VectorSelector) bool {
+	name := sel.Name
+	for _, m := range sel.LabelMatchers {
+		if m.Name == labels.MetricName {
+			name = m.Value
+		}
+	}
+	if strings.TrimSuffix(name, "_total") != "otelcol_exporter_cloudwatch_requests" {
+		return false
+	}
+	for _, m := range sel.LabelMatchers {
+		if m.Name == "outcome" && m.Type == labels.MatchNotEqual && m.Value == "success" {
+			return true
+		}
+	}
+	return false
 }
 
 func TestLossCountersArePipelineHealthSeries(t *testing.T) {
@@ -81,8 +102,8 @@ func TestLossCountersArePipelineHealthSeries(t *testing.T) {
 }
 
 // Every pipeline-health series has a panel in the Grafana and the
-// CloudWatch dashboards, and a Prometheus alert and a CloudWatch alarm use
-// it; nothing there reads an otelcol_ series that is not sent.
+// CloudWatch dashboards, and a Prometheus alert, a CloudWatch alarm and a
+// CloudWatch PromQL alarm use it; nothing there reads an otelcol_ series that is not sent.
 func TestPipelineHealthOnEveryDashboard(t *testing.T) {
 	ruleExprs, _ := loadRules(t)
 	grafanaExprs, _ := loadGrafana(t)
@@ -91,7 +112,10 @@ func TestPipelineHealthOnEveryDashboard(t *testing.T) {
 	cwRefs := dashboardRefs(t, cwBody, cwDashboardPath)
 	alarms, _ := alarmRefs(t, loadTemplate(t, map[string]any{"ServiceName": serviceName}))
 
-	var inRules, inGrafana []string
+	var inRules, inGrafana, inPromQLAlarms []string
+	for _, ast := range loadPromQLAlarms(t) {
+		inPromQLAlarms = append(inPromQLAlarms, ast.String())
+	}
 	for _, e := range ruleExprs {
 		inRules = append(inRules, e.expr)
 	}
@@ -107,6 +131,7 @@ func TestPipelineHealthOnEveryDashboard(t *testing.T) {
 		require.True(t, uses(inRules, promName(s)), "%s (%s): no Prometheus alert", s, promName(s))
 		require.True(t, refsMetric(cwRefs, s), "%s: no CloudWatch dashboard widget", s)
 		require.True(t, refsMetric(alarms, s), "%s: no CloudWatch alarm", s)
+		require.True(t, uses(inPromQLAlarms, s), "%s: no CloudWatch PromQL alarm (cloudwatch-otlp)", s)
 	}
 	sent := map[string]bool{}
 	for _, s := range pipelinetelemetry.Series {
