@@ -41,6 +41,8 @@ import json, sys, collections
 path, mode, ticks, hz, secs, interval = sys.argv[1:]
 sets, datums = set(), 0
 for line in open(path):
+    if not line.startswith("{"):
+        continue  # the sink's summary at exit
     d = json.loads(line)
     if d["MetricName"].startswith("otelcol_"):
         sets.add((d["MetricName"], tuple(sorted(d.get("Dimensions", {}).items()))))

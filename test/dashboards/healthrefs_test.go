@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
@@ -80,7 +81,7 @@ func onlyLossCounters(expr string) bool {
 func isFailedRequests(sel *parser.VectorSelector) bool {
 	name := sel.Name
 	for _, m := range sel.LabelMatchers {
-		if m.Name == labels.MetricName {
+		if m.Name == model.MetricNameLabel {
 			name = m.Value
 		}
 	}

@@ -222,8 +222,8 @@ func freeLoopbackPort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	port := ln.Addr().(*net.TCPAddr).Port
+	return port, ln.Close()
 }
 
 func addComponent(cfg map[string]any, kind, id string, value any) {
