@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-180}; interval=${2:-60s}
 make -s build >/dev/null
-work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 go build -o "$work/sink" ./cmd/cloudwatch-sink
 go build -o "$work/buildsim" ./cmd/buildsim
 
