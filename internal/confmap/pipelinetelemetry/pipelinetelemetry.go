@@ -24,8 +24,9 @@
 // cloudwatch exporter copies only its resource_to_dimensions (not the
 // instance id) and a gateway drops the instance id before merging.
 //
-// GPUBUILD_PIPELINE_TELEMETRY_ENABLED=false leaves the configuration as it
-// is; so does GPUBUILD_METRICS_ENABLED=false (nothing is exported then).
+// GPUBUILD_PIPELINE_TELEMETRY_ENABLED=true turns it on (DefaultEnabled says
+// why it is off); off, or with GPUBUILD_METRICS_ENABLED=false, the
+// configuration is left as it is.
 package pipelinetelemetry // import "github.com/gpubuild/otelcol-gpubuild/internal/confmap/pipelinetelemetry"
 
 import (
@@ -50,6 +51,14 @@ const (
 	EnvInterval = "GPUBUILD_PIPELINE_TELEMETRY_INTERVAL"
 	EnvPort     = "GPUBUILD_PIPELINE_TELEMETRY_PORT"
 )
+
+// DefaultEnabled is off: at shutdown the pipelines stop before the
+// telemetry, so the periodic reader's last export finds its receiver
+// closed, and the Collector then exits with status 1 after SIGTERM
+// ("failed to shutdown meter provider: failed to upload metrics"). On by
+// default needs a receiver that answers until the process exits, or one
+// that reads the pull endpoint instead (docs/operations.md).
+const DefaultEnabled = false
 
 // Component ids the converter adds.
 const (
@@ -106,7 +115,7 @@ func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 // a resolved configuration. It does not modify cfg. freePort picks the
 // receiver's port when GPUBUILD_PIPELINE_TELEMETRY_PORT is unset.
 func Apply(cfg map[string]any, lookupEnv func(string) (string, bool), freePort func() (int, error)) (map[string]any, error) {
-	enabled, err := envflag.Bool(lookupEnv, EnvEnabled, true)
+	enabled, err := envflag.Bool(lookupEnv, EnvEnabled, DefaultEnabled)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,15 @@ func env(vals map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := vals[k]; return v, ok }
 }
 
+// on is env with the switch on.
+func on(vals map[string]string) func(string) (string, bool) {
+	m := map[string]string{EnvEnabled: "true"}
+	for k, v := range vals {
+		m[k] = v
+	}
+	return env(m)
+}
+
 func port(p int) func() (int, error) { return func() (int, error) { return p, nil } }
 
 func load(t *testing.T, name string) map[string]any {
@@ -39,7 +48,7 @@ func TestDefaultSidecarAndGateway(t *testing.T) {
 	for _, file := range []string{"otelcol-config.yaml", "otelcol-gateway.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			cfg := load(t, file)
-			out, err := Apply(cfg, env(nil), port(40123))
+			out, err := Apply(cfg, on(nil), port(40123))
 			require.NoError(t, err)
 
 			require.Equal(t, map[string]any{"protocols": map[string]any{"http": map[string]any{"endpoint": "127.0.0.1:40123"}}},
@@ -83,7 +92,7 @@ func TestDefaultSidecarAndGateway(t *testing.T) {
 
 func TestSettings(t *testing.T) {
 	cfg := load(t, "otelcol-config.yaml")
-	out, err := Apply(cfg, env(map[string]string{EnvInterval: "2s", EnvPort: "4400"}), func() (int, error) {
+	out, err := Apply(cfg, on(map[string]string{EnvInterval: "2s", EnvPort: "4400"}), func() (int, error) {
 		return 0, errors.New("not asked for when the port is set")
 	})
 	require.NoError(t, err)
@@ -95,10 +104,11 @@ func TestSettings(t *testing.T) {
 
 func TestOffLeavesTheConfigurationAlone(t *testing.T) {
 	for name, vals := range map[string]map[string]string{
+		"default":           {},
 		"switched off":      {EnvEnabled: "false"},
 		"switched off (0)":  {EnvEnabled: " 0 "},
-		"metrics off":       {"GPUBUILD_METRICS_ENABLED": "false"},
-		"metrics bad value": {"GPUBUILD_METRICS_ENABLED": "maybe"}, // metricsswitch says so
+		"metrics off":       {EnvEnabled: "true", "GPUBUILD_METRICS_ENABLED": "false"},
+		"metrics bad value": {EnvEnabled: "true", "GPUBUILD_METRICS_ENABLED": "maybe"}, // metricsswitch says so
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := load(t, "otelcol-config.yaml")
@@ -109,7 +119,7 @@ func TestOffLeavesTheConfigurationAlone(t *testing.T) {
 	}
 	t.Run("no metrics pipeline", func(t *testing.T) {
 		cfg := map[string]any{"service": map[string]any{"pipelines": map[string]any{"traces": map[string]any{}}}}
-		out, err := Apply(cfg, env(nil), port(1))
+		out, err := Apply(cfg, on(nil), port(1))
 		require.NoError(t, err)
 		require.Equal(t, cfg, out)
 	})
@@ -123,17 +133,17 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		{EnvPort, "http"},
 		{EnvPort, "70000"},
 	} {
-		_, err := Apply(load(t, "otelcol-config.yaml"), env(map[string]string{tc.key: tc.val}), port(1))
+		_, err := Apply(load(t, "otelcol-config.yaml"), on(map[string]string{tc.key: tc.val}), port(1))
 		require.ErrorContains(t, err, tc.key, "%s=%q", tc.key, tc.val)
 	}
-	_, err := Apply(load(t, "otelcol-config.yaml"), env(nil), func() (int, error) { return 0, errors.New("no ports left") })
+	_, err := Apply(load(t, "otelcol-config.yaml"), on(nil), func() (int, error) { return 0, errors.New("no ports left") })
 	require.ErrorContains(t, err, EnvPort)
 }
 
 // With several destinations the health joins the metrics pipeline before
 // the fanout, so every store gets it.
 func TestReachesEveryDestination(t *testing.T) {
-	vals := env(map[string]string{destinations.EnvDestinations: "cloudwatch,prometheus"})
+	vals := on(map[string]string{destinations.EnvDestinations: "cloudwatch,prometheus"})
 	withDest, err := destinations.Apply(load(t, "otelcol-config.yaml"), vals)
 	require.NoError(t, err)
 	out, err := Apply(withDest, vals, port(40123))
