@@ -38,6 +38,7 @@ import (
 	temporalityprocessor "github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	nvmlreceiver "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
+	pipelinehealthreceiver "github.com/gpubuild/otelcol-gpubuild/receiver/pipelinehealthreceiver"
 )
 
 type aliasProvider interface{ DeprecatedAlias() component.Type }
@@ -87,6 +88,7 @@ func components() (otelcol.Factories, error) {
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
 		nvmlreceiver.NewFactory(),
+		pipelinehealthreceiver.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -94,6 +96,7 @@ func components() (otelcol.Factories, error) {
 	factories.ReceiverModules = makeModulesMap(factories.Receivers, map[component.Type]string{
 		otlpreceiver.NewFactory().Type(): "go.opentelemetry.io/collector/receiver/otlpreceiver v0.161.0",
 		nvmlreceiver.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		pipelinehealthreceiver.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 	})
 
 	factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](

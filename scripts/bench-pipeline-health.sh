@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cost of the pipeline-health series (docs/operations.md): the default
 # CloudWatch-only sidecar under cmd/buildsim load, once with
-# GPUBUILD_PIPELINE_TELEMETRY_ENABLED=true and once false (the default),
+# GPUBUILD_PIPELINE_TELEMETRY_ENABLED=true (the default) and once false,
 # sending to cmd/cloudwatch-sink. Prints, per run: the distinct otelcol_*
 # metric + dimension sets that landed (CloudWatch bills each per month),
 # their datums per interval, PutMetricData requests and datums sent in

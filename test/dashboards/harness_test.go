@@ -244,7 +244,6 @@ func startRun(t testing.TB, ruleFiles []string) *run {
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
 		// The pipeline's own health every second, as the flushes.
-		"GPUBUILD_PIPELINE_TELEMETRY_ENABLED=true",
 		"GPUBUILD_PIPELINE_TELEMETRY_INTERVAL=1s",
 	)
 	env = append(env, fakeDriver(t, gpus(uint64(time.Now().UnixMicro())))...)

@@ -69,7 +69,6 @@ func TestCloudWatchRefusalShowsAsDatum(t *testing.T) {
 		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
 		"GPUBUILD_CLOUDWATCH_NAMESPACE="+namespace,
 		"GPUBUILD_QUEUE_DIR="+filepath.Join(t.TempDir(), "queue"),
-		"GPUBUILD_PIPELINE_TELEMETRY_ENABLED=true",
 		fmt.Sprintf("GPUBUILD_PIPELINE_TELEMETRY_INTERVAL=%s", healthInterval),
 		fmt.Sprintf("GPUBUILD_HEALTH_PORT=%d", ports[0]),
 		fmt.Sprintf("GPUBUILD_OTLP_HTTP_PORT=%d", ports[1]),

@@ -7,26 +7,27 @@
 // so that a loss shows where users already look and not only on the pull
 // endpoint on 127.0.0.1.
 //
-// It adds to a configuration that has a `metrics` pipeline:
+// It adds to a configuration that has a `metrics` pipeline and a pull
+// reader in service::telemetry:
 //
-//   - a periodic reader beside the pull reader in service::telemetry, which
-//     exports delta temporality over OTLP/HTTP to
-//   - a receiver on 127.0.0.1, otlp/pipeline_health, in
+//   - a pipeline_health receiver (receiver/pipelinehealthreceiver) that
+//     reads the pull endpoint every GPUBUILD_PIPELINE_TELEMETRY_INTERVAL
+//     and emits counters as deltas, gauges as they are, in
 //   - a pipeline, metrics/pipeline_health, whose filter processor keeps only
 //     the series in Series, and which ends in
 //   - a forward connector into the `metrics` pipeline, so the series take
 //     whatever way the data takes (the destinations' fanout, a gateway).
 //
-// Delta temporality: a counter with no increment in an interval sends
-// nothing, so a healthy sidecar sends only its gauges and its successes;
-// each destination converts as it does for the data. The resource is the
-// collector's (service.name, service.version, service.instance.id): the
-// cloudwatch exporter copies only its resource_to_dimensions (not the
-// instance id) and a gateway drops the instance id before merging.
+// Reading the pull endpoint, rather than a periodic SDK reader exporting to
+// a receiver, leaves nothing to flush at shutdown (the reader's last export
+// would find its receiver closed and fail the Collector's exit status).
+// The resource is the collector's (service.name, service.version,
+// service.instance.id): the cloudwatch exporter copies only its
+// resource_to_dimensions (not the instance id) and a gateway drops the
+// instance id before merging.
 //
-// GPUBUILD_PIPELINE_TELEMETRY_ENABLED=true turns it on (DefaultEnabled says
-// why it is off); off, or with GPUBUILD_METRICS_ENABLED=false, the
-// configuration is left as it is.
+// GPUBUILD_PIPELINE_TELEMETRY_ENABLED=false leaves the configuration as it
+// is; so does GPUBUILD_METRICS_ENABLED=false (nothing is exported then).
 package pipelinetelemetry // import "github.com/gpubuild/otelcol-gpubuild/internal/confmap/pipelinetelemetry"
 
 import (
@@ -35,7 +36,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,27 +49,20 @@ import (
 const (
 	EnvEnabled  = "GPUBUILD_PIPELINE_TELEMETRY_ENABLED"
 	EnvInterval = "GPUBUILD_PIPELINE_TELEMETRY_INTERVAL"
-	EnvPort     = "GPUBUILD_PIPELINE_TELEMETRY_PORT"
 )
 
-// DefaultEnabled is off: at shutdown the pipelines stop before the
-// telemetry, so the periodic reader's last export finds its receiver
-// closed, and the Collector then exits with status 1 after SIGTERM
-// ("failed to shutdown meter provider: failed to upload metrics"). On by
-// default needs a receiver that answers until the process exits, or one
-// that reads the pull endpoint instead (docs/operations.md).
-const DefaultEnabled = false
+// DefaultEnabled: the pipeline's health goes with the data unless turned off.
+const DefaultEnabled = true
 
 // Component ids the converter adds.
 const (
-	Receiver  = "otlp/pipeline_health"
+	Receiver  = "pipeline_health"
 	Filter    = "filter/pipeline_health"
 	Connector = "forward/pipeline_health"
 	Pipeline  = "metrics/pipeline_health"
 
 	sourcePipeline  = "metrics"
 	defaultInterval = time.Minute
-	maxTimeout      = 2 * time.Second
 )
 
 // Series are the collector's own metrics that are sent, by their names in
@@ -93,17 +86,16 @@ var Series = []string{
 // NewFactory returns the converter factory that ocb wires into the distribution.
 func NewFactory() confmap.ConverterFactory {
 	return confmap.NewConverterFactory(func(confmap.ConverterSettings) confmap.Converter {
-		return converter{lookupEnv: os.LookupEnv, freePort: freeLoopbackPort}
+		return converter{lookupEnv: os.LookupEnv}
 	})
 }
 
 type converter struct {
 	lookupEnv func(string) (string, bool)
-	freePort  func() (int, error)
 }
 
 func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
-	out, err := Apply(conf.ToStringMap(), c.lookupEnv, c.freePort)
+	out, err := Apply(conf.ToStringMap(), c.lookupEnv)
 	if err != nil {
 		return err
 	}
@@ -111,19 +103,14 @@ func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
 	return nil
 }
 
-// Apply adds the pipeline-health reader, receiver, filter and pipeline to
-// a resolved configuration. It does not modify cfg. freePort picks the
-// receiver's port when GPUBUILD_PIPELINE_TELEMETRY_PORT is unset.
-func Apply(cfg map[string]any, lookupEnv func(string) (string, bool), freePort func() (int, error)) (map[string]any, error) {
+// Apply adds the pipeline-health receiver, filter and pipeline to a
+// resolved configuration. It does not modify cfg.
+func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[string]any, error) {
 	enabled, err := envflag.Bool(lookupEnv, EnvEnabled, DefaultEnabled)
 	if err != nil {
 		return nil, err
 	}
 	interval, err := readInterval(lookupEnv)
-	if err != nil {
-		return nil, err
-	}
-	port, err := readPort(lookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -134,21 +121,15 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool), freePort f
 	service := asMap(cfg["service"])
 	pipelines := asMap(service["pipelines"])
 	source := asMap(pipelines[sourcePipeline])
-	telemetry := asMap(service["telemetry"])
-	metricsTel := asMap(telemetry["metrics"])
-	if source == nil || metricsTel["level"] == "none" {
+	endpoint := pullEndpoint(asMap(asMap(service["telemetry"])["metrics"]))
+	if source == nil || endpoint == "" {
 		return cfg, nil
 	}
-	if port == 0 {
-		if port, err = freePort(); err != nil {
-			return nil, fmt.Errorf("%s: no free loopback port for the pipeline-health receiver (set %s): %w", EnvEnabled, EnvPort, err)
-		}
-	}
-	endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	out := cloneMap(cfg)
 	addComponent(out, "receivers", Receiver, map[string]any{
-		"protocols": map[string]any{"http": map[string]any{"endpoint": endpoint}},
+		"endpoint":            endpoint,
+		"collection_interval": interval.String(),
 	})
 	addComponent(out, "processors", Filter, FilterConfig())
 	addComponent(out, "connectors", Connector, nil)
@@ -162,27 +143,31 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool), freePort f
 		"processors": []any{Filter},
 		"exporters":  []any{Connector},
 	}
-
-	timeout := min(interval, maxTimeout)
-	reader := map[string]any{"periodic": map[string]any{
-		"interval": interval.Milliseconds(),
-		"timeout":  timeout.Milliseconds(),
-		"exporter": map[string]any{"otlp": map[string]any{
-			"protocol":               "http/protobuf",
-			"endpoint":               "http://" + endpoint + "/v1/metrics",
-			"temporality_preference": "delta",
-		}},
-	}}
-	newMetricsTel := cloneMap(metricsTel)
-	newMetricsTel["readers"] = append(slices.Clone(asList(metricsTel["readers"])), reader)
-	newTelemetry := cloneMap(telemetry)
-	newTelemetry["metrics"] = newMetricsTel
-
 	newService := cloneMap(service)
 	newService["pipelines"] = newPipelines
-	newService["telemetry"] = newTelemetry
 	out["service"] = newService
 	return out, nil
+}
+
+// pullEndpoint is the URL of the first Prometheus pull reader of
+// service::telemetry::metrics, read on loopback when it listens on every
+// address; "" when there is none (or telemetry is off).
+func pullEndpoint(metricsTel map[string]any) string {
+	if metricsTel["level"] == "none" {
+		return ""
+	}
+	for _, r := range asList(metricsTel["readers"]) {
+		prom := asMap(asMap(asMap(asMap(r)["pull"])["exporter"])["prometheus"])
+		if prom == nil {
+			continue
+		}
+		host := fmt.Sprint(prom["host"])
+		if prom["host"] == nil || host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		return "http://" + net.JoinHostPort(host, fmt.Sprint(prom["port"])) + "/metrics"
+	}
+	return ""
 }
 
 // FilterConfig is the filter processor's configuration: every metric not
@@ -208,31 +193,6 @@ func readInterval(lookupEnv func(string) (string, bool)) (time.Duration, error) 
 		return 0, fmt.Errorf("%s: %q is not a duration of at least 1s (e.g. 60s)", EnvInterval, v)
 	}
 	return d, nil
-}
-
-// readPort is 0 when the variable is unset: a free port is picked.
-func readPort(lookupEnv func(string) (string, bool)) (int, error) {
-	v, _ := lookupEnv(EnvPort)
-	if strings.TrimSpace(v) == "" {
-		return 0, nil
-	}
-	p, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || p < 1 || p > 65535 {
-		return 0, fmt.Errorf("%s: %q is not a port (1-65535)", EnvPort, v)
-	}
-	return p, nil
-}
-
-// freeLoopbackPort asks the kernel for a free port on 127.0.0.1. Nothing
-// outside the process needs to know it, and a fixed default would collide
-// between collectors on one host (tests, a gateway beside a sidecar).
-func freeLoopbackPort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	return port, ln.Close()
 }
 
 func addComponent(cfg map[string]any, kind, id string, value any) {
