@@ -15,9 +15,9 @@ import (
 // Config is the pull endpoint to read and how often.
 type Config struct {
 	scraperhelper.ControllerConfig `mapstructure:",squash"`
-	// Endpoint is the URL of the collector's Prometheus pull endpoint,
-	// e.g. http://127.0.0.1:8888/metrics.
-	Endpoint string `mapstructure:"endpoint"`
+	// URL is the collector's Prometheus pull endpoint to read, e.g.
+	// http://127.0.0.1:8888/metrics (a client URL, not a listener).
+	URL string `mapstructure:"url"`
 }
 
 func createDefaultConfig() *Config {
@@ -29,12 +29,12 @@ func createDefaultConfig() *Config {
 
 // Validate checks the endpoint.
 func (c *Config) Validate() error {
-	if c.Endpoint == "" {
-		return errors.New("endpoint: must be set (the collector's pull endpoint, e.g. http://127.0.0.1:8888/metrics)")
+	if c.URL == "" {
+		return errors.New("url: must be set (the collector's pull endpoint, e.g. http://127.0.0.1:8888/metrics)")
 	}
-	u, err := url.Parse(c.Endpoint)
+	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("endpoint: %q is not an http(s) URL", c.Endpoint)
+		return fmt.Errorf("url: %q is not an http(s) URL", c.URL)
 	}
 	if c.CollectionInterval <= 0 {
 		return errors.New("collection_interval: must be positive")

@@ -55,7 +55,7 @@ func (s *endpointScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 }
 
 func (s *endpointScraper) read(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.Endpoint, http.NoBody)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, http.NoBody)
 	if err != nil {
 		return nil, err
 	}
@@ -64,9 +64,9 @@ func (s *endpointScraper) read(ctx context.Context) (map[string]*dto.MetricFamil
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", s.cfg.Endpoint, resp.Status)
+		return nil, fmt.Errorf("%s answered %s", s.cfg.URL, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	return parser.TextToMetricFamilies(io.LimitReader(resp.Body, maxBody))

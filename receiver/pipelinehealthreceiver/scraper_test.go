@@ -85,7 +85,7 @@ func TestCountersAsDeltasGaugesAsTheyAre(t *testing.T) {
 	var mu sync.Mutex
 	body := first
 	cfg := createDefaultConfig()
-	cfg.Endpoint = serve(t, &body, &mu)
+	cfg.URL = serve(t, &body, &mu)
 	require.NoError(t, cfg.Validate())
 	s := newEndpointScraper(cfg)
 
@@ -129,7 +129,7 @@ func TestCountersAsDeltasGaugesAsTheyAre(t *testing.T) {
 
 func TestUnreachableEndpointIsAnError(t *testing.T) {
 	cfg := createDefaultConfig()
-	cfg.Endpoint = "http://127.0.0.1:1/metrics"
+	cfg.URL = "http://127.0.0.1:1/metrics"
 	_, err := newEndpointScraper(cfg).scrape(context.Background())
 	require.Error(t, err)
 }
@@ -137,7 +137,7 @@ func TestUnreachableEndpointIsAnError(t *testing.T) {
 func TestValidateNamesTheField(t *testing.T) {
 	for _, ep := range []string{"", "127.0.0.1:8888", "ftp://h/metrics"} {
 		cfg := createDefaultConfig()
-		cfg.Endpoint = ep
-		require.ErrorContains(t, cfg.Validate(), "endpoint", ep)
+		cfg.URL = ep
+		require.ErrorContains(t, cfg.Validate(), "url", ep)
 	}
 }

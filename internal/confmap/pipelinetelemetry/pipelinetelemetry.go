@@ -51,7 +51,7 @@ const (
 	EnvInterval = "GPUBUILD_PIPELINE_TELEMETRY_INTERVAL"
 )
 
-// DefaultEnabled: the pipeline's health goes with the data unless turned off.
+// DefaultEnabled is on: the pipeline's health goes with the data unless turned off.
 const DefaultEnabled = true
 
 // Component ids the converter adds.
@@ -128,7 +128,7 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 
 	out := cloneMap(cfg)
 	addComponent(out, "receivers", Receiver, map[string]any{
-		"endpoint":            endpoint,
+		"url":                 endpoint,
 		"collection_interval": interval.String(),
 	})
 	addComponent(out, "processors", Filter, FilterConfig())

@@ -48,7 +48,7 @@ func TestDefaultSidecarAndGateway(t *testing.T) {
 			require.NoError(t, err)
 
 			// The pull endpoint of the shipped telemetry section.
-			require.Equal(t, map[string]any{"endpoint": "http://127.0.0.1:8888/metrics", "collection_interval": "1m0s"},
+			require.Equal(t, map[string]any{"url": "http://127.0.0.1:8888/metrics", "collection_interval": "1m0s"},
 				at(out, "receivers", Receiver))
 			require.Equal(t, FilterConfig(), at(out, "processors", Filter))
 			require.Contains(t, at(out, "processors", Filter, "metrics", "metric").([]any)[0], "|otelcol_exporter_queue_capacity|")
@@ -83,7 +83,7 @@ func TestSettings(t *testing.T) {
 	prom["host"], prom["port"] = "0.0.0.0", 9999
 	out, err := Apply(cfg, env(map[string]string{EnvInterval: "2s"}))
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"endpoint": "http://127.0.0.1:9999/metrics", "collection_interval": "2s"},
+	require.Equal(t, map[string]any{"url": "http://127.0.0.1:9999/metrics", "collection_interval": "2s"},
 		at(out, "receivers", Receiver), "an endpoint on every address is read on loopback")
 }
 
