@@ -40,7 +40,9 @@ type endpointScraper struct {
 }
 
 func newEndpointScraper(cfg *Config) *endpointScraper {
-	return &endpointScraper{cfg: cfg, client: &http.Client{}, last: map[string]float64{}, lastTime: time.Now()}
+	// One read a minute: no idle connection (and its buffers) kept between.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	return &endpointScraper{cfg: cfg, client: client, last: map[string]float64{}, lastTime: time.Now()}
 }
 
 func (s *endpointScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
