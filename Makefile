@@ -10,7 +10,7 @@ OCB          := $(TOOLS_BIN)/builder
 MDATAGEN     := $(TOOLS_BIN)/mdatagen
 GOLANGCI_LINT := $(TOOLS_BIN)/golangci-lint
 BIN          := bin/otelcol-gpubuild
-COMPONENTS   := receiver/nvmlreceiver processor/buildjobprocessor processor/intervalmergeprocessor processor/requestidprocessor processor/temporalityprocessor connector/buildjobconnector connector/fanoutconnector exporter/cloudwatchexporter extension/storagecheckextension extension/admissionextension extension/nvmlsamplerextension
+COMPONENTS   := receiver/nvmlreceiver receiver/pipelinehealthreceiver processor/buildjobprocessor processor/intervalmergeprocessor processor/requestidprocessor processor/temporalityprocessor connector/buildjobconnector connector/fanoutconnector exporter/cloudwatchexporter extension/storagecheckextension extension/admissionextension extension/nvmlsamplerextension
 RUN_DIR      := $(CURDIR)/.run
 GO_TEST_TIMEOUT ?= 14m
 

@@ -31,12 +31,14 @@ import (
 	sigv4authextension "github.com/open-telemetry/opentelemetry-collector-contrib/extension/sigv4authextension"
 	memorylimiterprocessor "go.opentelemetry.io/collector/processor/memorylimiterprocessor"
 	batchprocessor "go.opentelemetry.io/collector/processor/batchprocessor"
+	filterprocessor "github.com/open-telemetry/opentelemetry-collector-contrib/processor/filterprocessor"
 	buildjobprocessor "github.com/gpubuild/otelcol-gpubuild/processor/buildjobprocessor"
 	intervalmergeprocessor "github.com/gpubuild/otelcol-gpubuild/processor/intervalmergeprocessor"
 	requestidprocessor "github.com/gpubuild/otelcol-gpubuild/processor/requestidprocessor"
 	temporalityprocessor "github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor"
 	otlpreceiver "go.opentelemetry.io/collector/receiver/otlpreceiver"
 	nvmlreceiver "github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver"
+	pipelinehealthreceiver "github.com/gpubuild/otelcol-gpubuild/receiver/pipelinehealthreceiver"
 )
 
 type aliasProvider interface{ DeprecatedAlias() component.Type }
@@ -86,6 +88,7 @@ func components() (otelcol.Factories, error) {
 	factories.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](
 		otlpreceiver.NewFactory(),
 		nvmlreceiver.NewFactory(),
+		pipelinehealthreceiver.NewFactory(),
 	)
 	if err != nil {
 		return otelcol.Factories{}, err
@@ -93,6 +96,7 @@ func components() (otelcol.Factories, error) {
 	factories.ReceiverModules = makeModulesMap(factories.Receivers, map[component.Type]string{
 		otlpreceiver.NewFactory().Type(): "go.opentelemetry.io/collector/receiver/otlpreceiver v0.161.0",
 		nvmlreceiver.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
+		pipelinehealthreceiver.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 	})
 
 	factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
@@ -120,6 +124,7 @@ func components() (otelcol.Factories, error) {
 	factories.Processors, err = otelcol.MakeFactoryMap[processor.Factory](
 		memorylimiterprocessor.NewFactory(),
 		batchprocessor.NewFactory(),
+		filterprocessor.NewFactory(),
 		buildjobprocessor.NewFactory(),
 		intervalmergeprocessor.NewFactory(),
 		requestidprocessor.NewFactory(),
@@ -131,6 +136,7 @@ func components() (otelcol.Factories, error) {
 	factories.ProcessorModules = makeModulesMap(factories.Processors, map[component.Type]string{
 		memorylimiterprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/memorylimiterprocessor v0.161.0",
 		batchprocessor.NewFactory().Type(): "go.opentelemetry.io/collector/processor/batchprocessor v0.161.0",
+		filterprocessor.NewFactory().Type(): "github.com/open-telemetry/opentelemetry-collector-contrib/processor/filterprocessor v0.161.0",
 		buildjobprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		intervalmergeprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",
 		requestidprocessor.NewFactory().Type(): "github.com/gpubuild/otelcol-gpubuild v0.0.0",

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	destinations "github.com/gpubuild/otelcol-gpubuild/internal/confmap/destinations"
+	pipelinetelemetry "github.com/gpubuild/otelcol-gpubuild/internal/confmap/pipelinetelemetry"
 	metricsswitch "github.com/gpubuild/otelcol-gpubuild/internal/confmap/metricsswitch"
 	exposedlisteners "github.com/gpubuild/otelcol-gpubuild/internal/confmap/exposedlisteners"
 	retiredenv "github.com/gpubuild/otelcol-gpubuild/internal/confmap/retiredenv"
@@ -37,6 +38,7 @@ func main() {
 				},
 				ConverterFactories: []confmap.ConverterFactory{
 					destinations.NewFactory(),
+					pipelinetelemetry.NewFactory(),
 					metricsswitch.NewFactory(),
 					exposedlisteners.NewFactory(),
 					retiredenv.NewFactory(),
@@ -49,6 +51,7 @@ func main() {
 			yamlprovider.NewFactory().Create(confmap.ProviderSettings{}).Scheme(): "go.opentelemetry.io/collector/confmap/provider/yamlprovider v1.67.0",
 		},
 		ConverterModules: []string{
+			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",
 			"github.com/gpubuild/otelcol-gpubuild v0.0.0",

@@ -36,6 +36,7 @@ type cwRef struct {
 	namespace, metric string
 	dims              []string
 	values            map[string]string
+	notValues         map[string]string // dimension values it must not have
 	terms             []string
 	// stat is a CloudWatch statistic: a percentile needs datums that carry
 	// a distribution (Values and Counts).
@@ -51,6 +52,11 @@ func (r cwRef) matches(d cloudwatchtest.Datum) bool {
 	}
 	for k, v := range r.values {
 		if d.Dimensions[k] != v {
+			return false
+		}
+	}
+	for k, v := range r.notValues {
+		if d.Dimensions[k] == v {
 			return false
 		}
 	}
@@ -187,7 +193,7 @@ func dashboardRefs(t testing.TB, body []byte, where string) []cwRef {
 // [GROUP BY "d"] [ORDER BY FN() ASC|DESC] [LIMIT n].
 var (
 	insightsRe = regexp.MustCompile(`^SELECT (SUM|AVG|MIN|MAX|COUNT)\("([^"]+)"\) FROM SCHEMA\("([^"]+)"((?:, *"[^"]+")*)\)(?: WHERE (.+?))?(?: GROUP BY "([^"]+)")?(?: ORDER BY (?:SUM|AVG|MIN|MAX|COUNT)\(\) (?:ASC|DESC))?(?: LIMIT \d+)?$`)
-	whereRe    = regexp.MustCompile(`^"([^"]+)" = '([^']*)'$`)
+	whereRe    = regexp.MustCompile(`^"([^"]+)" (=|!=) '([^']*)'$`)
 )
 
 func insightsRef(where, q string) (cwRef, error) {
@@ -196,7 +202,7 @@ func insightsRef(where, q string) (cwRef, error) {
 		return cwRef{}, fmt.Errorf("%s: %q is not a Metrics Insights query this test reads", where, q)
 	}
 	r := cwRef{where: where, stat: map[string]string{"SUM": "Sum", "AVG": "Average", "MIN": "Minimum", "MAX": "Maximum", "COUNT": "SampleCount"}[m[1]],
-		metric: m[2], namespace: m[3], dims: []string{}, values: map[string]string{}}
+		metric: m[2], namespace: m[3], dims: []string{}, values: map[string]string{}, notValues: map[string]string{}}
 	for _, d := range strings.Split(m[4], ",")[1:] {
 		r.dims = append(r.dims, strings.Trim(strings.TrimSpace(d), `"`))
 	}
@@ -209,7 +215,11 @@ func insightsRef(where, q string) (cwRef, error) {
 			if !slices.Contains(r.dims, w[1]) {
 				return cwRef{}, fmt.Errorf("%s: condition on %q, not in the schema", where, w[1])
 			}
-			r.values[w[1]] = w[2]
+			if w[2] == "=" {
+				r.values[w[1]] = w[3]
+			} else {
+				r.notValues[w[1]] = w[3]
+			}
 		}
 	}
 	if m[6] != "" && !slices.Contains(r.dims, m[6]) {

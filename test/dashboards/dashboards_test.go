@@ -120,7 +120,7 @@ func TestDashboardsAgainstRealOutput(t *testing.T) {
 
 	t.Run("cloudwatch dashboard and alarms match landed datums", func(t *testing.T) {
 		datums := r.cw.Datums()
-		require.Empty(t, missing(dashRefs, datums), "dashboard widgets that would be empty")
+		require.Empty(t, landedOrLoss(dashRefs, datums), "dashboard widgets that would be empty")
 		// The GPU cost per build landed, every figure of it, and the list
 		// the coverage test checks is what the sidecar sends.
 		gpuCost := map[string]bool{}
@@ -146,10 +146,11 @@ func TestDashboardsAgainstRealOutput(t *testing.T) {
 		require.Equal(t, standalone, fromTemplate, "the template's DashboardBody differs from %s", cwDashboardPath)
 
 		refs, alarms := alarmRefs(t, resources)
-		require.Empty(t, missing(refs, datums), "alarms on series that did not land")
+		require.Empty(t, landedOrLoss(refs, datums), "alarms on series that did not land")
 		// One p99 alarm and one GPU energy alarm per engine and data type
 		// of the workload, and one of each other.
-		want := []string{"API5xxRateAlarm", "BuildSuccessRateAlarm", "BuildTimeoutAlarm", "GPUMissingAlarm", "GPUTemperatureAlarm", "SidecarNoDataAlarm"}
+		want := []string{"API5xxRateAlarm", "BuildSuccessRateAlarm", "BuildTimeoutAlarm", "GPUMissingAlarm", "GPUTemperatureAlarm", "SidecarNoDataAlarm",
+			"PipelinePointsLostAlarm", "PipelineRefusingAlarm", "PipelineQueueFillingAlarm", "DestinationRefusingAlarm", "GatewayRefusingAlarm", "NVMLErrorsAlarm"}
 		for _, e := range workload("").Engines {
 			for _, d := range workload("").DataTypes {
 				want = append(want, "BuildP99Alarm"+strings.ReplaceAll(e, "_", "")+d, "GPUEnergyAlarm"+strings.ReplaceAll(e, "_", "")+d)

@@ -243,6 +243,8 @@ func startRun(t testing.TB, ruleFiles []string) *run {
 		"GPUBUILD_JOB_TIMEOUT=3s",
 		"GPUBUILD_FLUSH_INTERVAL=1s",
 		"GPUBUILD_GPU_COLLECTION_INTERVAL=1s",
+		// The pipeline's own health every second, as the flushes.
+		"GPUBUILD_PIPELINE_TELEMETRY_INTERVAL=1s",
 	)
 	env = append(env, fakeDriver(t, gpus(uint64(time.Now().UnixMicro())))...)
 	c := binarytest.StartBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))

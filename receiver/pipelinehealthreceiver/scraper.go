@@ -1,0 +1,152 @@
+// Copyright The otelcol-gpubuild Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pipelinehealthreceiver // import "github.com/gpubuild/otelcol-gpubuild/receiver/pipelinehealthreceiver"
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// resourceLabels are target_info's labels that name the collector's
+// resource attributes (the pull endpoint writes dots as underscores).
+var resourceLabels = map[string]string{
+	"service_name":        "service.name",
+	"service_instance_id": "service.instance.id",
+	"service_version":     "service.version",
+}
+
+const maxBody = 4 << 20
+
+type endpointScraper struct {
+	cfg    *Config
+	client *http.Client
+	// last is each counter series' value at the previous read, so the
+	// next read sends the difference; a series not seen before starts
+	// from zero (a loss counter appears with its first loss).
+	last     map[string]float64
+	lastTime time.Time
+}
+
+func newEndpointScraper(cfg *Config) *endpointScraper {
+	// One read a minute: no idle connection (and its buffers) kept between.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	return &endpointScraper{cfg: cfg, client: client, last: map[string]float64{}, lastTime: time.Now()}
+}
+
+func (s *endpointScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
+	families, err := s.read(ctx)
+	if err != nil {
+		return pmetric.NewMetrics(), err
+	}
+	now := time.Now()
+	md := s.convert(families, s.lastTime, now)
+	s.lastTime = now
+	return md, nil
+}
+
+func (s *endpointScraper) read(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, http.NoBody)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", s.cfg.URL, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(io.LimitReader(resp.Body, maxBody))
+}
+
+// convert turns the families into one resource's metrics: counters as
+// deltas over (from, to], gauges as they are; other types are left out.
+func (s *endpointScraper) convert(families map[string]*dto.MetricFamily, from, to time.Time) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	if ti := families["target_info"]; ti != nil && len(ti.GetMetric()) > 0 {
+		for _, l := range ti.GetMetric()[0].GetLabel() {
+			if name, ok := resourceLabels[l.GetName()]; ok {
+				rm.Resource().Attributes().PutStr(name, l.GetValue())
+			}
+		}
+	}
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName("github.com/gpubuild/otelcol-gpubuild/receiver/pipelinehealthreceiver")
+	start, ts := pcommon.NewTimestampFromTime(from), pcommon.NewTimestampFromTime(to)
+	seen := make(map[string]bool, len(s.last))
+	names := make([]string, 0, len(families))
+	for name := range families {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		f := families[name]
+		if name == "target_info" || len(f.GetMetric()) == 0 {
+			continue
+		}
+		var points pmetric.NumberDataPointSlice
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			m := sm.Metrics().AppendEmpty()
+			m.SetName(name)
+			m.SetDescription(f.GetHelp())
+			sum := m.SetEmptySum()
+			sum.SetIsMonotonic(true)
+			sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+			points = sum.DataPoints()
+		case dto.MetricType_GAUGE:
+			m := sm.Metrics().AppendEmpty()
+			m.SetName(name)
+			m.SetDescription(f.GetHelp())
+			points = m.SetEmptyGauge().DataPoints()
+		default:
+			continue
+		}
+		for _, pm := range f.GetMetric() {
+			dp := points.AppendEmpty()
+			dp.SetTimestamp(ts)
+			key := name
+			for _, l := range pm.GetLabel() {
+				if strings.HasPrefix(l.GetName(), "otel_scope_") || l.GetValue() == "" {
+					continue
+				}
+				dp.Attributes().PutStr(l.GetName(), l.GetValue())
+				key += "\x00" + l.GetName() + "=" + l.GetValue()
+			}
+			if f.GetType() == dto.MetricType_GAUGE {
+				dp.SetDoubleValue(pm.GetGauge().GetValue())
+				continue
+			}
+			v := pm.GetCounter().GetValue()
+			delta := v - s.last[key]
+			if delta < 0 { // the counter restarted
+				delta = v
+			}
+			s.last[key], seen[key] = v, true
+			dp.SetStartTimestamp(start)
+			dp.SetDoubleValue(delta)
+		}
+	}
+	for key := range s.last {
+		if !seen[key] {
+			delete(s.last, key)
+		}
+	}
+	return md
+}
