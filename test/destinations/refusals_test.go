@@ -240,7 +240,7 @@ func TestOTLPRefusalsLoseOnlyTheirPart(t *testing.T) {
 	// cloudwatch-otlp: the whole request is lost, once.
 	require.EqualValues(t, 1, s.cwOTLP.refused4x.Load(), "the refused request was sent once")
 	require.Zero(t, s.cwOTLP.cumulativeTotal("buildsvc.late.exports", nil))
-	require.EqualValues(t, 2, s.cwOTLP.refusedPoints.Load(), "points in the refused request")
+	require.Equal(t, 2, s.cwOTLP.refusedPointsOf("refused-exporter"), "the service's points in the refused request")
 	// The other stores have both.
 	for name, prom := range map[string]*prometheusServer{"prometheus": s.scrape, "prometheus-remote-write": s.remote} {
 		require.True(t, binarytest.Eventually(time.Minute, func() bool {
@@ -255,8 +255,9 @@ func TestOTLPRefusalsLoseOnlyTheirPart(t *testing.T) {
 	require.Contains(t, out, `"dropped_data_points": 1`)
 	require.Contains(t, out, "Exporting failed. Dropping data.")
 	require.True(t, binarytest.Eventually(time.Minute, func() bool {
-		return sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp") == 2
-	}), "otelcol_exporter_send_failed_metric_points for cloudwatch-otlp: %v", sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp"))
+		return sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp") == float64(s.cwOTLP.refusedPoints.Load())
+	}), "otelcol_exporter_send_failed_metric_points for cloudwatch-otlp: %v, the store refused %d (the service's 2 and what shared their request)",
+		sendFailedPoints(t, p, "otlp_http/cloudwatch_otlp"), s.cwOTLP.refusedPoints.Load())
 	require.Zero(t, sendFailedPoints(t, p, "otlp_http/destination"), "a partial success is not a failed send")
 }
 

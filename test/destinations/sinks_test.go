@@ -50,10 +50,12 @@ type otlpSink struct {
 	// metric it names: a partial success without that metric's points, or
 	// a 400 for the whole request. refused counts the 400s and the points
 	// they held; rejected the points left out of partial successes.
-	refusal        *sinkRefusal
-	refused4x      atomic.Int64
-	refusedPoints  atomic.Int64
-	rejectedPoints atomic.Int64
+	refusal       *sinkRefusal
+	refused4x     atomic.Int64
+	refusedPoints atomic.Int64
+	// refusedRequests holds the requests refused whole (guarded by mu).
+	refusedRequests []pmetric.Metrics
+	rejectedPoints  atomic.Int64
 }
 
 type sinkRefusal struct {
@@ -81,6 +83,26 @@ func hasMetric(md pmetric.Metrics, name string) bool {
 		}
 	}
 	return false
+}
+
+// refusedPointsOf is how many points of the service's resources the
+// requests refused whole held (a request also carries other resources' points,
+// such as the collector's own pipeline health).
+func (s *otlpSink) refusedPointsOf(service string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, md := range s.refusedRequests {
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			if v, ok := rms.At(i).Resource().Attributes().Get("service.name"); ok && v.Str() == service {
+				one := pmetric.NewMetrics()
+				rms.At(i).CopyTo(one.ResourceMetrics().AppendEmpty())
+				n += one.DataPointCount()
+			}
+		}
+	}
+	return n
 }
 
 // withoutMetric removes the named metric from md and returns how many
@@ -163,6 +185,11 @@ func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if refusal.wholeAs400 {
 			s.refused4x.Add(1)
 			s.refusedPoints.Add(int64(req.Metrics().DataPointCount()))
+			kept := pmetric.NewMetrics()
+			req.Metrics().CopyTo(kept)
+			s.mu.Lock()
+			s.refusedRequests = append(s.refusedRequests, kept)
+			s.mu.Unlock()
 			http.Error(w, "invalid metric "+refusal.metric, http.StatusBadRequest)
 			return
 		}
