@@ -80,9 +80,9 @@ func TestConflictingSeriesDoesNotPoisonTheOthers(t *testing.T) {
 	_, err = client.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(all))
 	require.NoError(t, err, "acknowledged, the odd series too")
 
-	require.True(t, binarytest.Eventually(30*time.Second, func() bool { return len(cw.Datums()) >= 3 }), "datums landed: %v", cw.Datums())
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool { return len(cw.WorkloadDatums()) >= 3 }), "datums landed: %v", cw.WorkloadDatums())
 	byUnit := map[string][]float64{}
-	for _, d := range cw.Datums() {
+	for _, d := range cw.WorkloadDatums() {
 		require.Equal(t, "build.jobs", d.MetricName)
 		require.NotNil(t, d.Value)
 		byUnit[d.Unit] = append(byUnit[d.Unit], *d.Value)

@@ -59,9 +59,9 @@ func TestQueueIsCappedInBytes(t *testing.T) {
 
 	require.NoError(t, cw.SetDown(false))
 	want := accepted * points
-	require.True(t, binarytest.Eventually(3*time.Minute, func() bool { return len(cw.Datums()) >= want }),
-		"delivered %d of %d", len(cw.Datums()), want)
+	require.True(t, binarytest.Eventually(3*time.Minute, func() bool { return len(cw.WorkloadDatums()) >= want }),
+		"delivered %d of %d", len(cw.WorkloadDatums()), want)
 	_, err = s.Stop(60 * time.Second)
 	require.NoError(t, err)
-	assert.Len(t, cw.Datums(), want, "nothing accepted lost or sent twice")
+	assert.Len(t, cw.WorkloadDatums(), want, "nothing accepted lost or sent twice")
 }

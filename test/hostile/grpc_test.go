@@ -84,17 +84,17 @@ func TestParallelMaximalGRPCRequestsStayUnderThePodLimit(t *testing.T) {
 	wg.Wait()
 
 	want := int(accepted.Load()) * points
-	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.Datums()) >= want })
+	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.WorkloadDatums()) >= want })
 
 	peakMiB := peakKiB().HWM / 1024
 	t.Logf("accepted %d requests (%d refusals on the way) of %d; peak RSS %d MiB (pod limit %d MiB); %d datums delivered",
-		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.Datums()))
+		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.WorkloadDatums()))
 	byCode.Range(func(k, v any) bool { t.Logf("%s: %d", k, v.(*atomic.Int64).Load()); return true })
 	unexpected.Range(func(k, _ any) bool { t.Errorf("unexpected answer: %v", k); return true })
 	assert.Equal(t, int64(clients*rounds), accepted.Load(), "every request accepted in the end")
 	assert.Less(t, peakMiB, limitMiB, "peak RSS under the pod's memory limit")
 	assert.True(t, delivered, "what was accepted reaches CloudWatch")
-	assert.Len(t, cw.Datums(), want, "nothing accepted is lost or sent twice")
+	assert.Len(t, cw.WorkloadDatums(), want, "nothing accepted is lost or sent twice")
 	assert.True(t, binarytest.Healthy(s.health))
 }
 

@@ -138,16 +138,16 @@ func TestParallelMaximalRequestsStayUnderThePodLimit(t *testing.T) {
 	wg.Wait()
 
 	want := int(accepted.Load()) * points
-	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.Datums()) >= want })
+	delivered := binarytest.Eventually(3*time.Minute, func() bool { return len(cw.WorkloadDatums()) >= want })
 
 	peakMiB := peakKiB().HWM / 1024
 	t.Logf("accepted %d, refused %d of %d requests; peak RSS %d MiB (pod limit %d MiB); %d datums delivered",
-		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.Datums()))
+		accepted.Load(), refused.Load(), clients*rounds, peakMiB, limitMiB, len(cw.WorkloadDatums()))
 	unexpected.Range(func(k, _ any) bool { t.Errorf("unexpected answer: %v", k); return true })
 	assert.Positive(t, accepted.Load(), "the sidecar accepts data under the flood")
 	assert.Less(t, peakMiB, limitMiB, "peak RSS under the pod's memory limit")
 	assert.True(t, delivered, "what was accepted reaches CloudWatch")
-	assert.Len(t, cw.Datums(), want, "nothing accepted is lost or sent twice")
+	assert.Len(t, cw.WorkloadDatums(), want, "nothing accepted is lost or sent twice")
 	assert.True(t, binarytest.Healthy(s.health))
 }
 

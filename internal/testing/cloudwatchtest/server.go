@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -229,6 +230,22 @@ func (s *Server) Datums() []Datum {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.datums)
+}
+
+// WorkloadDatums returns a copy of every accepted datum but the collector's
+// own pipeline health (metric names starting with otelcol_, which a
+// sidecar sends with the data by default), in arrival order: what a test
+// that counts its own workload compares.
+func (s *Server) WorkloadDatums() []Datum {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Datum, 0, len(s.datums))
+	for _, d := range s.datums {
+		if !strings.HasPrefix(d.MetricName, "otelcol_") {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Requests returns what every request that reached validation looked like, in arrival order.
