@@ -95,7 +95,7 @@ func readiness(t *testing.T, cause string, env []string, fault func(*cloudwatcht
 		s, err = buildsim.Run(ctx, cfg)
 		done <- err
 	}()
-	require.True(t, binarytest.Eventually(60*time.Second, func() bool { return len(cw.Datums()) > 0 }), "data lands")
+	require.True(t, binarytest.Eventually(60*time.Second, func() bool { return len(cw.WorkloadDatums()) > 0 }), "data lands")
 	code, _ := get(t, ready)
 	require.Equal(t, http.StatusOK, code, "ready while it sends")
 

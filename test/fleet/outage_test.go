@@ -73,7 +73,7 @@ func outage(t *testing.T, config string, control bool) {
 		s, err = buildsim.Run(ctx, cfg)
 		done <- err
 	}()
-	require.True(t, binarytest.Eventually(60*time.Second, func() bool { return len(cw.Datums()) > 0 }), "data lands")
+	require.True(t, binarytest.Eventually(60*time.Second, func() bool { return len(cw.WorkloadDatums()) > 0 }), "data lands")
 
 	require.NoError(t, cw.SetDown(true))
 	down := time.Now()
