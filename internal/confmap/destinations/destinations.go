@@ -33,17 +33,17 @@ package destinations
 
 import (
 	"bytes"
-	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"text/template"
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/maprewrite"
 )
 
 // Environment variables read by the converter.
@@ -105,24 +105,7 @@ const (
 )
 
 // NewFactory returns the converter factory that ocb wires into the distribution.
-func NewFactory() confmap.ConverterFactory {
-	return confmap.NewConverterFactory(func(confmap.ConverterSettings) confmap.Converter {
-		return converter{lookupEnv: os.LookupEnv}
-	})
-}
-
-type converter struct {
-	lookupEnv func(string) (string, bool)
-}
-
-func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
-	out, err := Apply(conf.ToStringMap(), c.lookupEnv)
-	if err != nil {
-		return err
-	}
-	*conf = *confmap.NewFromStringMap(out)
-	return nil
-}
+func NewFactory() confmap.ConverterFactory { return maprewrite.NewFactory(Apply) }
 
 // Parse reads GPUBUILD_DESTINATIONS: unset or empty means cloudwatch alone.
 // Names are trimmed, lower-cased and deduplicated, in the order given.

@@ -31,10 +31,8 @@
 package pipelinetelemetry // import "github.com/gpubuild/otelcol-gpubuild/internal/confmap/pipelinetelemetry"
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +40,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/envflag"
+	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/maprewrite"
 	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/metricsswitch"
 )
 
@@ -84,24 +83,7 @@ var Series = []string{
 }
 
 // NewFactory returns the converter factory that ocb wires into the distribution.
-func NewFactory() confmap.ConverterFactory {
-	return confmap.NewConverterFactory(func(confmap.ConverterSettings) confmap.Converter {
-		return converter{lookupEnv: os.LookupEnv}
-	})
-}
-
-type converter struct {
-	lookupEnv func(string) (string, bool)
-}
-
-func (c converter) Convert(_ context.Context, conf *confmap.Conf) error {
-	out, err := Apply(conf.ToStringMap(), c.lookupEnv)
-	if err != nil {
-		return err
-	}
-	*conf = *confmap.NewFromStringMap(out)
-	return nil
-}
+func NewFactory() confmap.ConverterFactory { return maprewrite.NewFactory(Apply) }
 
 // Apply adds the pipeline-health receiver, filter and pipeline to a
 // resolved configuration. It does not modify cfg.
