@@ -74,21 +74,30 @@ func burstThenQuiet(t *testing.T, env ...string) (*sidecar, int) {
 
 // awaitGivenBack waits, after a quiet moment (`after`: "the burst", "the
 // start") that began at output offset from, for a forced collection in the
-// runtime's trace and for the anonymous memory to fall by at least
-// fallKiB, then stops the sidecar.
+// runtime's trace and for the anonymous memory to fall by at least fallKiB
+// below its peak before that collection, then stops the sidecar. The peak
+// is sampled until the collection shows, not read once: the quiet moment
+// still allocates a little (the pipeline health's first read, a scrape),
+// and a sample taken before that would count it against the release.
 func awaitGivenBack(t *testing.T, s *sidecar, from int, after string, fallKiB int64) {
 	t.Helper()
-	before, err := binarytest.AnonKiB(s.Pid())
-	require.NoError(t, err)
+	var peak int64
 	require.True(t, binarytest.Eventually(15*time.Second, func() bool {
-		return strings.Contains(s.Output.String()[from:], forcedGC)
+		collected := strings.Contains(s.Output.String()[from:], forcedGC)
+		if !collected { // sampled only before the collection is seen
+			if now, err := binarytest.AnonKiB(s.Pid()); err == nil {
+				peak = max(peak, now)
+			}
+		}
+		return collected
 	}), "no forced collection after %s", after)
 	var anon int64
+	var err error
 	assert.True(t, binarytest.Eventually(5*time.Second, func() bool {
 		anon, err = binarytest.AnonKiB(s.Pid())
-		return err == nil && anon < before-fallKiB
-	}), "anonymous memory %d KiB after the release, %d KiB after %s", anon, before, after)
-	t.Logf("anonymous memory: %d KiB after %s, %d KiB once given back", before, after, anon)
+		return err == nil && anon < peak-fallKiB
+	}), "anonymous memory %d KiB after the release, at most %d KiB after %s", anon, peak, after)
+	t.Logf("anonymous memory: at most %d KiB after %s, %d KiB once given back", peak, after, anon)
 	require.NoError(t, s.terminate(t, 20*time.Second))
 }
 
@@ -108,7 +117,10 @@ func TestHeapGivenBackAfterABurst(t *testing.T) {
 func TestHeapGivenBackAfterStart(t *testing.T) {
 	s := startSidecar(t, "GODEBUG=gctrace=1")
 	s.waitOutput(t, "dry run", 10*time.Second)
-	awaitGivenBack(t, s, 0, "the start", 1024)
+	// The start leaves 1-3 MiB of garbage (measured: 1.4-2.6 MiB given
+	// back), and the release needs 1 MiB reclaimable by the runtime's own
+	// count, of which a page or two may be live again by the time it runs.
+	awaitGivenBack(t, s, 0, "the start", 512)
 }
 
 // Starting reads most of the binary into memory (the kernel's read-ahead,
