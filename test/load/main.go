@@ -51,6 +51,7 @@ type options struct {
 	sidecarEnv   envList
 	pin          string
 	idleWindow   time.Duration
+	compare      string
 }
 
 // envList is a repeatable KEY=VALUE flag.
@@ -83,6 +84,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "with -peers: measure only the builds and loads whose names contain this text (e.g. \"spans only\"); for profiling one case")
 	flag.StringVar(&o.pin, "pin", "auto", "with -peers: the CPUs (taskset -c) every collector runs on; auto: the last CPU where taskset exists and there are two or more, off: none")
 	flag.DurationVar(&o.idleWindow, "idle-window", 5*time.Second, "with -peers: how long each idle run is measured (CPU, RSS), after 10 s to settle")
+	flag.StringVar(&o.compare, "compare", "", "with -peers: also measure the build in this other checkout (its bin/otelcol-gpubuild on its otelcol-config.yaml, e.g. a worktree of an earlier commit, built): a change's cost, in the same rounds")
 	flag.Var(&o.sidecarEnv, "sidecar-env", "KEY=VALUE added to otelcol-gpubuild's environment only (repeatable; e.g. GOGC=50 to weigh a setting against the peers)")
 	flag.StringVar(&o.splice, "splice", "", "also put the report into this markdown file, between the lines <!-- NAME:begin --> and <!-- NAME:end --> (NAME = bench-peers or bench)")
 	flag.Parse()

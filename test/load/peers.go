@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -133,6 +134,13 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 			return t, nil
 		}},
 	}
+	if o.compare != "" {
+		p, err := comparedPeer(o, cw)
+		if err != nil {
+			return "", err
+		}
+		peers = append(peers, p)
+	}
 	loads := peerLoads(o.duration)
 
 	cpus := pinCPU(o.pin)
@@ -192,6 +200,26 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 		}
 	}
 	return peersReport(o, cpus, peers, loads, idle, runs), nil
+}
+
+// comparedPeer is otelcol-gpubuild as built in another checkout (-compare),
+// on that checkout's default configuration, named by its commit.
+func comparedPeer(o options, cw *cloudwatchtest.Server) (peer, error) {
+	root, err := filepath.Abs(o.compare)
+	if err != nil {
+		return peer{}, err
+	}
+	bin := filepath.Join(root, "bin", "otelcol-gpubuild")
+	if _, err := os.Stat(bin); err != nil {
+		return peer{}, fmt.Errorf("-compare %s: %w (run `make build` there first)", o.compare, err)
+	}
+	name := "ours at " + filepath.Base(root)
+	if out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		name = "ours at " + strings.TrimSpace(string(out))
+	}
+	return peer{name: name, bin: bin, cw: cw, target: func(tmp string, round int) (target, error) {
+		return sidecarTarget(root, cw, filepath.Join(tmp, fmt.Sprintf("queue-cmp-%d-%d", round, time.Now().UnixNano())), o.sidecarEnv...)
+	}}, nil
 }
 
 // idleRun is what one idle run measured: CPU seconds per second over the

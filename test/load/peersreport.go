@@ -27,6 +27,9 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 	if o.only != "" {
 		fmt.Fprintf(&extra, " -only %q", o.only)
 	}
+	if o.compare != "" {
+		fmt.Fprintf(&extra, " -compare %s", o.compare)
+	}
 	if o.idleWindow != 5*time.Second {
 		fmt.Fprintf(&extra, " -idle-window %v", o.idleWindow)
 	}
@@ -41,6 +44,9 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup (idle: over %v after 10 s to settle, from the threads' schedstat); RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ", o.idleWindow)
 	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic); %s runs otelcol-gpubuild's binary on stock's configuration, at the spans-only loads only: what receiving costs our build, before it derives and persists; %s runs it on `otelcol-config.yaml` without its `state:` and `cumulative_state:` blocks (nothing persisted before a request is acknowledged), at the spans-only loads only. – = not measured.\n\n", receiveOnlyPeer, inMemoryPeer)
 
+	if o.compare != "" {
+		fmt.Fprintf(&b, "%s runs the build of the checkout given to -compare on that checkout's own `otelcol-config.yaml`, in the same rounds.\n\n", peers[len(peers)-1].name)
+	}
 	fmt.Fprintf(&b, "| figure |")
 	for _, p := range peers {
 		fmt.Fprintf(&b, " %s |", p.name)
