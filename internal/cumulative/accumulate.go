@@ -23,8 +23,10 @@ import (
 // than the series' last point (out_of_order; the same timestamp again is a
 // duplicate, a delta a client sent twice), or stamped beyond FutureTolerance.
 // A histogram whose bounds changed starts its series anew (a reset, with the
-// point's own start time). Gauges, cumulative points, non-monotonic sums and
-// summaries are left as they are.
+// point's own start time). Cumulative points pass as they are, but one
+// older than its series' last is removed and counted the same way
+// (passedSeries). Gauges, non-monotonic sums and summaries are left as they
+// are.
 func (c *Tracker) Accumulate(ctx context.Context, md pmetric.Metrics, now time.Time, cv *Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -36,6 +38,12 @@ func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base u
 	switch m.Type() {
 	case pmetric.MetricTypeSum:
 		sum := m.Sum()
+		if sum.IsMonotonic() && sum.AggregationTemporality() == pmetric.AggregationTemporalityCumulative {
+			sum.DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool {
+				return !c.passInOrder(mix(base, hashMap(dp.Attributes())), dp.Timestamp(), now, m.Name(), cv)
+			})
+			return
+		}
 		if !sum.IsMonotonic() || sum.AggregationTemporality() != pmetric.AggregationTemporalityDelta {
 			return
 		}
@@ -60,6 +68,12 @@ func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base u
 
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
+		if h.AggregationTemporality() == pmetric.AggregationTemporalityCumulative {
+			h.DataPoints().RemoveIf(func(dp pmetric.HistogramDataPoint) bool {
+				return !c.passInOrder(mix(base, hashMap(dp.Attributes())), dp.Timestamp(), now, m.Name(), cv)
+			})
+			return
+		}
 		if h.AggregationTemporality() != pmetric.AggregationTemporalityDelta {
 			return
 		}
@@ -86,6 +100,12 @@ func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base u
 
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
+		if h.AggregationTemporality() == pmetric.AggregationTemporalityCumulative {
+			h.DataPoints().RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
+				return !c.passInOrder(mix(base, hashMap(dp.Attributes())), dp.Timestamp(), now, m.Name(), cv)
+			})
+			return
+		}
 		if h.AggregationTemporality() != pmetric.AggregationTemporalityDelta {
 			return
 		}

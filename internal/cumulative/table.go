@@ -70,6 +70,8 @@ type Tracker struct {
 	scratch histogramPart
 	// layouts holds the histogram bounds the series share.
 	layouts layouts
+	// passed orders the cumulative series Accumulate passes through.
+	passed passedSeries
 }
 
 // none marks the end of an LRU list.

@@ -111,8 +111,7 @@ func TestRemoteWriteLateExportOfTheServiceResource(t *testing.T) {
 }
 
 // A request the remote-write store refuses for good (HTTP 400: here a
-// sample older than the newest of its series, which a strict Prometheus
-// refuses) is dropped once, logged and counted; it is not sent again and
+// sample older than the store's head block, out of bounds) is dropped once, logged and counted; it is not sent again and
 // does not hold up later requests. Only that request is lost, and only in
 // that store: the other destinations keep it, and every later workload is
 // exact everywhere.
@@ -136,12 +135,13 @@ func TestRemoteWriteRefusalLosesOnlyThatRequest(t *testing.T) {
 		require.Equal(t, 2.0, sink.cumulativeTotal("buildsvc.early.exports", nil), name+" keeps what remote write lost")
 	}
 	// Dropped with a log line naming the store's answer, and counted: the
-	// two points of the refused request.
+	// one point of the refused request (its older point of the shared
+	// series never reached the store).
 	out := c.Output.String()
-	require.Contains(t, out, "out of order sample")
+	require.Contains(t, out, "out of bounds")
 	require.Contains(t, out, "Exporting failed. Dropping data.")
 	require.True(t, binarytest.Eventually(time.Minute, func() bool {
-		return sendFailedPoints(t, p, "prometheusremotewrite/destination") == 2
+		return sendFailedPoints(t, p, "prometheusremotewrite/destination") == 1
 	}), "otelcol_exporter_send_failed_metric_points for remote write: %v", sendFailedPoints(t, p, "prometheusremotewrite/destination"))
 	require.Equal(t, 1, strings.Count(out, "Exporting failed. Dropping data."), "one request dropped")
 }
@@ -159,9 +159,11 @@ func TestRemoteWriteWALResendsARefusedRequest(t *testing.T) {
 }
 
 // sendRefusedRemoteWrite exports two collections of one service's SDK,
-// the newer first, so that the remote-write store refuses the older one
-// for good (out of order); the older one also holds a series of its own.
-// It returns once the store has refused it.
+// the newer first. The older one's point of the shared series is removed
+// by the sidecar (older than its series' last: out_of_order); its series
+// of its own is stamped two hours back, which the remote-write store
+// refuses for good (out of bounds) with the request. It returns once the
+// store has refused it.
 func sendRefusedRemoteWrite(t *testing.T, s *stores, p collectorPorts) {
 	t.Helper()
 	sdk := newServiceSDK(t, p, resource.NewWithAttributes("",
@@ -173,14 +175,15 @@ func sendRefusedRemoteWrite(t *testing.T, s *stores, p collectorPorts) {
 	ctx := context.Background()
 	counter.Add(ctx, 5)
 	older := sdk.collect(t)
-	// A second series only in the older collection: it shares the refused
-	// request, so remote write loses it with the refused sample.
+	// A second series only in the older collection, two hours old: older
+	// than the store's head, so the store refuses the request it is in.
 	olderTS := older.ScopeMetrics[0].Metrics[0].Data.(metricdata.Sum[int64]).DataPoints[0].Time
+	earlyTS := olderTS.Add(-2 * time.Hour)
 	older.ScopeMetrics[0].Metrics = append(older.ScopeMetrics[0].Metrics, metricdata.Metrics{
 		Name: "buildsvc.early.exports",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality, IsMonotonic: true,
-			DataPoints: []metricdata.DataPoint[int64]{{StartTime: olderTS.Add(-time.Second), Time: olderTS, Value: 2}},
+			DataPoints: []metricdata.DataPoint[int64]{{StartTime: earlyTS.Add(-time.Second), Time: earlyTS, Value: 2}},
 		},
 	})
 	// Prometheus keeps milliseconds: the newer collection must be a later
@@ -198,7 +201,7 @@ func sendRefusedRemoteWrite(t *testing.T, s *stores, p collectorPorts) {
 	sdk.export(t, older)
 	require.True(t, binarytest.Eventually(2*time.Minute, func() bool { return s.remoteIn.refused4x.Load() > 0 }),
 		"the store refuses the older collection")
-	require.Contains(t, s.remoteIn.last4xx(), "out of order sample")
+	require.Contains(t, s.remoteIn.last4xx(), "out of bounds")
 }
 
 // OTLP stores refuse in two ways. A partial success (200 with
