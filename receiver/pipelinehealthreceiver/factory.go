@@ -35,5 +35,9 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return scraperhelper.NewMetricsController(&rCfg.ControllerConfig, set, next, scraperhelper.AddMetricsScraper(metadata.Type, sc))
+	controller, err := scraperhelper.NewMetricsController(&rCfg.ControllerConfig, set, next, scraperhelper.AddMetricsScraper(metadata.Type, sc))
+	if err != nil {
+		return nil, err
+	}
+	return &healthReceiver{Metrics: controller, scraper: s, next: next, logger: set.Logger}, nil
 }

@@ -6,10 +6,13 @@ package dashboards
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,26 +60,7 @@ func TestCloudWatchRefusalShowsAsDatum(t *testing.T) {
 		}
 	})
 
-	ports := binarytest.FreePorts(t, 4)
-	env := append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "FAKE_NVML_", "LD_LIBRARY_PATH"),
-		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_ACCESS_KEY_ID=AKIDPIPELINEHEALTH01",
-		"AWS_SECRET_ACCESS_KEY=pipelineHealthSecretNotUsed",
-		"AWS_CONFIG_FILE=/dev/null",
-		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-		"AWS_REGION=us-east-1",
-		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
-		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
-		"GPUBUILD_CLOUDWATCH_NAMESPACE="+namespace,
-		"GPUBUILD_QUEUE_DIR="+filepath.Join(t.TempDir(), "queue"),
-		fmt.Sprintf("GPUBUILD_PIPELINE_TELEMETRY_INTERVAL=%s", healthInterval),
-		fmt.Sprintf("GPUBUILD_HEALTH_PORT=%d", ports[0]),
-		fmt.Sprintf("GPUBUILD_OTLP_HTTP_PORT=%d", ports[1]),
-		fmt.Sprintf("GPUBUILD_OTLP_GRPC_PORT=%d", ports[2]),
-		fmt.Sprintf("GPUBUILD_TELEMETRY_PORT=%d", ports[3]),
-	)
-	c := binarytest.StartBinary(t, env, "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
-	require.NoError(t, c.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", ports[0]), 60*time.Second), "collector not healthy")
+	_, ports := startHealthSidecar(t, cw, fmt.Sprintf("GPUBUILD_PIPELINE_TELEMETRY_INTERVAL=%s", healthInterval))
 
 	// Healthy first: the queue's gauges and the successful requests land,
 	// and no alarm is in ALARM.
@@ -94,22 +78,7 @@ func TestCloudWatchRefusalShowsAsDatum(t *testing.T) {
 	}
 
 	// One request with a datum CloudWatch refuses (and one it takes).
-	md := pmetric.NewMetrics()
-	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr("service.name", serviceName)
-	for _, name := range []string{refused, "pipelinehealth.kept"} {
-		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-		m.SetName(name)
-		dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
-		dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
-		dp.SetDoubleValue(1)
-	}
-	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
-	require.NoError(t, err)
-	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", ports[1]), "application/x-protobuf", bytes.NewReader(body))
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	postMetrics(t, ports[1], gauges(refused, "pipelinehealth.kept"))
 
 	// The loss lands within two intervals of the refusal (the reader
 	// exports at most one interval after it; the queue's batch waits up to
@@ -154,6 +123,106 @@ func TestCloudWatchRefusalShowsAsDatum(t *testing.T) {
 			require.Equal(t, "otelcol-gpubuild", d.Dimensions["service.name"], d.MetricName)
 		}
 	}
+}
+
+// At the shipped interval (one read a minute), a loss in the last minute
+// before a shutdown still lands: the receiver reads once more when it
+// stops, and the exporter's drain sends it. The sidecar is stopped a few
+// seconds after the loss, long before the next periodic read.
+func TestLossBeforeShutdownLandsAtTheShippedInterval(t *testing.T) {
+	const refused = "pipelinehealth.refused.late"
+	cw, err := cloudwatchtest.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cw.Close() })
+	cw.SetFaults(cloudwatchtest.Faults{RejectMetricName: refused})
+	var rejections atomic.Int64
+	cw.OnReject(func(r cloudwatchtest.Request) {
+		if r.Datums == 0 && strings.Contains(r.Message, "not valid") {
+			rejections.Add(1)
+		}
+	})
+	c, ports := startHealthSidecar(t, cw) // GPUBUILD_PIPELINE_TELEMETRY_INTERVAL unset: 1m
+	// The read at start lands first; the next periodic one is a minute on.
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool { return landed(cw, "otelcol_exporter_queue_capacity") }),
+		"the read at start did not land: %v", metricNames(cw.Datums()))
+	started := time.Now()
+
+	postMetrics(t, ports[1], gauges(refused, "pipelinehealth.kept.late"))
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool { return rejections.Load() > 0 }), "CloudWatch refused nothing: %+v", cw.Stats())
+	// Counted by the collector (its pull endpoint), which follows
+	// CloudWatch's answer by a moment: a loss counted before the SIGTERM is
+	// what the last read is for.
+	counted := regexp.MustCompile(`(?m)^otelcol_exporter_cloudwatch_points_dropped(?:_total)?\{[^}]*reason="rejected"[^}]*\} 1$`)
+	require.True(t, binarytest.Eventually(30*time.Second, func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[3]))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return err == nil && counted.Match(b)
+	}), "the collector did not count the refused datum")
+	require.Zero(t, sumOf(cw.Datums(), "otelcol_exporter_cloudwatch_points_dropped", "reason", "rejected"), "the loss landed before the shutdown")
+
+	_, err = c.Stop(60 * time.Second)
+	require.NoError(t, err)
+	require.Less(t, time.Since(started), time.Minute, "stopped before the next periodic read: the last read is the shutdown's")
+	require.Equal(t, 1.0, sumOf(cw.Datums(), "otelcol_exporter_cloudwatch_points_dropped", "reason", "rejected"),
+		"the loss landed by the sidecar's exit: %v", metricNames(cw.Datums()))
+	require.Contains(t, c.Output.String(), "Shutdown complete.")
+}
+
+// startHealthSidecar starts the sidecar on its shipped configuration,
+// CloudWatch only, against cw, with extra environment, and waits until it
+// is healthy. ports: health, OTLP/HTTP, OTLP/gRPC, telemetry.
+func startHealthSidecar(t *testing.T, cw *cloudwatchtest.Server, extra ...string) (*binarytest.Process, []int) {
+	t.Helper()
+	ports := binarytest.FreePorts(t, 4)
+	env := append(binarytest.EnvWithout("AWS_", "GPUBUILD_", "OTEL_", "FAKE_NVML_", "LD_LIBRARY_PATH"),
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ACCESS_KEY_ID=AKIDPIPELINEHEALTH01",
+		"AWS_SECRET_ACCESS_KEY=pipelineHealthSecretNotUsed",
+		"AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		"AWS_REGION=us-east-1",
+		"GPUBUILD_CLOUDWATCH_OUTPUT=cloudwatch",
+		"GPUBUILD_CLOUDWATCH_ENDPOINT="+cw.Endpoint(),
+		"GPUBUILD_CLOUDWATCH_NAMESPACE="+namespace,
+		"GPUBUILD_QUEUE_DIR="+filepath.Join(t.TempDir(), "queue"),
+		fmt.Sprintf("GPUBUILD_HEALTH_PORT=%d", ports[0]),
+		fmt.Sprintf("GPUBUILD_OTLP_HTTP_PORT=%d", ports[1]),
+		fmt.Sprintf("GPUBUILD_OTLP_GRPC_PORT=%d", ports[2]),
+		fmt.Sprintf("GPUBUILD_TELEMETRY_PORT=%d", ports[3]),
+	)
+	c := binarytest.StartBinary(t, append(env, extra...), "--config", filepath.Join(binarytest.RepoRoot(), "otelcol-config.yaml"))
+	require.NoError(t, c.AwaitHealthy(fmt.Sprintf("http://127.0.0.1:%d/", ports[0]), 60*time.Second), "collector not healthy")
+	return c, ports
+}
+
+// gauges is one request of the service with a gauge point of 1 for each name.
+func gauges(names ...string) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", serviceName)
+	for _, name := range names {
+		m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName(name)
+		dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+		dp.SetDoubleValue(1)
+	}
+	return md
+}
+
+// postMetrics sends md to the sidecar's OTLP/HTTP port and requires a 200.
+func postMetrics(t *testing.T, port int, md pmetric.Metrics) {
+	t.Helper()
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	require.NoError(t, err)
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/metrics", port), "application/x-protobuf", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
 func landed(cw *cloudwatchtest.Server, metric string) bool {
