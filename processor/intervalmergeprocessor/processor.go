@@ -69,6 +69,9 @@ type mergeProcessor struct {
 	journal *receipts.Journal
 	// pendingBytes: the journal segments of pending.
 	pendingBytes int64
+	// writeFailure is the journal's last failed write (a full disk), until
+	// a write or a probe succeeds: the processor refuses, and says so.
+	writeFailure error
 	stopped      bool
 	held         atomic.Int64 // without a journal: ConsumeMetrics calls waiting
 	// warned: workers whose out-of-range points were logged this interval.
@@ -316,10 +319,21 @@ func (p *mergeProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics)
 	}
 	if p.journal != nil {
 		if err := p.journal.Append(id, hasID, body); err != nil {
+			p.writeFailure = fmt.Errorf("intervalmerge: the receipt journal cannot be written (a full disk?): %w", err)
+			changed := p.status.set(p.refusalCause())
 			p.mu.Unlock()
+			if changed {
+				p.status.report()
+			}
 			p.tel.IntervalmergeJournalWriteFailures.Add(ctx, 1)
 			p.logger.Error("Refused a request (retryable): the receipt journal could not write it", zap.Error(err))
 			return fmt.Errorf("intervalmerge: the request was not written, retry later: %w", err)
+		}
+		if p.writeFailure != nil {
+			p.writeFailure = nil
+			if p.status.set(p.refusalCause()) {
+				defer p.status.report() // after the unlock below
+			}
 		}
 	}
 	o := p.cur
@@ -350,6 +364,15 @@ func (p *mergeProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Metrics)
 // overLimit refuses new requests while the open interval holds twice
 // max_points or the journal holds journal.max_bytes: the senders keep them
 // in their own queues until the next consumer takes again.
+// refusalCause is why new requests are refused, nil when they are not:
+// over a limit, or the journal failing its writes.
+func (p *mergeProcessor) refusalCause() error {
+	if err := p.overLimit(); err != nil {
+		return err
+	}
+	return p.writeFailure
+}
+
 func (p *mergeProcessor) overLimit() error {
 	if held := p.cur.iv.Held(); held >= 2*p.cfg.MaxPoints {
 		return fmt.Errorf("intervalmerge: the open interval holds %d data points (max_points %d) and cannot be handed on yet: retry later", held, p.cfg.MaxPoints)

@@ -55,16 +55,25 @@ func (s *refusalStatus) report() {
 	}
 }
 
-// updateRefusal re-reads overLimit after a hand-over (which is what makes
-// room) and reports a change. Without requests coming in (a gateway taken
-// out of its load balancer's rotation) this is what ends a refusal.
+// probeBytes is what a probe writes: about a request of a few hundred
+// points, so that a disk that takes it takes the next requests.
+const probeBytes = 64 << 10
+
+// updateRefusal re-reads the refusal's cause after a hand-over (which is
+// what makes room) and reports a change. Without requests coming in (a
+// gateway taken out of its load balancer's rotation) this is what ends a
+// refusal: after a failed journal write, a probe write tells whether the
+// disk takes writes again.
 func (p *mergeProcessor) updateRefusal() {
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		return
 	}
-	changed := p.status.set(p.overLimit())
+	if p.writeFailure != nil && p.journal != nil && p.journal.Probe(probeBytes) == nil {
+		p.writeFailure = nil
+	}
+	changed := p.status.set(p.refusalCause())
 	p.mu.Unlock()
 	if changed {
 		p.status.report()

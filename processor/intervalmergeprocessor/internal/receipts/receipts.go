@@ -162,6 +162,22 @@ func (j *Journal) Append(id requestid.ID, hasID bool, metrics []byte) error {
 	return nil
 }
 
+// Probe reports whether the journal's directory takes a write of n bytes
+// now (after a failed Append: the disk full, or its quota), by writing
+// them to a file of its own and removing it; the segments are not touched.
+func (j *Journal) Probe(n int) error {
+	path := filepath.Join(j.dir, j.prefix+".probe")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, n))
+	if err == nil && j.fsync {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close(), os.Remove(path))
+}
+
 // Rotate closes the open segment and opens the next; it returns the closed
 // one. When the open segment holds no record nothing changes and ok is
 // false. When the next cannot be created the open segment stays open.
