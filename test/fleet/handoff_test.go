@@ -6,10 +6,7 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -27,18 +24,6 @@ import (
 )
 
 const handoffMetric = "handoff.jobs"
-
-// handoffGatewayConfig is the shipped gateway config with retries at most
-// 1 s apart: the hand-off starts at the retrying request's next attempt,
-// and CloudWatch's return is seen within a second.
-func handoffGatewayConfig(t *testing.T) string {
-	t.Helper()
-	shipped := readRepoFile(t, gatewayConfig)
-	require.Contains(t, shipped, "max_interval: 30s\n")
-	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(strings.Replace(shipped, "max_interval: 30s\n", "max_interval: 1s\n", 1)), 0o600))
-	return cfg
-}
 
 // sendJobs sends, as two workers, one delta point of value v for each of
 // `series` series of handoff.jobs, and adds it to want.
@@ -114,20 +99,19 @@ func TestGatewayLeavingHandsItsBacklogToAPeer(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
 	require.NoError(t, cw.SetDown(true))
-	config := handoffGatewayConfig(t)
 	const interval = time.Second
+	// Retries at most 1 s apart: the hand-off starts at the retrying
+	// request's next attempt, and CloudWatch's return is seen at once.
+	env := append(gatewayEnv(cw, interval), "GPUBUILD_GATEWAY_RETRY_MAX_INTERVAL=1s")
+	env = env[:len(env):len(env)] // each node appends to its own copy
 
-	bPort := binarytest.FreePort(t)
-	b := newNode(t, gatewayConfig, append(gatewayEnv(cw, interval), fmt.Sprintf("GPUBUILD_GATEWAY_HANDOFF_PORT=%d", bPort))...)
-	b.config = config
+	b := newNode(t, gatewayConfig, env...)
 	b.start()
-	a := newNode(t, gatewayConfig, append(gatewayEnv(cw, interval),
-		fmt.Sprintf("GPUBUILD_GATEWAY_HANDOFF_PORT=%d", binarytest.FreePort(t)),
-		fmt.Sprintf("GPUBUILD_GATEWAY_HANDOFF_ENDPOINT=127.0.0.1:%d", bPort),
+	a := newNode(t, gatewayConfig, append(env,
+		fmt.Sprintf("GPUBUILD_GATEWAY_HANDOFF_ENDPOINT=127.0.0.1:%d", b.handoff),
 		"GPUBUILD_GATEWAY_HANDOFF_TIMEOUT=30s",
 		"GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT=2s",
 		"GPUBUILD_LOG_LEVEL=info")...)
-	a.config = config
 	a.start()
 
 	const series = 200
