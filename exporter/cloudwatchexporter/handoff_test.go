@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/metadatatest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
 // fakePeer is another gateway's OTLP receiver for hand-offs: it takes the
@@ -179,6 +180,29 @@ func TestHandoffKeepsEverythingWhenThePeerIsUnreachable(t *testing.T) {
 	require.Eventually(t, func() bool { return second.queueSize(t) == 0 }, 20*time.Second, 10*time.Millisecond)
 	second.stop(t)
 	assertExactlyOnce(t, server.Datums(), handoffExports*handoffSeries, handoffExports*handoffSeries)
+}
+
+// A batch CloudWatch took in part before the drain ended (its first
+// PutMetricData call answered, the others failing from then on) is handed
+// off as the part left: every point lands once, at CloudWatch or at the
+// peer, none at both.
+func TestHandoffSendsOnlyWhatCloudWatchDidNotTake(t *testing.T) {
+	server := startServer(t)
+	server.OnAccept(func([]cloudwatchtest.Datum) { server.SetFaults(cloudwatchtest.Faults{ServerErrorEvery: 1}) })
+	peer := startFakePeer(t, -1)
+	first := startQueuedExporter(t, server, t.TempDir(), func(cfg *Config) {
+		withHandoff(peer.addr, 20*time.Second)(cfg)
+		cfg.MaxConcurrentRequests = 1
+	})
+	const series = 2500 // three PutMetricData calls of at most 1,000 datums
+	consumeBatches(t, first.testExporter, 1, series)
+	first.stop(t)
+
+	taken := server.Datums()
+	require.Len(t, taken, 1000, "CloudWatch took the first call")
+	_, points, sum, _ := peer.totals()
+	assert.Equal(t, series-len(taken), points, "the peer got the rest, and only the rest")
+	assert.Equal(t, int64(series-len(taken)), sum)
 }
 
 // A drain that sends everything leaves nothing to hand off: the peer is
