@@ -44,9 +44,9 @@ func defaultHandoffConfig() HandoffConfig {
 
 func (h *HandoffConfig) enabled() bool { return h.Endpoint != "" }
 
-// Validate: Config.Validate checks the hand-off, naming its fields; this
-// keeps the collector from reporting ClientConfig's promoted Validate a
-// second time under "handoff".
+// Validate returns nil: Config.Validate checks the hand-off, naming its
+// fields, and this keeps the collector from reporting ClientConfig's
+// promoted Validate a second time under "handoff".
 func (*HandoffConfig) Validate() error { return nil }
 
 // problems lists what is wrong, naming the field.
