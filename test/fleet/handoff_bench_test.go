@@ -94,16 +94,25 @@ func BenchmarkGatewayHandoff(b *testing.B) {
 // handoffLine is the fields of the hand-off's last log line.
 func handoffLine(tb testing.TB, out string) map[string]any {
 	tb.Helper()
+	return logFields(tb, out, "Handed what the drain left to the peer", "did not empty the queue before handoff.timeout")
+}
+
+// logFields is the fields of the first log line in out that holds one of
+// messages.
+func logFields(tb testing.TB, out string, messages ...string) map[string]any {
+	tb.Helper()
 	for _, l := range strings.Split(out, "\n") {
-		if !strings.Contains(l, "Handed what the drain left to the peer") && !strings.Contains(l, "did not empty the queue before handoff.timeout") {
-			continue
+		for _, m := range messages {
+			if !strings.Contains(l, m) {
+				continue
+			}
+			i := strings.Index(l, "{")
+			require.GreaterOrEqual(tb, i, 0, l)
+			var fields map[string]any
+			require.NoError(tb, json.Unmarshal([]byte(l[i:]), &fields), l)
+			return fields
 		}
-		i := strings.Index(l, "{")
-		require.GreaterOrEqual(tb, i, 0, l)
-		var fields map[string]any
-		require.NoError(tb, json.Unmarshal([]byte(l[i:]), &fields), l)
-		return fields
 	}
-	require.FailNow(tb, "no hand-off in the log", binarytest.Tail(out, 4000))
+	require.FailNow(tb, "not in the log", "%q\n%s", messages, binarytest.Tail(out, 4000))
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/state/record"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
@@ -146,12 +145,14 @@ func TestGatewayLeavingHandsItsBacklogToAPeer(t *testing.T) {
 	assert.Positive(t, accepted(), "B's otlp/handoff receiver took A's backlog")
 
 	// A's directory holds nothing to send: started again on it (no
-	// hand-off, CloudWatch still down), its queue and journal are empty.
+	// hand-off, CloudWatch still down), it loads an empty queue and reads
+	// nothing back from its journal.
 	a.env = append(a.env, "GPUBUILD_GATEWAY_HANDOFF_ENDPOINT=")
 	a.start()
-	assert.Zero(t, a.exporterQueueSize(), "A's queue is empty after the hand-off")
-	assert.Equal(t, float64(record.HeaderSize), a.telemetryValue("otelcol_intervalmerge_journal_bytes"), "A's journal holds its header only")
-	assert.Zero(t, a.pointsHeld())
+	loaded := logFields(t, a.Output.String(), "Loaded queue metadata")
+	assert.Equal(t, loaded["readIndex"], loaded["writeIndex"], "A's queue is empty after the hand-off: %v", loaded)
+	assert.Equal(t, 0.0, loaded["dispatchedItems"], "nothing was left in flight: %v", loaded)
+	assert.NotContains(t, a.Output.String(), "Read back requests acknowledged by the previous process", "A's journal is empty")
 
 	require.NoError(t, cw.SetDown(false))
 	var last []string
