@@ -233,7 +233,7 @@ func newMetricsExporter(cfg *Config, set exporter.Settings) (*metricsExporter, e
 		telemetrySettings: set.TelemetrySettings,
 	}
 	if cfg.Handoff.enabled() {
-		e.handoff = &handoff{cfg: &cfg.Handoff, logger: set.Logger}
+		e.handoff = &handoff{cfg: &cfg.Handoff}
 	}
 	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
 	e.translations.New = func() any { return new(translationBuffers) }

@@ -70,8 +70,7 @@ func (h *HandoffConfig) problems() []error {
 // once the peer acknowledged it; the peer acknowledges once the request is
 // written to its own persistent queue.
 type handoff struct {
-	cfg    *HandoffConfig
-	logger *zap.Logger
+	cfg *HandoffConfig
 
 	// on: pushes go to the peer.
 	on atomic.Bool
