@@ -101,6 +101,10 @@ type Config struct {
 	// WriteReserveBytes is the reserve file's size.
 	WriteReserveBytes int64 `mapstructure:"write_reserve_bytes"`
 
+	// Handoff is the peer gateway that takes what the drain at Shutdown
+	// left in the persistent queue (handoff.go); empty endpoint: none.
+	Handoff HandoffConfig `mapstructure:"handoff"`
+
 	// legacyStateKey: the configuration set cumulative_state (Unmarshal).
 	legacyStateKey bool
 
@@ -230,6 +234,10 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.ShutdownDrainTimeout < 0 {
 		errs = append(errs, errors.New("shutdown_drain_timeout: must not be negative (0 means do not wait)"))
+	}
+	errs = append(errs, cfg.Handoff.problems()...)
+	if q := cfg.QueueConfig.Get(); cfg.Handoff.enabled() && (q == nil || q.StorageID == nil) {
+		errs = append(errs, errors.New("handoff.endpoint: needs a persistent sending_queue (sending_queue.storage)"))
 	}
 	return errors.Join(errs...)
 }

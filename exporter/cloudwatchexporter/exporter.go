@@ -79,6 +79,9 @@ type metricsExporter struct {
 	autoDryRunReported atomic.Bool
 	// sending: whether PutMetricData gets through, as component status.
 	sending sendStatus
+	// handoff: nil without handoff.endpoint (handoff.go).
+	handoff           *handoff
+	telemetrySettings component.TelemetrySettings
 
 	translations sync.Pool
 }
@@ -137,8 +140,9 @@ func (m *metricsExporter) ConsumeMetrics(ctx context.Context, md pmetric.Metrics
 	return err
 }
 
-// Shutdown sends what is queued, for at most shutdown_drain_timeout, and
-// only then stops exporterhelper. Upstream components are stopped before
+// Shutdown sends what is queued, for at most shutdown_drain_timeout, hands
+// what is left to the peer when there is one (handoff.go), and only then
+// stops exporterhelper. Upstream components are stopped before
 // an exporter is, so nothing new arrives meanwhile.
 //
 // exporterhelper's own Shutdown stops a persistent queue's consumers at
@@ -159,8 +163,13 @@ func (m *metricsExporter) Shutdown(ctx context.Context) error {
 			Timeout: m.cfg.ShutdownDrainTimeout, Size: m.queue.size,
 			Unit: q.Sizer.String(), Persistent: q.StorageID != nil, Logger: m.logger,
 		})
+		m.handOffLeftovers(ctx)
 	}
-	return m.Metrics.Shutdown(ctx)
+	err := m.Metrics.Shutdown(ctx)
+	if m.handoff != nil {
+		err = errors.Join(err, m.handoff.close())
+	}
+	return err
 }
 
 // enqueue hands md to the sending queue, through the write failure stage
@@ -220,7 +229,11 @@ func newMetricsExporter(cfg *Config, set exporter.Settings) (*metricsExporter, e
 		slots:      make(chan struct{}, cfg.MaxConcurrentRequests),
 		now:        time.Now,
 
-		throttleDelay: throttleRetryDelay,
+		throttleDelay:     throttleRetryDelay,
+		telemetrySettings: set.TelemetrySettings,
+	}
+	if cfg.Handoff.enabled() {
+		e.handoff = &handoff{cfg: &cfg.Handoff}
 	}
 	e.pace = adaptiverate.New(cfg.MaxRequestsPerSecond, time.Now)
 	e.translations.New = func() any { return new(translationBuffers) }

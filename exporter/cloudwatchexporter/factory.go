@@ -66,6 +66,7 @@ func createDefaultConfig() component.Config {
 		MaxConcurrentRequests:   defaultMaxConcurrentRequests,
 		WriteFailureBufferBytes: defaultWriteFailureBufferBytes,
 		WriteReserveBytes:       defaultWriteReserveBytes,
+		Handoff:                 defaultHandoffConfig(),
 		CumulativeState: CumulativeStateConfig{
 			TTL:             defaultCumulativeTTL,
 			MaxSeries:       defaultCumulativeMaxSeries,

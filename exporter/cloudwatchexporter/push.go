@@ -32,8 +32,12 @@ type translationBuffers struct {
 // deltaConverter). When some requests fail, it hands back to exporterhelper
 // only the data points of those requests: retryable failures as a
 // consumererror.Metrics (throttling with a delay), invalid requests as
-// permanent, so a retry never re-sends what CloudWatch accepted.
+// permanent, so a retry never re-sends what CloudWatch accepted. During a
+// hand-off at Shutdown, md goes to the peer instead (handoff.go).
 func (m *metricsExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
+	if m.handoff != nil && m.handoff.on.Load() {
+		return m.handoff.push(ctx, md)
+	}
 	if m.putter == nil {
 		return errors.New("cloudwatch exporter not started")
 	}

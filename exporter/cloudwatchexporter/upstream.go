@@ -26,6 +26,10 @@ import (
 //     request under its decimal index, its metadata under other keys; the
 //     requests are stored compressed (internal/queuecompress)
 //     (TestQueuedRequestsAreStoredCompressed).
+//   - the persistent queue's enqueue returns once the request is written
+//     to the storage, so a peer's ConsumeMetrics that returned means the
+//     hand-off is on its disk (handoff.go;
+//     TestConsumeMetricsReturnsOnceTheRequestIsStored).
 //   - internal/send's upstream.go, presetBodyProtocol and
 //     minCompressBytes: the SDK's client protocol sends a body written by
 //     internal/send in the SDK's own CBOR encoding, gzipped above the

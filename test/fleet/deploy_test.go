@@ -43,12 +43,15 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 		}
 		require.NoError(t, err)
 		kind := doc["kind"].(string)
-		if kind == "Service" && dig(doc, "spec", "clusterIP") == "None" {
+		switch {
+		case kind == "Service" && dig(doc, "metadata", "name") == "otelcol-gateway-handoff":
+			kind = "hand-off Service" // every gateway, ready or not
+		case kind == "Service" && dig(doc, "spec", "clusterIP") == "None":
 			kind = "headless Service" // the StatefulSet's pods' names
 		}
 		kinds[kind] = doc
 	}
-	require.Subset(t, keys(kinds), []string{"StatefulSet", "Service", "headless Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"})
+	require.Subset(t, keys(kinds), []string{"StatefulSet", "Service", "headless Service", "hand-off Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"})
 
 	// The config path in the image.
 	dockerfile := readRepoFile(t, "Dockerfile")
@@ -78,7 +81,24 @@ func TestGatewayManifestsAgreeWithTheConfigs(t *testing.T) {
 	for _, p := range c["ports"].([]any) {
 		ports[p.(map[string]any)["name"].(string)] = p.(map[string]any)["containerPort"].(int)
 	}
-	assert.Equal(t, map[string]int{"otlp-grpc": 4317, "health": 13133, "telemetry": 8888}, ports, "the gateway config's default ports")
+	assert.Equal(t, map[string]int{"otlp-grpc": 4317, "otlp-handoff": 4319, "health": 13133, "telemetry": 8888}, ports, "the gateway config's default ports")
+
+	// Hand-offs go to every gateway, ready or not (through a CloudWatch
+	// outage none is ready), on the hand-off port
+	// (TestGatewayLeavingHandsItsBacklogToAPeer).
+	handoff := kinds["hand-off Service"]
+	assert.Equal(t, "None", dig(handoff, "spec", "clusterIP"))
+	assert.Equal(t, true, dig(handoff, "spec", "publishNotReadyAddresses"))
+	assert.Equal(t, map[string]any{"app": "otelcol-gateway"}, dig(handoff, "spec", "selector"))
+	assert.Equal(t, []any{map[string]any{"name": "otlp-handoff", "port": 4319, "targetPort": "otlp-handoff"}}, dig(handoff, "spec", "ports"))
+	handoffHost := dig(handoff, "metadata", "name").(string) + "." + dig(handoff, "metadata", "namespace").(string) + ".svc.cluster.local"
+	var endpoint string
+	for _, e := range c["env"].([]any) {
+		if e.(map[string]any)["name"] == "GPUBUILD_GATEWAY_HANDOFF_ENDPOINT" {
+			endpoint = e.(map[string]any)["value"].(string)
+		}
+	}
+	assert.Equal(t, "dns:///"+handoffHost+":4319", endpoint)
 
 	svc := kinds["Service"]
 	assert.Nil(t, dig(svc, "spec", "clusterIP"), "a load-balanced Service: each sidecar's connection lands on one gateway")
@@ -120,7 +140,7 @@ func envNames(config string) []string {
 // TestGatewayManifestKeepsWhatWasAcknowledged: each gateway's queue
 // directory is a claim of its own that a scale-down or a deleted
 // StatefulSet keeps, written with fsync (the claim outlives the node), and
-// the grace period covers the preStop wait and the drain.
+// the grace period covers the preStop wait, the drain and the hand-off.
 func TestGatewayManifestKeepsWhatWasAcknowledged(t *testing.T) {
 	var sts map[string]any
 	dec := yaml.NewDecoder(bytes.NewReader([]byte(readRepoFile(t, "deploy/gateway-kubernetes.yaml"))))
@@ -158,7 +178,13 @@ func TestGatewayManifestKeepsWhatWasAcknowledged(t *testing.T) {
 	require.NoError(t, err)
 	preStop := time.Duration(dig(c, "lifecycle", "preStop", "sleep", "seconds").(int)) * time.Second
 	grace := time.Duration(pod["terminationGracePeriodSeconds"].(int)) * time.Second
+	// The retrying request's next attempt (at most 1.5 times the retry's
+	// max_interval), when the hand-off starts, and the hand-off.
+	retry, err := time.ParseDuration(env["GPUBUILD_GATEWAY_RETRY_MAX_INTERVAL"])
+	require.NoError(t, err)
+	handoff, err := time.ParseDuration(env["GPUBUILD_GATEWAY_HANDOFF_TIMEOUT"])
+	require.NoError(t, err)
 	// Room for the receiver's stop, the hand-over and a call in flight
 	// (the exporter's request_timeout, 18 s).
-	assert.GreaterOrEqual(t, grace, preStop+drain+30*time.Second)
+	assert.GreaterOrEqual(t, grace, preStop+drain+retry*3/2+handoff+30*time.Second)
 }

@@ -32,6 +32,7 @@ type node struct {
 	config                  string
 	env                     []string
 	grpc, health, telemetry int
+	handoff                 int // a gateway's otlp/handoff receiver
 	queueDir                string
 	args                    []string // past --config
 }
@@ -71,6 +72,7 @@ const gatewayConfig = "otelcol-gateway.yaml"
 // before each start, so that no client's ephemeral port took them meanwhile.
 func (n *node) pickPorts() {
 	n.grpc, n.health, n.telemetry = binarytest.FreePort(n.t), binarytest.FreePort(n.t), binarytest.FreePort(n.t)
+	n.handoff = binarytest.FreePort(n.t)
 }
 
 // start runs the node (again, on the same queue directory); later entries of
@@ -82,6 +84,7 @@ func (n *node) start() {
 		fmt.Sprintf("GPUBUILD_OTLP_HTTP_PORT=%d", binarytest.FreePort(n.t)),
 		fmt.Sprintf("GPUBUILD_HEALTH_PORT=%d", n.health),
 		fmt.Sprintf("GPUBUILD_TELEMETRY_PORT=%d", n.telemetry),
+		fmt.Sprintf("GPUBUILD_GATEWAY_HANDOFF_PORT=%d", n.handoff),
 		"GPUBUILD_QUEUE_DIR="+n.queueDir,
 	)
 	env = append(env, n.env...)

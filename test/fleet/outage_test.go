@@ -41,8 +41,7 @@ func TestGatewayOutageLongerThanAnyDeadline(t *testing.T) {
 	t.Run("control with a deadline", func(t *testing.T) {
 		t.Parallel()
 		cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-		withDeadline := strings.NewReplacer("max_elapsed_time: 0s\n", "max_elapsed_time: "+controlDeadline.String()+"\n",
-			"max_interval: 30s\n", "max_interval: 1s\n").Replace(shipped)
+		withDeadline := strings.Replace(shipped, "max_elapsed_time: 0s\n", "max_elapsed_time: "+controlDeadline.String()+"\n", 1)
 		require.NoError(t, os.WriteFile(cfg, []byte(withDeadline), 0o600))
 		outage(t, cfg, true)
 	})
@@ -52,8 +51,11 @@ func outage(t *testing.T, config string, control bool) {
 	cw, err := cloudwatchtest.Start("127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
-	gw := newNode(t, "otelcol-gateway.yaml", append(gatewayEnv(cw, 2*time.Second),
-		"GPUBUILD_QUEUE_SIZE=2", "GPUBUILD_GATEWAY_JOURNAL_MAX_BYTES=65536")...)
+	env := append(gatewayEnv(cw, 2*time.Second), "GPUBUILD_QUEUE_SIZE=2", "GPUBUILD_GATEWAY_JOURNAL_MAX_BYTES=65536")
+	if control {
+		env = append(env, "GPUBUILD_GATEWAY_RETRY_MAX_INTERVAL=1s")
+	}
+	gw := newNode(t, "otelcol-gateway.yaml", env...)
 	if config != "" {
 		gw.config = config
 	}
