@@ -48,24 +48,7 @@ func BenchmarkGatewayDrain(b *testing.B) {
 		gw.start()
 		require.NoError(b, cw.SetDown(true))
 
-		conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gw.grpc), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(b, err)
-		client := pmetricotlp.NewGRPCClient(conn)
-		var seq uint64
-		start := time.Now()
-		for time.Since(start) < fill {
-			for w := range workers {
-				md := workerMetrics(w, 1, gauges)
-				seq++
-				requestid.Stamp(md, requestid.ID{Instance: fmt.Sprintf("%032x", w), Sequence: seq})
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := client.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(md))
-				cancel()
-				require.NoError(b, err)
-			}
-		}
-		_ = conn.Close()
-		require.True(b, binarytest.Eventually(30*time.Second, func() bool { return gw.pointsHeld() == 0 }), "every interval handed to the queue")
+		fillBacklog(b, gw, fill, workers, gauges)
 		queued := gw.telemetryValue("otelcol_exporter_queue_size")
 
 		cw.SetFaults(cloudwatchtest.Faults{Latency: latency})
@@ -93,4 +76,30 @@ func leftLine(out string) string {
 		}
 	}
 	return "nothing left"
+}
+
+// fillBacklog sends each of workers one request of its gauges in turn, each
+// stamped with the next sequence number, to gw until fill has passed, then
+// waits until every interval was handed to the exporter's queue: a backlog
+// for a drain or a hand-off to move.
+func fillBacklog(b *testing.B, gw *node, fill time.Duration, workers, gauges int) {
+	b.Helper()
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gw.grpc), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(b, err)
+	defer func() { _ = conn.Close() }()
+	client := pmetricotlp.NewGRPCClient(conn)
+	var seq uint64
+	start := time.Now()
+	for time.Since(start) < fill {
+		for w := range workers {
+			md := workerMetrics(w, 1, gauges)
+			seq++
+			requestid.Stamp(md, requestid.ID{Instance: fmt.Sprintf("%032x", w), Sequence: seq})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := client.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(md))
+			cancel()
+			require.NoError(b, err)
+		}
+	}
+	require.True(b, binarytest.Eventually(30*time.Second, func() bool { return gw.pointsHeld() == 0 }), "every interval handed to the queue")
 }

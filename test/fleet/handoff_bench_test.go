@@ -4,7 +4,6 @@
 package fleet
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,11 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/requestid"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
@@ -56,24 +51,7 @@ func BenchmarkGatewayHandoff(b *testing.B) {
 			"GPUBUILD_GATEWAY_HANDOFF_TIMEOUT=300s", "GPUBUILD_SHUTDOWN_DRAIN_TIMEOUT=1s", "GPUBUILD_LOG_LEVEL=info")...)
 		gw.start()
 
-		conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", gw.grpc), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(b, err)
-		client := pmetricotlp.NewGRPCClient(conn)
-		var seq uint64
-		start := time.Now()
-		for time.Since(start) < fill {
-			for w := range workers {
-				md := workerMetrics(w, 1, gauges)
-				seq++
-				requestid.Stamp(md, requestid.ID{Instance: fmt.Sprintf("%032x", w), Sequence: seq})
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := client.Export(ctx, pmetricotlp.NewExportRequestFromMetrics(md))
-				cancel()
-				require.NoError(b, err)
-			}
-		}
-		_ = conn.Close()
-		require.True(b, binarytest.Eventually(30*time.Second, func() bool { return gw.pointsHeld() == 0 }), "every interval handed to the queue")
+		fillBacklog(b, gw, fill, workers, gauges)
 		queued := gw.exporterQueueSize()
 
 		took, err := gw.Stop(360 * time.Second)
