@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derive"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state"
@@ -61,8 +62,14 @@ func (p *buildjobProcessor) Shutdown(ctx context.Context) error {
 	return p.derivation.Shutdown(ctx)
 }
 
-// processMetrics derives from md and hands it on unchanged.
+// processMetrics derives from md and hands it on unchanged. A batch
+// without data points (the nvml receiver's scrape on a node without NVML,
+// every collection_interval) is not handed on: it would wake the exporter
+// and write an empty request to its persistent queue.
 func (p *buildjobProcessor) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	if md.DataPointCount() == 0 {
+		return md, processorhelper.ErrSkipProcessingData
+	}
 	if !p.standDown {
 		p.derivation.ConsumeHTTPMetrics(ctx, md)
 	}

@@ -7,18 +7,26 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"time"
 
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 )
 
-// Config is the pull endpoint to read and how often.
+// Config is the pull endpoint to read, how often, and what to keep.
 type Config struct {
 	scraperhelper.ControllerConfig `mapstructure:",squash"`
 	// URL is the collector's Prometheus pull endpoint to read, e.g.
 	// http://127.0.0.1:8888/metrics (a client URL, not a listener).
 	URL string `mapstructure:"url"`
+	// MetricNames are the metrics emitted, by their names on the endpoint;
+	// empty emits every counter and gauge. A name not on the endpoint is
+	// no error: the Collector shows a loss counter only once it moved.
+	MetricNames []string `mapstructure:"metric_names"`
 }
+
+// metricName is a Prometheus metric name, as the pull endpoint writes it.
+var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
 
 func createDefaultConfig() *Config {
 	controller := scraperhelper.NewDefaultControllerConfig()
@@ -38,6 +46,16 @@ func (c *Config) Validate() error {
 	}
 	if c.CollectionInterval <= 0 {
 		return errors.New("collection_interval: must be positive")
+	}
+	seen := make(map[string]bool, len(c.MetricNames))
+	for i, name := range c.MetricNames {
+		if !metricName.MatchString(name) {
+			return fmt.Errorf("metric_names[%d]: %q is not a metric name as the pull endpoint writes it (e.g. otelcol_exporter_queue_size)", i, name)
+		}
+		if seen[name] {
+			return fmt.Errorf("metric_names[%d]: %q is listed twice", i, name)
+		}
+		seen[name] = true
 	}
 	return nil
 }

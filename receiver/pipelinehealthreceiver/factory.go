@@ -30,7 +30,7 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 	if !ok {
 		return nil, errors.New("pipeline_health: unexpected config type")
 	}
-	s := newEndpointScraper(rCfg)
+	s := newEndpointScraper(rCfg, set.ID.String())
 	sc, err := scraper.NewMetrics(s.scrape)
 	if err != nil {
 		return nil, err

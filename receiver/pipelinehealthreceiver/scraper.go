@@ -32,6 +32,12 @@ const maxBody = 4 << 20
 type endpointScraper struct {
 	cfg    *Config
 	client *http.Client
+	// keep is cfg.MetricNames as a set; nil keeps every counter and gauge.
+	keep map[string]bool
+	// self is the receiver's component id: the points the Collector counts
+	// about this receiver (its scrapes, its accepted and refused points)
+	// say nothing about the data and are left out.
+	self string
 	// last is each counter series' value at the previous read, so the
 	// next read sends the difference; a series not seen before starts
 	// from zero (a loss counter appears with its first loss).
@@ -39,10 +45,17 @@ type endpointScraper struct {
 	lastTime time.Time
 }
 
-func newEndpointScraper(cfg *Config) *endpointScraper {
+func newEndpointScraper(cfg *Config, self string) *endpointScraper {
 	// One read a minute: no idle connection (and its buffers) kept between.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	return &endpointScraper{cfg: cfg, client: client, last: map[string]float64{}, lastTime: time.Now()}
+	var keep map[string]bool
+	if len(cfg.MetricNames) > 0 {
+		keep = make(map[string]bool, len(cfg.MetricNames))
+		for _, name := range cfg.MetricNames {
+			keep[name] = true
+		}
+	}
+	return &endpointScraper{cfg: cfg, client: client, keep: keep, self: self, last: map[string]float64{}, lastTime: time.Now()}
 }
 
 func (s *endpointScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
@@ -75,7 +88,9 @@ func (s *endpointScraper) read(ctx context.Context) (map[string]*dto.MetricFamil
 }
 
 // convert turns the families into one resource's metrics: counters as
-// deltas over (from, to], gauges as they are; other types are left out.
+// deltas over (from, to], gauges as they are; other types, the names not
+// kept and the points about the receiver itself are left out, and so is a
+// metric left without points. Nothing kept: no resource either.
 func (s *endpointScraper) convert(families map[string]*dto.MetricFamily, from, to time.Time) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
@@ -97,28 +112,26 @@ func (s *endpointScraper) convert(families map[string]*dto.MetricFamily, from, t
 	slices.Sort(names)
 	for _, name := range names {
 		f := families[name]
-		if name == "target_info" || len(f.GetMetric()) == 0 {
+		if name == "target_info" || len(f.GetMetric()) == 0 || (s.keep != nil && !s.keep[name]) {
 			continue
 		}
+		m := pmetric.NewMetric()
 		var points pmetric.NumberDataPointSlice
 		switch f.GetType() {
 		case dto.MetricType_COUNTER:
-			m := sm.Metrics().AppendEmpty()
-			m.SetName(name)
-			m.SetDescription(f.GetHelp())
 			sum := m.SetEmptySum()
 			sum.SetIsMonotonic(true)
 			sum.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
 			points = sum.DataPoints()
 		case dto.MetricType_GAUGE:
-			m := sm.Metrics().AppendEmpty()
-			m.SetName(name)
-			m.SetDescription(f.GetHelp())
 			points = m.SetEmptyGauge().DataPoints()
 		default:
 			continue
 		}
 		for _, pm := range f.GetMetric() {
+			if s.aboutSelf(pm) {
+				continue
+			}
 			dp := points.AppendEmpty()
 			dp.SetTimestamp(ts)
 			key := name
@@ -142,11 +155,30 @@ func (s *endpointScraper) convert(families map[string]*dto.MetricFamily, from, t
 			dp.SetStartTimestamp(start)
 			dp.SetDoubleValue(delta)
 		}
+		if points.Len() > 0 {
+			m.SetName(name)
+			m.SetDescription(f.GetHelp())
+			m.MoveTo(sm.Metrics().AppendEmpty())
+		}
 	}
 	for key := range s.last {
 		if !seen[key] {
 			delete(s.last, key)
 		}
 	}
+	if sm.Metrics().Len() == 0 {
+		return pmetric.NewMetrics()
+	}
 	return md
+}
+
+// aboutSelf says whether a point is one the Collector counts about this
+// receiver (its `receiver` label is the receiver's id).
+func (s *endpointScraper) aboutSelf(pm *dto.Metric) bool {
+	for _, l := range pm.GetLabel() {
+		if l.GetName() == "receiver" {
+			return l.GetValue() == s.self
+		}
+	}
+	return false
 }

@@ -87,7 +87,7 @@ func TestCountersAsDeltasGaugesAsTheyAre(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.URL = serve(t, &body, &mu)
 	require.NoError(t, cfg.Validate())
-	s := newEndpointScraper(cfg)
+	s := newEndpointScraper(cfg, "pipeline_health")
 
 	md, err := s.scrape(context.Background())
 	require.NoError(t, err)
@@ -130,8 +130,59 @@ func TestCountersAsDeltasGaugesAsTheyAre(t *testing.T) {
 func TestUnreachableEndpointIsAnError(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.URL = "http://127.0.0.1:1/metrics"
-	_, err := newEndpointScraper(cfg).scrape(context.Background())
+	_, err := newEndpointScraper(cfg, "pipeline_health").scrape(context.Background())
 	require.Error(t, err)
+}
+
+// A read as the Collector writes it, with points about the receiver itself.
+const withSelf = `# TYPE otelcol_exporter_queue_size gauge
+otelcol_exporter_queue_size{data_type="metrics",exporter="cloudwatch"} 7
+# TYPE otelcol_exporter_sent_metric_points counter
+otelcol_exporter_sent_metric_points{exporter="cloudwatch"} 12
+# TYPE otelcol_receiver_refused_metric_points counter
+otelcol_receiver_refused_metric_points{receiver="nvml",transport=""} 0
+otelcol_receiver_refused_metric_points{receiver="pipeline_health",transport=""} 3
+otelcol_receiver_refused_metric_points{receiver="pipeline_health/other",transport=""} 4
+# TYPE otelcol_scraper_errored_metric_points counter
+otelcol_scraper_errored_metric_points{receiver="pipeline_health",scraper="pipeline_health"} 2
+# TYPE target_info gauge
+target_info{service_name="otelcol-gpubuild"} 1
+`
+
+func TestKeepsTheNamedMetricsWithoutItsOwnPoints(t *testing.T) {
+	var mu sync.Mutex
+	body := withSelf
+	cfg := createDefaultConfig()
+	cfg.URL = serve(t, &body, &mu)
+	cfg.MetricNames = []string{"otelcol_exporter_queue_size", "otelcol_receiver_refused_metric_points", "otelcol_scraper_errored_metric_points", "otelcol_fanout_points_dropped"}
+	require.NoError(t, cfg.Validate())
+	md, err := newEndpointScraper(cfg, "pipeline_health").scrape(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, map[string][]point{
+		"otelcol_exporter_queue_size": {{7, map[string]any{"data_type": "metrics", "exporter": "cloudwatch"}}},
+		// Another receiver's points stay, even one of the same type.
+		"otelcol_receiver_refused_metric_points": {
+			{0, map[string]any{"receiver": "nvml"}},
+			{4, map[string]any{"receiver": "pipeline_health/other"}},
+		},
+		// otelcol_scraper_errored_metric_points had only this receiver's
+		// points: no metric; the sent points are not named.
+	}, points(t, md))
+
+	// Nothing left to send: no resource either.
+	cfg.MetricNames = []string{"otelcol_scraper_errored_metric_points"}
+	md, err = newEndpointScraper(cfg, "pipeline_health").scrape(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 0, md.ResourceMetrics().Len())
+
+	// No names: every counter and gauge, still without its own points.
+	cfg.MetricNames = nil
+	md, err = newEndpointScraper(cfg, "pipeline_health").scrape(context.Background())
+	require.NoError(t, err)
+	got := points(t, md)
+	require.Len(t, got, 3)
+	require.Contains(t, got, "otelcol_exporter_sent_metric_points")
+	require.NotContains(t, got, "otelcol_scraper_errored_metric_points")
 }
 
 func TestValidateNamesTheField(t *testing.T) {
@@ -139,5 +190,16 @@ func TestValidateNamesTheField(t *testing.T) {
 		cfg := createDefaultConfig()
 		cfg.URL = ep
 		require.ErrorContains(t, cfg.Validate(), "url", ep)
+	}
+	for _, names := range [][]string{
+		{"otelcol_exporter_queue_size", ""},
+		{"otelcol_exporter_queue_size", "otelcol exporter"},
+		{"^(otelcol_.*)$"},
+		{"otelcol_exporter_queue_size", "otelcol_exporter_queue_size"},
+	} {
+		cfg := createDefaultConfig()
+		cfg.URL = "http://127.0.0.1:8888/metrics"
+		cfg.MetricNames = names
+		require.ErrorContains(t, cfg.Validate(), "metric_names[", names)
 	}
 }

@@ -12,9 +12,9 @@
 //
 //   - a pipeline_health receiver (receiver/pipelinehealthreceiver) that
 //     reads the pull endpoint every GPUBUILD_PIPELINE_TELEMETRY_INTERVAL
-//     and emits counters as deltas, gauges as they are, in
-//   - a pipeline, metrics/pipeline_health, whose filter processor keeps only
-//     the series in Series, and which ends in
+//     and emits the series in Series (its metric_names; without the points
+//     about the receiver itself), counters as deltas, gauges as they are, in
+//   - a pipeline, metrics/pipeline_health, which ends in
 //   - a forward connector into the `metrics` pipeline, so the series take
 //     whatever way the data takes (the destinations' fanout, a gateway).
 //
@@ -56,7 +56,6 @@ const DefaultEnabled = true
 // Component ids the converter adds.
 const (
 	Receiver  = "pipeline_health"
-	Filter    = "filter/pipeline_health"
 	Connector = "forward/pipeline_health"
 	Pipeline  = "metrics/pipeline_health"
 
@@ -85,7 +84,7 @@ var Series = []string{
 // NewFactory returns the converter factory that ocb wires into the distribution.
 func NewFactory() confmap.ConverterFactory { return maprewrite.NewFactory(Apply) }
 
-// Apply adds the pipeline-health receiver, filter and pipeline to a
+// Apply adds the pipeline-health receiver, connector and pipeline to a
 // resolved configuration. It does not modify cfg.
 func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[string]any, error) {
 	enabled, err := envflag.Bool(lookupEnv, EnvEnabled, DefaultEnabled)
@@ -112,8 +111,8 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 	addComponent(out, "receivers", Receiver, map[string]any{
 		"url":                 endpoint,
 		"collection_interval": interval.String(),
+		"metric_names":        metricNames(),
 	})
-	addComponent(out, "processors", Filter, FilterConfig())
 	addComponent(out, "connectors", Connector, nil)
 
 	newPipelines := cloneMap(pipelines)
@@ -121,9 +120,8 @@ func Apply(cfg map[string]any, lookupEnv func(string) (string, bool)) (map[strin
 	newSource["receivers"] = appendNew(asList(source["receivers"]), Connector)
 	newPipelines[sourcePipeline] = newSource
 	newPipelines[Pipeline] = map[string]any{
-		"receivers":  []any{Receiver},
-		"processors": []any{Filter},
-		"exporters":  []any{Connector},
+		"receivers": []any{Receiver},
+		"exporters": []any{Connector},
 	}
 	newService := cloneMap(service)
 	newService["pipelines"] = newPipelines
@@ -152,17 +150,15 @@ func pullEndpoint(metricsTel map[string]any) string {
 	return ""
 }
 
-// FilterConfig is the filter processor's configuration: every metric not
-// in Series is dropped, and so are the points the pipeline-health receiver
-// counts about itself (a billed series that says nothing about the data).
-func FilterConfig() map[string]any {
-	return map[string]any{
-		"error_mode": "propagate",
-		"metrics": map[string]any{
-			"metric":    []any{`not IsMatch(name, "^(` + strings.Join(Series, "|") + `)$")`},
-			"datapoint": []any{`attributes["receiver"] == "` + Receiver + `"`},
-		},
+// metricNames is Series as the receiver's metric_names. The receiver
+// leaves out the points the Collector counts about the receiver itself
+// (billed series that say nothing about the data).
+func metricNames() []any {
+	out := make([]any, len(Series))
+	for i, s := range Series {
+		out[i] = s
 	}
+	return out
 }
 
 func readInterval(lookupEnv func(string) (string, bool)) (time.Duration, error) {

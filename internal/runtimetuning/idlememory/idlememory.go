@@ -22,6 +22,11 @@
 // stayed quiet for the quiet period the sampling interval doubles, up to
 // MaxEvery, and the quiet threshold scales with it (bytes a second); the
 // first sample that sees more allocation than that brings it back to Every.
+// Nor is it collected over and over while it stays quiet: each release
+// without a burst since the previous one doubles the quiet samples the
+// next one needs, up to MaxQuiet; the trickle an idle sidecar allocates
+// (its own telemetry read every minute, the scrapes) would otherwise cost
+// a forced collection every half minute for the same megabyte or two.
 package idlememory // import "github.com/gpubuild/otelcol-gpubuild/internal/runtimetuning/idlememory"
 
 import (
@@ -55,6 +60,11 @@ type Config struct {
 	// QuietBytes a period of Every before the heap is given back.
 	Quiet      int
 	QuietBytes uint64
+	// MaxQuiet bounds the quiet samples a release needs, doubled after
+	// each release that followed another with no burst in between (at
+	// most Quiet: no backing off). The first release after a burst needs
+	// Quiet.
+	MaxQuiet int
 	// MinBytes: the heap is given back only when at least this much of it
 	// is garbage or free and still resident (not worth a collection below).
 	MinBytes uint64
@@ -62,12 +72,14 @@ type Config struct {
 
 // DefaultConfig gives the heap back after two seconds of under 512 KiB
 // allocated a second, when at least 1 MiB can be given back, and samples
-// only every 8 s once the process has stayed quiet. A sidecar's
+// only every 8 s once the process has stayed quiet; while it stays quiet,
+// releases come 16 s, 32 s, 64 s, then about two minutes apart (the
+// runtime's own forced collection period). A sidecar's
 // idle heap is a few MiB (what its start left behind): 1 MiB is a fair
 // share of it, and a collection of a heap that small costs a few
 // milliseconds of CPU once per quiet period.
 func DefaultConfig() Config {
-	return Config{Every: time.Second, MaxEvery: 8 * time.Second, Quiet: 2, QuietBytes: 512 << 10, MinBytes: 1 << 20}
+	return Config{Every: time.Second, MaxEvery: 8 * time.Second, Quiet: 2, MaxQuiet: 16, QuietBytes: 512 << 10, MinBytes: 1 << 20}
 }
 
 // Sample is what the decision reads from the runtime.
@@ -84,16 +96,19 @@ type Sample struct {
 
 // Decider decides from successive samples; it holds no runtime state.
 type Decider struct {
-	cfg   Config
-	prev  Sample
-	quiet int
-	calm  int // quiet samples in a row, releases or not
-	wait  time.Duration
-	began bool
+	cfg    Config
+	prev   Sample
+	quiet  int
+	calm   int // quiet samples in a row, releases or not
+	needed int // quiet samples the next release needs
+	wait   time.Duration
+	began  bool
 }
 
 // NewDecider returns a decider for cfg.
-func NewDecider(cfg Config) *Decider { return &Decider{cfg: cfg, wait: cfg.Every} }
+func NewDecider(cfg Config) *Decider {
+	return &Decider{cfg: cfg, wait: cfg.Every, needed: cfg.Quiet}
+}
 
 // Wait is how long to wait for the next sample: Every until the process
 // has been quiet for Quiet samples, then twice the last wait, up to
@@ -110,8 +125,9 @@ func (d *Decider) quietBytes(elapsed time.Duration) uint64 {
 }
 
 // Release reports whether the heap should be given back now, given the
-// latest sample. After a release the quiet count starts again, so a
-// process that stays quiet is not collected over and over.
+// latest sample. After a release the quiet count starts again, and while
+// no burst comes the count needed doubles (up to MaxQuiet), so a process
+// that stays quiet is not collected over and over.
 func (d *Decider) Release(s Sample) bool {
 	prev, began := d.prev, d.began
 	d.prev, d.began = s, true
@@ -119,7 +135,7 @@ func (d *Decider) Release(s Sample) bool {
 		return false
 	}
 	if s.Allocated-prev.Allocated > d.quietBytes(s.At.Sub(prev.At)) {
-		d.quiet, d.calm, d.wait = 0, 0, d.cfg.Every
+		d.quiet, d.calm, d.wait, d.needed = 0, 0, d.cfg.Every, d.cfg.Quiet
 		return false
 	}
 	d.quiet++
@@ -127,10 +143,13 @@ func (d *Decider) Release(s Sample) bool {
 	if d.calm >= d.cfg.Quiet {
 		d.wait = max(min(2*d.wait, d.cfg.MaxEvery), d.cfg.Every)
 	}
-	if d.quiet < d.cfg.Quiet || s.Reclaimable < d.cfg.MinBytes {
+	if d.quiet < d.needed || s.Reclaimable < d.cfg.MinBytes {
 		return false
 	}
 	d.quiet = 0
+	if d.cfg.MaxQuiet > d.needed {
+		d.needed = min(2*d.needed, d.cfg.MaxQuiet)
+	}
 	return true
 }
 

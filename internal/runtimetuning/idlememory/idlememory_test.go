@@ -40,6 +40,26 @@ func TestReleaseAfterQuietSamples(t *testing.T) {
 		"given back after two quiet samples, then again only after two more")
 }
 
+// While no burst comes, each release needs twice the quiet samples of the
+// previous one, up to MaxQuiet; a burst brings it back to Quiet.
+func TestQuietProcessIsCollectedLessOften(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxQuiet = 8
+	d := NewDecider(cfg)
+	quiet := make([]uint64, 1+2+4+8+8)
+	got := steps(d, 0, quiet, 20*mib)
+	var releases []int
+	for i, r := range got {
+		if r {
+			releases = append(releases, i)
+		}
+	}
+	assert.Equal(t, []int{2, 6, 14, 22}, releases, "after 2, 4, 8, then 8 quiet samples")
+
+	got = steps(d, 100*mib, []uint64{30 * mib, 0, 0}, 20*mib)
+	assert.Equal(t, []bool{false, false, true}, got, "after a burst, two quiet samples again")
+}
+
 func TestNoReleaseWhileAllocating(t *testing.T) {
 	d := NewDecider(testConfig())
 	// A steady load above the quiet rate never counts as quiet.
