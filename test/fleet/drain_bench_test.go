@@ -34,12 +34,7 @@ import (
 // Run with -benchtime 1x.
 func BenchmarkGatewayDrain(b *testing.B) {
 	const workers, gauges, fill = 1000, 8, 20 * time.Second
-	latency := 50 * time.Millisecond
-	if v := os.Getenv("GATEWAY_DRAIN_LATENCY"); v != "" {
-		var err error
-		latency, err = time.ParseDuration(v)
-		require.NoError(b, err)
-	}
+	latency := envDuration(b, "GATEWAY_DRAIN_LATENCY", 50*time.Millisecond)
 	for range b.N {
 		cw, err := cloudwatchtest.Start("127.0.0.1:0")
 		require.NoError(b, err)
@@ -102,4 +97,17 @@ func fillBacklog(b *testing.B, gw *node, fill time.Duration, workers, gauges int
 		}
 	}
 	require.True(b, binarytest.Eventually(30*time.Second, func() bool { return gw.pointsHeld() == 0 }), "every interval handed to the queue")
+}
+
+// envDuration is the duration in the environment variable name, or def
+// when it is unset; a value that is not a duration fails the benchmark.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	require.NoError(b, err, name)
+	return d
 }

@@ -6,7 +6,6 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +30,7 @@ import (
 // Run with -benchtime 1x.
 func BenchmarkGatewayHandoff(b *testing.B) {
 	const workers, gauges = 1000, 8
-	fill := 20 * time.Second
-	if v := os.Getenv("GATEWAY_HANDOFF_FILL"); v != "" {
-		var err error
-		fill, err = time.ParseDuration(v)
-		require.NoError(b, err)
-	}
+	fill := envDuration(b, "GATEWAY_HANDOFF_FILL", 20*time.Second)
 	for range b.N {
 		cw, err := cloudwatchtest.Start("127.0.0.1:0")
 		require.NoError(b, err)
