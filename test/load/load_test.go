@@ -164,13 +164,15 @@ func TestPinCPU(t *testing.T) {
 	}
 }
 
-func TestSchedCPUSecondsCountsThisProcess(t *testing.T) {
-	before, err := schedCPUSeconds(os.Getpid())
+func TestSchedStatCountsThisProcess(t *testing.T) {
+	before, err := readSchedStat(os.Getpid())
 	require.NoError(t, err)
 	start := time.Now()
 	for time.Since(start) < 50*time.Millisecond { //nolint:revive // spin: CPU to be counted
 	}
-	after, err := schedCPUSeconds(os.Getpid())
+	runtime.Gosched()
+	after, err := readSchedStat(os.Getpid())
 	require.NoError(t, err)
-	assert.Greater(t, after-before, 0.02, "50 ms of spinning is counted")
+	assert.Greater(t, after.seconds-before.seconds, 0.02, "50 ms of spinning is counted")
+	assert.Greater(t, after.timeslices, uint64(0), "the threads' timeslices are read")
 }

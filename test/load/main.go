@@ -54,6 +54,11 @@ type options struct {
 	compare      string
 }
 
+// defaultIdleWindow is long enough for the timers of an idle collector
+// (seconds to a minute apart) to show in its CPU; the builds are measured
+// side by side, so a round spends it once.
+const defaultIdleWindow = 2 * time.Minute
+
 // envList is a repeatable KEY=VALUE flag.
 type envList []string
 
@@ -83,7 +88,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "with -peers: rounds to take medians over")
 	flag.StringVar(&o.only, "only", "", "with -peers: measure only the builds and loads whose names contain this text (e.g. \"spans only\"); for profiling one case")
 	flag.StringVar(&o.pin, "pin", "auto", "with -peers: the CPUs (taskset -c) every collector runs on; auto: the last CPU where taskset exists and there are two or more, off: none")
-	flag.DurationVar(&o.idleWindow, "idle-window", 5*time.Second, "with -peers: how long each idle run is measured (CPU, RSS), after 10 s to settle")
+	flag.DurationVar(&o.idleWindow, "idle-window", defaultIdleWindow, "with -peers: how long the idle builds are measured side by side each round (CPU, wake-ups, RSS), after 10 s to settle")
 	flag.StringVar(&o.compare, "compare", "", "with -peers: also measure the build in this other checkout (its bin/otelcol-gpubuild on its otelcol-config.yaml, e.g. a worktree of an earlier commit, built): a change's cost, in the same rounds")
 	flag.Var(&o.sidecarEnv, "sidecar-env", "KEY=VALUE added to otelcol-gpubuild's environment only (repeatable; e.g. GOGC=50 to weigh a setting against the peers)")
 	flag.StringVar(&o.splice, "splice", "", "also put the report into this markdown file, between the lines <!-- NAME:begin --> and <!-- NAME:end --> (NAME = bench-peers or bench)")

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
 )
 
@@ -156,6 +155,8 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 	// rounds), each pinned to the same CPU: the builds compared in a round
 	// ran minutes apart at most, on the same core.
 	for round := 1; round <= o.rounds; round++ {
+		var idlePeers []peer
+		var idleTargets []target
 		for _, p := range peers {
 			if p.loadsLike != "" || !wanted(p, "idle") {
 				continue
@@ -164,12 +165,17 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			logf("round %d/%d: %s idle", round, o.rounds, p.name)
-			r, err := idleRunOf(t, 10*time.Second, o.idleWindow, cpus)
+			idlePeers, idleTargets = append(idlePeers, p), append(idleTargets, t)
+		}
+		if len(idleTargets) > 0 {
+			logf("round %d/%d: idle, side by side, for %v", round, o.rounds, o.idleWindow)
+			rs, err := idleRunsOf(idleTargets, 10*time.Second, o.idleWindow, cpus)
 			if err != nil {
 				return "", err
 			}
-			idle[p.name] = append(idle[p.name], r)
+			for i, p := range idlePeers {
+				idle[p.name] = append(idle[p.name], rs[i])
+			}
 		}
 		for _, pl := range loads {
 			for _, p := range peers {
@@ -220,52 +226,6 @@ func comparedPeer(o options, cw *cloudwatchtest.Server) (peer, error) {
 	return peer{name: name, bin: bin, cw: cw, target: func(tmp string, round int) (target, error) {
 		return sidecarTarget(root, cw, filepath.Join(tmp, fmt.Sprintf("queue-cmp-%d-%d", round, time.Now().UnixNano())), o.sidecarEnv...)
 	}}, nil
-}
-
-// idleRun is what one idle run measured: CPU seconds per second over the
-// window (from schedstat: an idle collector uses a few of stat's ticks), and the median VmRSS, RssAnon and RSS of the executable's pages
-// over it, in MiB.
-type idleRun struct{ cores, total, anon, binary float64 }
-
-// idleRunOf starts the target (pinned to cpus), waits until it listens,
-// lets it settle and measures its CPU and memory over the window that
-// follows, the memory once a second.
-func idleRunOf(t target, settle, window time.Duration, cpus string) (idleRun, error) {
-	p, err := startProcess(t.argv, t.env, cpus)
-	if err != nil {
-		return idleRun{}, err
-	}
-	defer p.Kill()
-	if err := p.AwaitListening(t.grpcAddr, 60*time.Second); err != nil {
-		return idleRun{}, fmt.Errorf("%s: %w", t.name, err)
-	}
-	time.Sleep(settle) // idle is a duration, not a condition
-	cpu0, err := schedCPUSeconds(p.Pid())
-	if err != nil {
-		return idleRun{}, err
-	}
-	start := time.Now()
-	var rss, anon, binary []float64
-	for time.Since(start) < window {
-		if r, _, err := binarytest.MemKiB(p.Pid()); err == nil {
-			rss = append(rss, float64(r)/1024)
-		}
-		if a, err := binarytest.AnonKiB(p.Pid()); err == nil {
-			anon = append(anon, float64(a)/1024)
-		}
-		if b, _, err := fileRSS(p.Pid()); err == nil {
-			binary = append(binary, float64(b)/1024)
-		}
-		time.Sleep(min(time.Second, window-time.Since(start)))
-	}
-	cpu1, err := schedCPUSeconds(p.Pid())
-	if err != nil {
-		return idleRun{}, err
-	}
-	return idleRun{
-		cores: (cpu1 - cpu0) / time.Since(start).Seconds(),
-		total: median(rss), anon: median(anon), binary: median(binary),
-	}, nil
 }
 
 // writeInMemoryConfig writes the default configuration without its state

@@ -30,7 +30,7 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 	if o.compare != "" {
 		fmt.Fprintf(&extra, " -compare %s", o.compare)
 	}
-	if o.idleWindow != 5*time.Second {
+	if o.idleWindow != defaultIdleWindow {
 		fmt.Fprintf(&extra, " -idle-window %v", o.idleWindow)
 	}
 	fmt.Fprintf(&b, "Command: `go run ./test/load -peers -rounds %d -duration %v -warmup %v%s`. ", o.rounds, o.duration, o.warmup, extra.String())
@@ -41,7 +41,7 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 		fmt.Fprintf(&b, "the collectors not pinned. ")
 	}
 	fmt.Fprintf(&b, "A ratio is the median of the rounds' ratios (each round's builds ran minutes apart at most), with their range; \"within noise\" where that range reaches 1 or the goal (%.1f× contrib's CPU per span; contrib's idle CPU): another run may fall on either side. ", perSpanGoal)
-	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup (idle: over %v after 10 s to settle, from the threads' schedstat); RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ", o.idleWindow)
+	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup (idle: every build at once, side by side, over %v after 10 s to settle, from the threads' schedstat; wake-ups = the timeslices the threads ran); RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ", o.idleWindow)
 	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic); %s runs otelcol-gpubuild's binary on stock's configuration, at the spans-only loads only: what receiving costs our build, before it derives and persists; %s runs it on `otelcol-config.yaml` without its `state:` and `cumulative_state:` blocks (nothing persisted before a request is acknowledged), at the spans-only loads only. – = not measured.\n\n", receiveOnlyPeer, inMemoryPeer)
 
 	if o.compare != "" {
@@ -100,6 +100,7 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 		}
 	}
 	row("idle CPU (cores)", idleOf(func(r idleRun) float64 { return r.cores }), "%.5f", 1)
+	row("idle wake-ups a second (timeslices run)", idleOf(func(r idleRun) float64 { return r.wakeups }), "%.2f", 1)
 	row("idle RSS (MiB)", idleOf(func(r idleRun) float64 { return r.total }), "%.1f", 0)
 	row("idle RSS, anonymous (MiB)", idleOf(func(r idleRun) float64 { return r.anon }), "%.1f", 0)
 	row("idle RSS, the binary's pages (MiB)", idleOf(func(r idleRun) float64 { return r.binary }), "%.1f", 0)

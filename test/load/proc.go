@@ -103,31 +103,3 @@ func parseSmapsFileRSS(smaps, exe string) (binaryKiB, otherKiB int64) {
 	}
 	return binaryKiB, otherKiB
 }
-
-// schedCPUSeconds is the CPU time of a process's threads from
-// /proc/<pid>/task/*/schedstat, in nanoseconds: finer than stat's ticks,
-// for an idle process that uses a few of them a minute (a thread that
-// exited is not counted).
-func schedCPUSeconds(pid int) (float64, error) {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return 0, err
-	}
-	var ns uint64
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
-		if err != nil {
-			continue // exited since the listing
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			return 0, fmt.Errorf("malformed schedstat %q", b)
-		}
-		v, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("malformed schedstat %q", b)
-		}
-		ns += v
-	}
-	return float64(ns) / 1e9, nil
-}
