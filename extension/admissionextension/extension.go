@@ -93,7 +93,8 @@ func (a *admissionExtension) GetHTTPHandler(context.Context) (extensionmiddlewar
 // reader, which must not block (other streams of the connection, maybe the
 // one holding the place, would stall): a request that finds no place free
 // is refused at once with UNAVAILABLE and a retry delay, which OTLP
-// clients retry. An admitted message is decoded from a copy of its own
+// clients retry; so is one that arrives while the heap is high. An
+// admitted message is decoded from a copy of its own
 // size (requestCodec), not from a pooled buffer of the next larger tier.
 // The admitted streams run on max_in_flight long-lived goroutines instead
 // of one new goroutine each: a request's stack grows through decoding, the
