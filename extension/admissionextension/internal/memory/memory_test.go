@@ -5,6 +5,8 @@ package memory
 
 import (
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,4 +101,22 @@ func TestReadHeapReadsTheHeap(t *testing.T) {
 	keep := make([]byte, 8<<20)
 	assert.GreaterOrEqual(t, ReadHeap(), uint64(len(keep)), "an 8 MiB allocation shows")
 	runtime.KeepAlive(keep)
+}
+
+// Requests arriving at once share one reading: the heap is read once
+// however many ask within the interval.
+func TestConcurrentRequestsShareAReading(t *testing.T) {
+	var reads atomic.Int64
+	g := New(Limits{Hard: 100, Soft: 80, CheckInterval: time.Hour, SoftGCInterval: time.Hour, HardGCInterval: time.Hour},
+		func() uint64 { reads.Add(1); return 10 }, func() {}, nil, zap.NewNop())
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				assert.False(t, g.Refuse())
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(1), reads.Load())
 }
