@@ -29,11 +29,16 @@ func NewFactory() extension.Factory {
 func createDefaultConfig() component.Config {
 	return &Config{
 		MaxInFlight: defaultMaxInFlight, MaxWaiting: defaultMaxWaiting, WaitTimeout: defaultWaitTimeout,
-		// memory_limiter's GC intervals; the check at most 10 times a second
-		// under load (a reading costs about a microsecond).
+		// The check at most 10 times a second under load (a reading costs
+		// about a microsecond). A collection at most once a second above
+		// the soft limit, not memory_limiter's 10 s: memory_limiter refuses
+		// decoded data, whose allocation starts the runtime's own
+		// collection; refusing before the read allocates nothing, so the
+		// dead objects would hold the heap over the soft limit (refusing
+		// everything) until the next forced collection.
 		Memory: MemoryConfig{
 			CheckInterval:                100 * time.Millisecond,
-			MinGCIntervalWhenSoftLimited: 10 * time.Second,
+			MinGCIntervalWhenSoftLimited: time.Second,
 			MinGCIntervalWhenHardLimited: time.Second,
 		},
 	}

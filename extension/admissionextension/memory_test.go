@@ -34,16 +34,16 @@ type heapStub struct {
 
 func (h *heapStub) read() uint64 { h.reads.Add(1); return h.mib.Load() << 20 }
 
-// memoryExtension has limit_mib 100, spike_limit_mib 20, the default GC
-// intervals except min_gc_interval_when_hard_limited 0; gc stands for the
-// runtime's collection.
+// memoryExtension has limit_mib 100, spike_limit_mib 20, no forced
+// collection under the hard limit (min_gc_interval_when_soft_limited 1h)
+// and one on every check above it; gc stands for the runtime's collection.
 func memoryExtension(t *testing.T, tt *componenttest.Telemetry, heap *heapStub, gc func()) *admissionExtension {
 	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.MaxInFlight = 1
 	cfg.Memory.LimitMiB, cfg.Memory.SpikeLimitMiB = 100, 20
 	cfg.Memory.CheckInterval = 0 // every request reads: the test sees each change at once
-	cfg.Memory.MinGCIntervalWhenHardLimited = 0
+	cfg.Memory.MinGCIntervalWhenSoftLimited, cfg.Memory.MinGCIntervalWhenHardLimited = time.Hour, 0
 	require.NoError(t, cfg.Validate())
 	ext, err := newExtension(metadatatest.NewSettings(tt), cfg, heap.read, gc)
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestHTTPRequestsAreRefusedWhileTheHeapIsHigh(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
 	assert.Zero(t, handled.Load(), "the refused request never reached the handler")
-	assert.Zero(t, gcs.Load(), "no collection between the soft and the hard limit before min_gc_interval_when_soft_limited")
+	assert.Zero(t, gcs.Load(), "no collection under the hard limit within min_gc_interval_when_soft_limited")
 	metadatatest.AssertEqualAdmissionRefusedRequests(t, tt, refusedForMemory(1), metricdatatest.IgnoreTimestamp())
 
 	// Above the hard limit: a collection, then the heap is read again.
