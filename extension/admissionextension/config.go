@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Config bounds the requests in flight.
+// Config bounds the requests in flight, and the Go heap they may enter.
 type Config struct {
 	// MaxInFlight is how many requests are read, decoded and processed at
 	// once, across all connections and both protocols.
@@ -19,6 +19,26 @@ type Config struct {
 	MaxWaiting int `mapstructure:"max_waiting"`
 	// WaitTimeout is the longest a request waits for a place before it is refused.
 	WaitTimeout time.Duration `mapstructure:"wait_timeout"`
+	// Memory refuses requests while the Go heap is high (memory_limiter's
+	// check, done when a request arrives instead of on a timer).
+	Memory MemoryConfig `mapstructure:"memory"`
+}
+
+// MemoryConfig mirrors memory_limiter's settings. LimitMiB 0: no check.
+type MemoryConfig struct {
+	// LimitMiB is the hard limit on the heap: above it a collection is forced.
+	LimitMiB uint32 `mapstructure:"limit_mib"`
+	// SpikeLimitMiB: requests are refused at or above LimitMiB - SpikeLimitMiB
+	// (0: 20 % of LimitMiB, as memory_limiter).
+	SpikeLimitMiB uint32 `mapstructure:"spike_limit_mib"`
+	// CheckInterval: the heap is read when a request arrives, at most once
+	// per CheckInterval (the reading serves the requests in between), and
+	// never while none arrives.
+	CheckInterval time.Duration `mapstructure:"check_interval"`
+	// MinGCIntervalWhenSoftLimited, MinGCIntervalWhenHardLimited: the least
+	// time between forced collections at or above the soft and hard limits.
+	MinGCIntervalWhenSoftLimited time.Duration `mapstructure:"min_gc_interval_when_soft_limited"`
+	MinGCIntervalWhenHardLimited time.Duration `mapstructure:"min_gc_interval_when_hard_limited"`
 }
 
 // Validate checks the configuration.
@@ -32,6 +52,19 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.WaitTimeout < 0 {
 		errs = append(errs, errors.New("wait_timeout: must not be negative"))
+	}
+	m := cfg.Memory
+	if m.LimitMiB > 0 && m.SpikeLimitMiB >= m.LimitMiB {
+		errs = append(errs, errors.New("memory.spike_limit_mib: must be less than memory.limit_mib"))
+	}
+	if m.CheckInterval < 0 {
+		errs = append(errs, errors.New("memory.check_interval: must not be negative"))
+	}
+	if m.MinGCIntervalWhenHardLimited < 0 {
+		errs = append(errs, errors.New("memory.min_gc_interval_when_hard_limited: must not be negative"))
+	}
+	if m.MinGCIntervalWhenSoftLimited < m.MinGCIntervalWhenHardLimited {
+		errs = append(errs, errors.New("memory.min_gc_interval_when_soft_limited: must not be less than memory.min_gc_interval_when_hard_limited"))
 	}
 	return errors.Join(errs...)
 }

@@ -69,9 +69,10 @@ func knownEnv(defaults map[string]string, name string) bool {
 }
 
 // requireMemoryHeadroom checks that the container's memory limit leaves the
-// 64 MiB above memory_limiter's heap limit that the binary and runtime need
+// 64 MiB above the heap limit (the admission extension's memory.limit_mib)
+// that the binary and runtime need
 // (measured in BENCHMARKS.md): otherwise the kernel kills the sidecar before
-// memory_limiter ever refuses data.
+// the heap check ever refuses data.
 func requireMemoryHeadroom(t *testing.T, heapLimitMiB, containerLimit string) {
 	t.Helper()
 	heap, err := strconv.Atoi(heapLimitMiB)
@@ -81,7 +82,7 @@ func requireMemoryHeadroom(t *testing.T, heapLimitMiB, containerLimit string) {
 	m := re.FindStringSubmatch(containerLimit)
 	require.NotNil(t, m, "container memory limit %q", containerLimit)
 	n, _ := strconv.Atoi(m[1])
-	assert.GreaterOrEqual(t, n*unit[m[2]], heap+64, "container limit %s vs memory_limiter %d MiB", containerLimit, heap)
+	assert.GreaterOrEqual(t, n*unit[m[2]], heap+64, "container limit %s vs heap limit %d MiB", containerLimit, heap)
 }
 
 // shutdownBudget is the longest a SIGTERM'd sidecar takes on the default

@@ -58,12 +58,12 @@ func burstTraces(t *testing.T, size int) []byte {
 
 // Scenario 8: a burst far above capacity, with a build service sending
 // through it. What is guaranteed, whatever the machine's load: memory stays
-// bounded (peak RSS under the sidecar's budget, memory_limiter's limit
-// plus the margin stated below); every refusal is one an OTLP client
+// bounded (peak RSS under the sidecar's budget, the heap limit of the
+// admission extension's memory check plus the margin stated below); every refusal is one an OTLP client
 // retries (HTTP 503/429, gRPC UNAVAILABLE), never a dropped connection;
 // and nothing acknowledged is lost: the service's data sent during the
 // burst (its client retrying what was refused) and after it lands exactly.
-// Whether memory_limiter refuses at all depends on how fast the burst
+// Whether the heap check refuses at all depends on how fast the burst
 // arrives (a busy machine slows it down): the refusals are reported, not
 // required.
 func TestOverload(t *testing.T) {
@@ -71,10 +71,10 @@ func TestOverload(t *testing.T) {
 		t.Skip("-short: skipping the overload burst (about 15 s of both cores); run without -short, as `make test` does")
 	}
 	// The sidecar's memory budget (its container limit) is 256 MiB and
-	// memory_limiter's limit 200 MiB (the default config's): the 56 MiB
+	// the heap limit (admission's memory.limit_mib) 200 MiB: the 56 MiB
 	// margin is for what limit_mib does not bound, the binary and runtime
-	// (about 50 MiB) and requests being decoded before memory_limiter sees
-	// them. The spike allowance is sized for that: 8 concurrent 4.5 MiB
+	// (about 50 MiB) and requests admitted before a reading of the heap
+	// saw the ones before them. The spike allowance is sized for that: 8 concurrent 4.5 MiB
 	// requests decode to about 100 MiB, so refusals start at 50 MiB of heap.
 	const budgetMiB, limitMiB, spikeMiB = 256, 200, 150
 	e := newEnv(t, func(c *sidecarConfig) {
@@ -129,8 +129,8 @@ func TestOverload(t *testing.T) {
 	require.NoError(t, r.err, "the service sending during the burst")
 
 	samples := e.scrape()
-	refused, _ := samples.Sum("otelcol_processor_memory_limiter_refused_spans", nil)
-	t.Logf("burst of %d x %d KiB requests: statuses %v; memory_limiter refused %v spans; peak RSS sampled %d KiB, VmHWM %d KiB (limit_mib %d, budget %d MiB)",
+	refused, _ := samples.Sum("otelcol_admission_refused_requests", map[string]string{"reason": "memory"})
+	t.Logf("burst of %d x %d KiB requests: statuses %v; the heap check refused %v requests; peak RSS sampled %d KiB, VmHWM %d KiB (limit_mib %d, budget %d MiB)",
 		senders, len(payload)>>10, statuses, refused, peakRSS, hwm, limitMiB, budgetMiB)
 	assert.Zero(t, statuses[-1], "connection errors: the collector must refuse, not fall over")
 	for code, n := range statuses {

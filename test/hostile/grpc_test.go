@@ -29,7 +29,7 @@ import (
 // admission middleware takes a place before a message is read (gRPC
 // decodes before interceptors run), so the sidecar's peak RSS stays under
 // the pod's limit; every refusal is retryable (UNAVAILABLE, from admission
-// or memory_limiter; RESOURCE_EXHAUSTED tolerated), every request is
+// for a place or for the heap; RESOURCE_EXHAUSTED tolerated), every request is
 // accepted in the end and everything reaches CloudWatch exactly once.
 func TestParallelMaximalGRPCRequestsStayUnderThePodLimit(t *testing.T) {
 	limitMiB := podMemoryLimitMiB(t)
