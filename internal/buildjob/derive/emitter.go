@@ -113,10 +113,10 @@ func (e *emitter) loop(ctx context.Context) {
 	defer timer.Stop()
 	last := e.bounds.origin
 	for {
-		at, armed := e.arm(last)
+		at, wait, armed := e.arm(last)
 		var fire <-chan time.Time
 		if armed {
-			timer.Reset(time.Until(at))
+			timer.Reset(wait)
 			fire = timer.C
 		}
 		select {
@@ -137,18 +137,20 @@ func (e *emitter) loop(ctx context.Context) {
 	}
 }
 
-// arm returns the boundary of the next flush after last, or false when no
-// flush has anything to do until a batch comes.
-func (e *emitter) arm(last time.Time) (time.Time, bool) {
+// arm returns the boundary of the next flush after last and how long
+// until it (on the emitter's clock), or false when no flush has anything
+// to do until a batch comes.
+func (e *emitter) arm(last time.Time) (time.Time, time.Duration, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	due, ok := e.d.flushDue()
 	if !ok {
 		e.armedAt = time.Time{}
-		return time.Time{}, false
+		return time.Time{}, 0, false
 	}
-	e.armedAt = e.bounds.next(due, e.now(), last)
-	return e.armedAt, true
+	now := e.now()
+	e.armedAt = e.bounds.next(due, now, last)
+	return e.armedAt, e.armedAt.Sub(now), true
 }
 
 // shutdown stops the loop and emits what was derived since the last flush,

@@ -36,7 +36,8 @@ func scheduledEmitter(t *testing.T, next *scriptedConsumer) (*testEmitter, *test
 
 func (te *testEmitter) armAt(now, last time.Time) (time.Time, bool) {
 	te.clock = now
-	return te.arm(last)
+	at, _, armed := te.arm(last)
+	return at, armed
 }
 
 // A derivation with nothing derived, nothing running and nothing
