@@ -22,7 +22,10 @@ import (
 
 // emitter owns a deriver: it serializes access to it, reports its stats as
 // the component's own telemetry, and emits the derived metrics every
-// metrics_flush_interval and at shutdown.
+// metrics_flush_interval and at shutdown. Its timer is armed only for a
+// boundary where a flush has something to do (schedule.go): an idle
+// derivation sleeps until a batch gives it work, or until its run memory's
+// next deadline.
 //
 // The derived points exist nowhere else, so a flush the next consumer
 // refuses with a retryable error (a full sending queue, memory_limiter) is
@@ -45,6 +48,13 @@ type emitter struct {
 	gpuSkippedAttrs   [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]metric.AddOption
 	carriedAttrs      metric.AddOption
 	droppedAttrs      metric.AddOption
+
+	// bounds: the flush boundaries, from start. armedAt: the boundary the
+	// loop's timer is armed for (zero: none); wake tells the loop that a
+	// batch gave work for an earlier one. Under mu.
+	bounds  boundaries
+	armedAt time.Time
+	wake    chan struct{}
 
 	lastEvictionWarning time.Time
 	evictedSinceWarning int64
@@ -86,7 +96,10 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 // start begins the flush loop.
 func (e *emitter) start() {
 	e.mu.Lock()
-	e.d.setStart(e.now())
+	now := e.now()
+	e.d.setStart(now)
+	e.bounds = boundaries{origin: now, interval: e.interval}
+	e.wake = make(chan struct{}, 1)
 	e.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stopLoop, e.loopDone = cancel, make(chan struct{})
@@ -95,19 +108,49 @@ func (e *emitter) start() {
 
 func (e *emitter) loop(ctx context.Context) {
 	defer close(e.loopDone)
-	ticker := time.NewTicker(e.interval)
-	defer ticker.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	last := e.bounds.origin
 	for {
+		at, wait, armed := e.arm(last)
+		var fire <-chan time.Time
+		if armed {
+			timer.Reset(wait)
+			fire = timer.C
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-e.wake: // a batch gave work for an earlier boundary
+			timer.Stop()
+		case <-fire:
+			e.mu.Lock()
+			e.d.skipTo(at.Add(-e.interval))
+			e.mu.Unlock()
+			last = at
 			// A flush blocked on the next consumer (a sending queue that
 			// blocks on overflow) is cancelled by shutdown and carried
 			// over into the final flush.
 			_ = e.flush(ctx)
 		}
 	}
+}
+
+// arm returns the boundary of the next flush after last and how long
+// until it (on the emitter's clock), or false when no flush has anything
+// to do until a batch comes.
+func (e *emitter) arm(last time.Time) (time.Time, time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	due, ok := e.d.flushDue()
+	if !ok {
+		e.armedAt = time.Time{}
+		return time.Time{}, 0, false
+	}
+	now := e.now()
+	e.armedAt = e.bounds.next(due, now, last)
+	return e.armedAt, e.armedAt.Sub(now), true
 }
 
 // shutdown stops the loop and emits what was derived since the last flush,
@@ -130,11 +173,25 @@ func (e *emitter) shutdown(ctx context.Context) error {
 // carried the input is acknowledged only once its counts are on disk.
 func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time)) {
 	e.mu.Lock()
-	f(e.d, e.now())
+	now := e.now()
+	// asleep: the loop's timer is not armed for the next boundary, so the
+	// boundaries since the last flush passed without one.
+	asleep := e.wake != nil && (e.armedAt.IsZero() || e.armedAt.After(e.bounds.ceil(now)))
+	if asleep {
+		e.d.skipTo(e.bounds.floor(now))
+	}
+	f(e.d, now)
 	if e.d.state != nil {
 		if err := e.d.state.persist(ctx, e.d); err != nil {
 			e.logger.Warn("Failed to persist the derivation state; the counts are kept in memory and written with the next batch",
 				zap.String("storage", e.d.state.store.Location()), zap.Error(err))
+		}
+	}
+	if asleep && e.d.flushNow() {
+		e.armedAt = e.bounds.ceil(now)
+		select {
+		case e.wake <- struct{}{}:
+		default:
 		}
 	}
 	stats := e.d.takeStats()

@@ -381,6 +381,18 @@ func (t *Tracker[P]) Sweep(now time.Time, final bool) {
 	}
 }
 
+// Open is how many runs are active or pending: each Sweep may count one.
+func (t *Tracker[P]) Open() int { return t.open.len }
+
+// NextForget is when Sweep forgets the oldest counted run (the first
+// counted run older than the timeout); false when none is remembered.
+func (t *Tracker[P]) NextForget() (time.Time, bool) {
+	if t.ended.head == nil {
+		return time.Time{}, false
+	}
+	return t.ended.head.ListedAt.Add(t.cfg.Timeout), true
+}
+
 // ForEachActive calls f with the payload of every run started and not yet
 // ended.
 func (t *Tracker[P]) ForEachActive(f func(P)) {

@@ -22,6 +22,11 @@
 // stayed quiet for the quiet period the sampling interval doubles, up to
 // MaxEvery, and the quiet threshold scales with it (bytes a second); the
 // first sample that sees more allocation than that brings it back to Every.
+// Once the heap has been given back and no burst came since, the interval
+// may grow further, up to MaxEveryReleased: there is nothing left to give
+// back but the trickle, and a burst is still seen at the next sample (the
+// threshold stops scaling at MaxEvery, so a burst is not hidden by the
+// long interval) and given back Quiet samples of Every later.
 // Nor is it collected over and over while it stays quiet: each release
 // without a burst since the previous one doubles the quiet samples the
 // next one needs, up to MaxQuiet; the trickle an idle sidecar allocates
@@ -56,6 +61,11 @@ type Config struct {
 	// off). A burst after a long quiet period is seen at the next sample,
 	// at most MaxEvery later.
 	MaxEvery time.Duration
+	// MaxEveryReleased bounds the interval once the heap was given back
+	// and no burst came since (at most MaxEvery: no further backing off).
+	// The quiet threshold does not scale beyond MaxEvery: a sample after
+	// a longer interval is a burst when it saw more than MaxEvery's share.
+	MaxEveryReleased time.Duration
 	// Quiet is how many samples in a row must each have allocated at most
 	// QuietBytes a period of Every before the heap is given back.
 	Quiet      int
@@ -71,21 +81,24 @@ type Config struct {
 }
 
 // DefaultConfig gives the heap back after two seconds of under 512 KiB
-// allocated a second, when at least 1 MiB can be given back, and samples
-// only every 8 s once the process has stayed quiet; while it stays quiet,
-// releases come 16 s, 32 s, 64 s, then about two minutes apart (the
-// runtime's own forced collection period). A sidecar's
+// allocated a second, when at least 1 MiB can be given back. Once the
+// process has stayed quiet it samples every 8 s, and once it has given its
+// heap back and stays quiet, once a minute: a burst (over 4 MiB allocated
+// since the last sample) is given back two seconds after the sample that
+// sees it. While it stays quiet, each release needs twice the quiet
+// samples of the previous one, up to 16. A sidecar's
 // idle heap is a few MiB (what its start left behind): 1 MiB is a fair
 // share of it, and a collection of a heap that small costs a few
 // milliseconds of CPU once per quiet period.
 func DefaultConfig() Config {
-	return Config{Every: time.Second, MaxEvery: 8 * time.Second, Quiet: 2, MaxQuiet: 16, QuietBytes: 512 << 10, MinBytes: 1 << 20}
+	return Config{Every: time.Second, MaxEvery: 8 * time.Second, MaxEveryReleased: time.Minute, Quiet: 2, MaxQuiet: 16,
+		QuietBytes: 512 << 10, MinBytes: 1 << 20}
 }
 
 // Sample is what the decision reads from the runtime.
 type Sample struct {
 	// At is when it was read; the quiet threshold is QuietBytes for each
-	// Every since the previous sample (zero: one period).
+	// Every since the previous sample, up to MaxEvery (zero: one period).
 	At time.Time
 	// Allocated is the total of bytes ever allocated on the heap.
 	Allocated uint64
@@ -103,6 +116,8 @@ type Decider struct {
 	needed int // quiet samples the next release needs
 	wait   time.Duration
 	began  bool
+	// released: the heap was given back and no burst came since.
+	released bool
 }
 
 // NewDecider returns a decider for cfg.
@@ -112,12 +127,15 @@ func NewDecider(cfg Config) *Decider {
 
 // Wait is how long to wait for the next sample: Every until the process
 // has been quiet for Quiet samples, then twice the last wait, up to
-// MaxEvery.
+// MaxEvery (MaxEveryReleased once the heap was given back).
 func (d *Decider) Wait() time.Duration { return d.wait }
 
 // quietBytes is the threshold for a sample taken elapsed after the
-// previous one.
+// previous one: QuietBytes for each Every, up to MaxEvery.
 func (d *Decider) quietBytes(elapsed time.Duration) uint64 {
+	if d.cfg.MaxEvery > 0 {
+		elapsed = min(elapsed, d.cfg.MaxEvery)
+	}
 	if elapsed <= d.cfg.Every || d.cfg.Every <= 0 {
 		return d.cfg.QuietBytes
 	}
@@ -135,18 +153,22 @@ func (d *Decider) Release(s Sample) bool {
 		return false
 	}
 	if s.Allocated-prev.Allocated > d.quietBytes(s.At.Sub(prev.At)) {
-		d.quiet, d.calm, d.wait, d.needed = 0, 0, d.cfg.Every, d.cfg.Quiet
+		d.quiet, d.calm, d.wait, d.needed, d.released = 0, 0, d.cfg.Every, d.cfg.Quiet, false
 		return false
 	}
 	d.quiet++
 	d.calm++
 	if d.calm >= d.cfg.Quiet {
-		d.wait = max(min(2*d.wait, d.cfg.MaxEvery), d.cfg.Every)
+		bound := d.cfg.MaxEvery
+		if d.released {
+			bound = max(bound, d.cfg.MaxEveryReleased)
+		}
+		d.wait = max(min(2*d.wait, bound), d.cfg.Every)
 	}
 	if d.quiet < d.needed || s.Reclaimable < d.cfg.MinBytes {
 		return false
 	}
-	d.quiet = 0
+	d.quiet, d.released = 0, true
 	if d.cfg.MaxQuiet > d.needed {
 		d.needed = min(2*d.needed, d.cfg.MaxQuiet)
 	}

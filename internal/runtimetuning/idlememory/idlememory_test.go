@@ -98,6 +98,7 @@ func timed(d *Decider, perStep []uint64, reclaimable uint64) []time.Duration {
 func TestQuietProcessIsSampledLessOften(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxEvery = 8 * time.Second
+	cfg.MaxEveryReleased = time.Minute // nothing is given back here: not used
 	d := NewDecider(cfg)
 	got := timed(d, []uint64{0, 0, 0, 0, 0, 0, 0, 20 * mib, 0, 0, 0}, 0)
 	s := time.Second
@@ -119,6 +120,38 @@ func TestQuietThresholdScalesWithTheInterval(t *testing.T) {
 	assert.Equal(t, 8*time.Second, d.Wait())
 	assert.False(t, d.Release(Sample{At: at(26), Allocated: 11 * mib, Reclaimable: 20 * mib}), "5 MiB in 8 s is not")
 	assert.Equal(t, time.Second, d.Wait())
+}
+
+// Once the heap was given back, a process that stays quiet is sampled
+// less often still, down to MaxEveryReleased; a burst brings it back to
+// Every and the next release to Quiet samples.
+func TestReleasedProcessIsSampledLessOftenStill(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxEvery = 8 * time.Second
+	cfg.MaxEveryReleased = 64 * time.Second
+	d := NewDecider(cfg)
+	got := timed(d, []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 20 * mib, 0, 0}, 20*mib)
+	s := time.Second
+	assert.Equal(t, []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 16 * s, 32 * s, 64 * s, 64 * s, s, s, 2 * s}, got)
+}
+
+// After a long interval the quiet threshold is MaxEvery's share, not the
+// interval's: 5 MiB over 64 s is a burst, given back two quiet samples
+// later; 3 MiB is quiet.
+func TestLongIntervalDoesNotHideABurst(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxEvery = 8 * time.Second
+	cfg.MaxEveryReleased = 64 * time.Second
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	d := NewDecider(cfg)
+	d.Release(Sample{At: at(0), Reclaimable: 20 * mib})
+	d.Release(Sample{At: at(1), Reclaimable: 20 * mib})
+	require.True(t, d.Release(Sample{At: at(2), Reclaimable: 20 * mib}))
+	assert.False(t, d.Release(Sample{At: at(66), Allocated: 3 * mib, Reclaimable: 20 * mib}), "3 MiB in 64 s is quiet")
+	assert.False(t, d.Release(Sample{At: at(130), Allocated: 8 * mib, Reclaimable: 20 * mib}), "5 MiB in 64 s is a burst")
+	assert.Equal(t, time.Second, d.Wait())
+	assert.False(t, d.Release(Sample{At: at(131), Allocated: 8 * mib, Reclaimable: 20 * mib}))
+	assert.True(t, d.Release(Sample{At: at(132), Allocated: 8 * mib, Reclaimable: 20 * mib}), "given back two quiet seconds later")
 }
 
 // Without MaxEvery the interval stays Every.
