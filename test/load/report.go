@@ -58,7 +58,7 @@ func report(o options, ours, base *result, steps []*result, stopReason string) s
 	fmt.Fprintf(&b, "Command: `go run ./test/load -duration %v -warmup %v -points %d -jobs %g%s` (what `make bench` runs with the defaults).\n", o.duration, o.warmup, o.points, o.jobs, interval)
 	if ours != nil {
 		fmt.Fprintf(&b, "Load: buildsim over OTLP/gRPC, %v for %v; CPU and median RSS over the window after the %v warmup; peak = VmHWM. ", ours.load, o.duration, o.warmup)
-		fmt.Fprintf(&b, "The sidecar runs the default `otelcol-config.yaml` (file_storage queue, memory_limiter, buildjob connector and processor, cloudwatch exporter) against the CloudWatch test endpoint; the load generator and the endpoint run in the harness process on the same machine.\n\n")
+		fmt.Fprintf(&b, "The sidecar runs the default `otelcol-config.yaml` (file_storage queue, the admission extension's heap check, buildjob connector and processor, cloudwatch exporter) against the CloudWatch test endpoint; the load generator and the endpoint run in the harness process on the same machine.\n\n")
 
 		baseCol := func(f func(*result) string) string {
 			if base == nil {
