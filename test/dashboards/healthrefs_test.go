@@ -31,6 +31,7 @@ var absentUntilLoss = []string{
 	"otelcol_exporter_enqueue_failed_metric_points",
 	"otelcol_exporter_send_failed_metric_points",
 	"otelcol_receiver_refused_spans",
+	"otelcol_admission_refused_requests",
 	"otelcol_exporter_cloudwatch_points_dropped",
 	"otelcol_fanout_points_dropped",
 	"otelcol_intervalmerge_requests_refused",

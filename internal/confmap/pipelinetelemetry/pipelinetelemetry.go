@@ -73,6 +73,7 @@ var Series = []string{
 	"otelcol_exporter_send_failed_metric_points",
 	"otelcol_receiver_refused_metric_points",
 	"otelcol_receiver_refused_spans",
+	"otelcol_admission_refused_requests",
 	"otelcol_scraper_errored_metric_points",
 	"otelcol_exporter_cloudwatch_points_dropped",
 	"otelcol_exporter_cloudwatch_requests",
