@@ -22,7 +22,7 @@
 // stayed quiet for the quiet period the sampling interval doubles, up to
 // MaxEvery, and the quiet threshold scales with it (bytes a second); the
 // first sample that sees more allocation than that brings it back to Every.
-// Once the heap has been given back and no burst came since, the interval
+// Once the heap has been given back twice with no burst since, the interval
 // may grow further, up to MaxEveryReleased: there is nothing left to give
 // back but the trickle, and a burst is still seen at the next sample (the
 // threshold stops scaling at MaxEvery, so a burst is not hidden by the
@@ -62,7 +62,10 @@ type Config struct {
 	// at most MaxEvery later.
 	MaxEvery time.Duration
 	// MaxEveryReleased bounds the interval once the heap was given back
-	// and no burst came since (at most MaxEvery: no further backing off).
+	// twice with no burst since (at most MaxEvery: no further backing off).
+	// Twice: a process working in regular bursts (an SDK exporting every
+	// 10 s) gives its heap back once between two bursts, and a longer
+	// interval would let a burst's heap wait for a sample past the next.
 	// The quiet threshold does not scale beyond MaxEvery: a sample after
 	// a longer interval is a burst when it saw more than MaxEvery's share.
 	MaxEveryReleased time.Duration
@@ -83,7 +86,7 @@ type Config struct {
 // DefaultConfig gives the heap back after two seconds of under 512 KiB
 // allocated a second, when at least 1 MiB can be given back. Once the
 // process has stayed quiet it samples every 8 s, and once it has given its
-// heap back and stays quiet, once a minute: a burst (over 4 MiB allocated
+// heap back twice and stays quiet, once a minute: a burst (over 4 MiB allocated
 // since the last sample) is given back two seconds after the sample that
 // sees it. While it stays quiet, each release needs twice the quiet
 // samples of the previous one, up to 16. A sidecar's
@@ -116,8 +119,8 @@ type Decider struct {
 	needed int // quiet samples the next release needs
 	wait   time.Duration
 	began  bool
-	// released: the heap was given back and no burst came since.
-	released bool
+	// releases: times the heap was given back since the last burst.
+	releases int
 }
 
 // NewDecider returns a decider for cfg.
@@ -127,7 +130,8 @@ func NewDecider(cfg Config) *Decider {
 
 // Wait is how long to wait for the next sample: Every until the process
 // has been quiet for Quiet samples, then twice the last wait, up to
-// MaxEvery (MaxEveryReleased once the heap was given back).
+// MaxEvery (MaxEveryReleased once the heap was given back twice since
+// the last burst).
 func (d *Decider) Wait() time.Duration { return d.wait }
 
 // quietBytes is the threshold for a sample taken elapsed after the
@@ -153,14 +157,14 @@ func (d *Decider) Release(s Sample) bool {
 		return false
 	}
 	if s.Allocated-prev.Allocated > d.quietBytes(s.At.Sub(prev.At)) {
-		d.quiet, d.calm, d.wait, d.needed, d.released = 0, 0, d.cfg.Every, d.cfg.Quiet, false
+		d.quiet, d.calm, d.wait, d.needed, d.releases = 0, 0, d.cfg.Every, d.cfg.Quiet, 0
 		return false
 	}
 	d.quiet++
 	d.calm++
 	if d.calm >= d.cfg.Quiet {
 		bound := d.cfg.MaxEvery
-		if d.released {
+		if d.releases >= 2 {
 			bound = max(bound, d.cfg.MaxEveryReleased)
 		}
 		d.wait = max(min(2*d.wait, bound), d.cfg.Every)
@@ -168,7 +172,8 @@ func (d *Decider) Release(s Sample) bool {
 	if d.quiet < d.needed || s.Reclaimable < d.cfg.MinBytes {
 		return false
 	}
-	d.quiet, d.released = 0, true
+	d.quiet = 0
+	d.releases++
 	if d.cfg.MaxQuiet > d.needed {
 		d.needed = min(2*d.needed, d.cfg.MaxQuiet)
 	}

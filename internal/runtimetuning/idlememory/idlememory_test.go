@@ -135,6 +135,32 @@ func TestReleasedProcessIsSampledLessOftenStill(t *testing.T) {
 	assert.Equal(t, []time.Duration{s, s, 2 * s, 4 * s, 8 * s, 16 * s, 32 * s, 64 * s, 64 * s, s, s, 2 * s}, got)
 }
 
+// A process working in regular bursts (10 MiB every 10 s) gives its heap
+// back once between two bursts and is never sampled less often than
+// MaxEvery: a longer interval would leave a burst's heap resident past the
+// next burst.
+func TestRegularBurstsKeepTheShortInterval(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxEvery = 8 * time.Second
+	cfg.MaxEveryReleased = 64 * time.Second
+	cfg.MaxQuiet = 16
+	d := NewDecider(cfg)
+	at, allocated := time.Unix(0, 0), uint64(0)
+	nextBurst, releases := at, 0
+	for at.Before(time.Unix(600, 0)) {
+		if !at.Before(nextBurst) {
+			allocated += 10 * mib
+			nextBurst = nextBurst.Add(10 * time.Second)
+		}
+		if d.Release(Sample{At: at, Allocated: allocated, Reclaimable: 20 * mib}) {
+			releases++
+		}
+		require.LessOrEqual(t, d.Wait(), cfg.MaxEvery, "at %v", at)
+		at = at.Add(d.Wait())
+	}
+	assert.GreaterOrEqual(t, releases, 20, "the heap is given back between most bursts")
+}
+
 // After a long interval the quiet threshold is MaxEvery's share, not the
 // interval's: 5 MiB over 64 s is a burst, given back two quiet samples
 // later; 3 MiB is quiet.
