@@ -28,6 +28,8 @@ type writeReserve struct {
 	path    string
 	size    int64
 	inPlace bool
+	// lastFree is what the last look at the volume found (0: unknown).
+	lastFree int64
 	// statfs reads the volume's figures (unix.Statfs; counted in tests).
 	statfs func(path string, st *unix.Statfs_t) error
 }
@@ -57,9 +59,11 @@ func volumeTooSmall(volume, queueCap, reserve int64) bool {
 func (r *writeReserve) free() (int64, error) {
 	var st unix.Statfs_t
 	if err := r.statfs(filepath.Dir(r.path), &st); err != nil {
+		r.lastFree = 0
 		return 0, err
 	}
-	return int64(st.Bavail) * st.Bsize, nil
+	r.lastFree = int64(st.Bavail) * st.Bsize
+	return r.lastFree, nil
 }
 
 // create writes the reserve (real blocks, not a sparse file) when the

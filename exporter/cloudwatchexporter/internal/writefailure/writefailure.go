@@ -32,6 +32,13 @@ const (
 	// heldPollInterval is how often the held data and the reserve are
 	// looked at between requests, while there is something to look after.
 	heldPollInterval = time.Second
+	// While the queue merely holds data (nothing held, nothing failing),
+	// the reserve is looked at before a writer filling the volume at
+	// otherWriterBytesPerSecond could use up the free space above it, and
+	// at least every watchMaxPolls poll intervals: a volume with room to
+	// spare is not read every second while a batch waits.
+	otherWriterBytesPerSecond = 64 << 20
+	watchMaxPolls             = 10
 )
 
 // Outcomes of a failed queue write, as counted.
@@ -253,8 +260,9 @@ func (s *Stage) writeHeld(ctx context.Context, force bool) {
 			// Writing now would take the room kept for the queue's reads
 			// and deletes: wait for room, or for the queue to empty (its
 			// file then has room of its own). At shutdown (force) on disk
-			// beats lost.
-			s.buf.Failed(now)
+			// beats lost. Nothing was written, so no backoff: the next
+			// look (each poll) writes as soon as the queue has emptied,
+			// which it does once per batch while the volume stays full.
 			return
 		}
 		err := s.set.Consume(ctx, head.md)

@@ -93,3 +93,47 @@ func TestReserveLookedAtWhileDataIsQueuedOnly(t *testing.T) {
 	queued.Store(0)
 	requireParked()
 }
+
+// While the queue only holds data, the writer looks at the reserve again
+// before a writer filling the volume at 64 MiB/s could reach it: every
+// poll interval when the volume is nearly full, up to every ten with room
+// to spare; while data is held or a failure lasts, every poll interval.
+func TestReserveLookedAtSoonerAsTheVolumeFills(t *testing.T) {
+	const reserve = 4 << 20
+	var free atomic.Int64
+	s := New(Settings{
+		Storage:          component.MustNewID("file_storage"),
+		LimitBytes:       1 << 20,
+		ReserveDirectory: t.TempDir(),
+		ReserveBytes:     reserve,
+		Logger:           zap.NewNop(),
+		Failures:         noop.Int64Counter{},
+		Consume:          func(context.Context, pmetric.Metrics) error { return nil },
+		QueueSize:        func(context.Context) (int64, bool) { return 1, true },
+		Turn:             make(chan struct{}, 1),
+	})
+	s.reserve.statfs = func(_ string, st *unix.Statfs_t) error {
+		st.Bsize = 1
+		st.Bavail = uint64(free.Load())
+		return nil
+	}
+	free.Store(1 << 30)
+	require.NoError(t, s.reserve.create())
+	for _, c := range []struct {
+		free int64
+		want time.Duration
+	}{
+		{reserve + 1<<30, 10 * time.Second}, // 16 s away at 64 MiB/s: the cap
+		{reserve + 320<<20, 5 * time.Second},
+		{reserve + 16<<20, time.Second}, // a quarter second away: the poll interval
+	} {
+		free.Store(c.free)
+		s.checkReserve()
+		require.True(t, s.reserve.inPlace)
+		assert.Equal(t, c.want, s.watchInterval(), "free %d", c.free)
+	}
+	free.Store(reserve - 1)
+	s.checkReserve()
+	require.False(t, s.reserve.inPlace, "under its size the reserve is deleted")
+	assert.Equal(t, time.Second, s.watchInterval(), "a failure episode: every poll interval")
+}

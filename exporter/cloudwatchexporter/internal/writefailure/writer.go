@@ -26,20 +26,19 @@ func (s *Stage) writeHeldLoop() {
 			return
 		case <-tick.C:
 		}
-		if s.buf.Len() == 0 && s.reserve == nil {
-			continue
-		}
 		select {
 		case <-s.stop:
 			return
 		case s.set.Turn <- struct{}{}:
 		}
 		idle := s.idle(context.Background())
+		next := s.pollInterval
 		if !idle {
 			s.checkReserve()
 			if s.buf.Len() > 0 {
 				s.writeHeld(context.Background(), false)
 			}
+			next = s.watchInterval()
 		}
 		<-s.set.Turn
 		if idle {
@@ -48,17 +47,37 @@ func (s *Stage) writeHeldLoop() {
 				return
 			case <-s.wake:
 			}
-			tick.Reset(s.pollInterval)
 		}
+		tick.Reset(next)
 	}
 }
 
+// watchInterval is how long the writer may wait before it looks again:
+// the poll interval while data is held or a failure episode lasts; while
+// the queue only holds data, the time a writer filling the volume at
+// otherWriterBytesPerSecond would take to reach the reserve, within one
+// and watchMaxPolls poll intervals. Called with the turn held, after
+// checkReserve.
+func (s *Stage) watchInterval() time.Duration {
+	r := s.reserve
+	if r == nil || !r.inPlace || s.failing || s.buf.Len() > 0 {
+		return s.pollInterval
+	}
+	headroom := r.lastFree - r.size
+	reach := time.Duration(float64(headroom) / otherWriterBytesPerSecond * float64(time.Second))
+	return min(max(reach, s.pollInterval), watchMaxPolls*s.pollInterval)
+}
+
 // idle tells whether there is nothing to look after: nothing held, no
-// failure episode, the reserve in place and the queue empty. Called with
+// failure episode and, with a reserve, the reserve in place and the queue
+// empty. Called with
 // the turn held.
 func (s *Stage) idle(ctx context.Context) bool {
+	if s.buf.Len() > 0 || s.failing {
+		return false
+	}
 	r := s.reserve
-	return s.buf.Len() == 0 && !s.failing && r != nil && r.inPlace && s.queueEmpty(ctx)
+	return r == nil || (r.inPlace && s.queueEmpty(ctx))
 }
 
 // Stop stops the writer and makes a last attempt to queue what is held;
