@@ -28,10 +28,14 @@ import (
 // healthInterval is GPUBUILD_PIPELINE_TELEMETRY_INTERVAL in these tests.
 const healthInterval = 3 * time.Second
 
+// queueBatch is the shipped sending_queue::batch::flush_timeout: how long
+// a datum may wait in the cloudwatch exporter's batch before it is sent.
+const queueBatch = 10 * time.Second
+
 // TestCloudWatchRefusalShowsAsDatum: a CloudWatch-only sidecar (the
 // default destination) whose CloudWatch refuses a datum. The loss lands in
 // CloudWatch as otelcol_exporter_cloudwatch_points_dropped within two
-// intervals of the pipeline-health reader (plus the sending queue's 1 s
+// intervals of the pipeline-health reader (plus the sending queue's 10 s
 // batch), and the shipped alarms on it evaluate to ALARM on the landed
 // datums, while the alarms on losses that did not happen stay OK.
 func TestCloudWatchRefusalShowsAsDatum(t *testing.T) {
@@ -62,9 +66,10 @@ func TestCloudWatchRefusalShowsAsDatum(t *testing.T) {
 
 	_, ports := startHealthSidecar(t, cw, fmt.Sprintf("GPUBUILD_PIPELINE_TELEMETRY_INTERVAL=%s", healthInterval))
 
-	// Healthy first: the queue's gauges and the successful requests land,
-	// and no alarm is in ALARM.
-	require.True(t, binarytest.Eventually(4*healthInterval+10*time.Second, func() bool {
+	// Healthy first: the queue's gauges and the successful requests land
+	// (the requests' count is read after the first batch was sent, and
+	// waits for the next one), and no alarm is in ALARM.
+	require.True(t, binarytest.Eventually(4*healthInterval+2*queueBatch+10*time.Second, func() bool {
 		return landed(cw, "otelcol_exporter_queue_capacity") && landed(cw, "otelcol_exporter_cloudwatch_requests")
 	}), "the pipeline's health did not land: %v", metricNames(cw.Datums()))
 	resources := loadTemplate(t, map[string]any{"ServiceName": serviceName})
@@ -82,10 +87,11 @@ func TestCloudWatchRefusalShowsAsDatum(t *testing.T) {
 
 	// The loss lands within two intervals of the refusal (the reader
 	// exports at most one interval after it; the queue's batch waits up to
-	// 1 s; a second interval covers an export that was already under way).
-	bound := 2*healthInterval + time.Second
+	// queueBatch; a second interval covers an export that was already under
+	// way).
+	bound := 2*healthInterval + queueBatch
 	var refusedAt, droppedAt time.Time
-	binarytest.Eventually(30*time.Second, func() bool {
+	binarytest.Eventually(4*healthInterval+2*queueBatch+10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		refusedAt, droppedAt = rejectedAt, landedAt["otelcol_exporter_cloudwatch_points_dropped"]

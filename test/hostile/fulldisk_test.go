@@ -99,6 +99,9 @@ func jobsAndLoad(t *testing.T, start time.Time, value int64, n int) []byte {
 // the directory and counted by reason. Once CloudWatch is back, everything
 // accepted arrives exactly once and the cumulative counter's deltas add up
 // to its last value.
+// queueBatch is the shipped sending_queue::batch::flush_timeout.
+const queueBatch = 10 * time.Second
+
 func TestFullQueueDiskLosesNothingAccepted(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
@@ -204,10 +207,12 @@ func fullDisk(t *testing.T, size string, otherWriter, cloudWatchFirst bool) {
 	}
 	if cloudWatchFirst {
 		// The volume is still full: what was queued and what was held
-		// arrive all the same.
+		// arrive all the same. Held data is written only while the queue
+		// is empty, one request at a time: each waits for the one before
+		// it to leave the sending queue's batch (flush_timeout, 10 s).
 		require.NoError(t, cw.SetDown(false))
 		want := accepted * points
-		require.True(t, binarytest.Eventually(3*time.Minute, func() bool { loads, _ := count(); return loads >= want }),
+		require.True(t, binarytest.Eventually(3*time.Minute+time.Duration(accepted)*queueBatch, func() bool { loads, _ := count(); return loads >= want }),
 			"with the volume full, delivered %d of %d gauge points", len(cw.Datums()), want)
 	}
 	if otherWriter {
