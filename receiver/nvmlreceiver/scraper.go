@@ -46,9 +46,9 @@ type gpuScraper struct {
 	driver            string
 	gpus              []*gpuState
 	xid               *xidWatcher
-	pace              *pacer // nil when no controller drives the scraper
 	xidBuf            []xidCount
 	nextInit          time.Time // next attempt to load NVML or to find GPUs
+	pace              *pacer    // nil when no controller drives the scraper
 	loadWarned        bool
 	noGPUWarn         bool
 	procMissingLogged bool
