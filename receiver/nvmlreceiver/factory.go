@@ -34,9 +34,18 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 }
 
 func newReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics, s *gpuScraper) (receiver.Metrics, error) {
+	return newPacedReceiver(cfg, set, next, s, realPacerClock)
+}
+
+// newPacedReceiver drives the controller from the scraper's pacer instead of
+// a fixed ticker: without a GPU there is nothing to scrape until the next
+// NVML attempt, so nothing should wake before it.
+func newPacedReceiver(cfg *Config, set receiver.Settings, next consumer.Metrics, s *gpuScraper, clock pacerClock) (receiver.Metrics, error) {
+	s.pace = newPacer(cfg.CollectionInterval, clock)
 	sc, err := scraper.NewMetrics(s.scrape, scraper.WithStart(s.start), scraper.WithShutdown(s.shutdown))
 	if err != nil {
 		return nil, err
 	}
-	return scraperhelper.NewMetricsController(&cfg.ControllerConfig, set, next, scraperhelper.AddMetricsScraper(metadata.Type, sc))
+	return scraperhelper.NewMetricsController(&cfg.ControllerConfig, set, next,
+		scraperhelper.AddMetricsScraper(metadata.Type, sc), scraperhelper.WithTickerChannel(s.pace.C()))
 }

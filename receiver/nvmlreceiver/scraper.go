@@ -48,6 +48,7 @@ type gpuScraper struct {
 	xid               *xidWatcher
 	xidBuf            []xidCount
 	nextInit          time.Time // next attempt to load NVML or to find GPUs
+	pace              *pacer    // nil when no controller drives the scraper
 	loadWarned        bool
 	noGPUWarn         bool
 	procMissingLogged bool
@@ -92,6 +93,9 @@ func (s *gpuScraper) start(_ context.Context, host component.Host) error {
 }
 
 func (s *gpuScraper) shutdown(context.Context) error {
+	if s.pace != nil {
+		s.pace.shutdown()
+	}
 	if s.xid != nil {
 		s.xid.stop()
 		s.xid = nil
@@ -252,6 +256,7 @@ func (s *gpuScraper) gpuResource(g *gpuState) *metadata.ResourceBuilder {
 }
 
 func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
+	defer s.scheduleNext()
 	if len(s.gpus) == 0 {
 		if s.now().Before(s.nextInit) {
 			return pmetric.NewMetrics(), nil
@@ -272,6 +277,19 @@ func (s *gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	}
 	s.procs.endScrape()
 	return s.mb.Emit(), errs.Combine()
+}
+
+// scheduleNext arms the next scrape: at the collection interval while there
+// are GPUs, otherwise only at the next NVML attempt, as before that a scrape
+// has nothing to do.
+func (s *gpuScraper) scheduleNext() {
+	switch {
+	case s.pace == nil:
+	case len(s.gpus) > 0:
+		s.pace.atRate()
+	default:
+		s.pace.after(s.nextInit.Sub(s.now()))
+	}
 }
 
 // check sorts an NVML answer for one feature of one GPU: true means use the

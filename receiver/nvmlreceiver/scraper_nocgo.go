@@ -19,6 +19,7 @@ import (
 // builds, and says why it reports nothing.
 type gpuScraper struct {
 	logger *zap.Logger
+	pace   *pacer // never armed: without NVML there is never anything to scrape
 }
 
 func newGPUScraper(_ *Config, set receiver.Settings) *gpuScraper {
@@ -31,7 +32,12 @@ func (s *gpuScraper) start(context.Context, component.Host) error {
 	return nil
 }
 
-func (*gpuScraper) shutdown(context.Context) error { return nil }
+func (s *gpuScraper) shutdown(context.Context) error {
+	if s.pace != nil {
+		s.pace.shutdown()
+	}
+	return nil
+}
 
 func (*gpuScraper) scrape(context.Context) (pmetric.Metrics, error) {
 	return pmetric.NewMetrics(), nil
