@@ -22,9 +22,11 @@
 // stayed quiet for the quiet period the sampling interval doubles, up to
 // MaxEvery, and the quiet threshold scales with it (bytes a second); the
 // first sample that sees more allocation than that brings it back to Every.
-// Once the heap has been given back twice with no burst since, the interval
-// may grow further, up to MaxEveryReleased: there is nothing left to give
-// back but the trickle, and a burst is still seen at the next sample (the
+// Once the heap has been given back twice with no burst since, or nothing
+// but the trickle was allocated for two MaxEveryReleased (an idle process
+// may have nothing worth giving back twice), the interval may grow
+// further, up to MaxEveryReleased: there is nothing left to give back but
+// the trickle, and a burst is still seen at the next sample (the
 // threshold stops scaling at MaxEvery, so a burst is not hidden by the
 // long interval) and given back Quiet samples of Every later.
 // Nor is it collected over and over while it stays quiet: each release
@@ -62,7 +64,11 @@ type Config struct {
 	// at most MaxEvery later.
 	MaxEvery time.Duration
 	// MaxEveryReleased bounds the interval once the heap was given back
-	// twice with no burst since (at most MaxEvery: no further backing off).
+	// twice with no burst since, or once nothing but the trickle was
+	// allocated for twice MaxEveryReleased (an idle process whose heap has
+	// nothing left to give back: it may never be released twice); at most
+	// MaxEvery: no further backing off. A process bursting at least every
+	// MaxEveryReleased (an SDK's 60 s export) keeps MaxEvery.
 	// Twice: a process working in regular bursts (an SDK exporting every
 	// 10 s) gives its heap back once between two bursts, and a longer
 	// interval would let a burst's heap wait for a sample past the next.
@@ -86,7 +92,7 @@ type Config struct {
 // DefaultConfig gives the heap back after two seconds of under 512 KiB
 // allocated a second, when at least 1 MiB can be given back. Once the
 // process has stayed quiet it samples every 8 s, and once it has given its
-// heap back twice and stays quiet, once a minute: a burst (over 4 MiB allocated
+// heap back twice, or stayed quiet for two minutes, once a minute: a burst (over 4 MiB allocated
 // since the last sample) is given back two seconds after the sample that
 // sees it. While it stays quiet, each release needs twice the quiet
 // samples of the previous one, up to 16. A sidecar's
@@ -116,6 +122,8 @@ type Decider struct {
 	prev   Sample
 	quiet  int
 	calm   int // quiet samples in a row, releases or not
+	// calmFor is the time those quiet samples cover.
+	calmFor time.Duration
 	needed int // quiet samples the next release needs
 	wait   time.Duration
 	began  bool
@@ -131,7 +139,7 @@ func NewDecider(cfg Config) *Decider {
 // Wait is how long to wait for the next sample: Every until the process
 // has been quiet for Quiet samples, then twice the last wait, up to
 // MaxEvery (MaxEveryReleased once the heap was given back twice since
-// the last burst).
+// the last burst, or after twice MaxEveryReleased with no burst).
 func (d *Decider) Wait() time.Duration { return d.wait }
 
 // quietBytes is the threshold for a sample taken elapsed after the
@@ -156,15 +164,17 @@ func (d *Decider) Release(s Sample) bool {
 	if !began {
 		return false
 	}
-	if s.Allocated-prev.Allocated > d.quietBytes(s.At.Sub(prev.At)) {
-		d.quiet, d.calm, d.wait, d.needed, d.releases = 0, 0, d.cfg.Every, d.cfg.Quiet, 0
+	elapsed := s.At.Sub(prev.At)
+	if s.Allocated-prev.Allocated > d.quietBytes(elapsed) {
+		d.quiet, d.calm, d.calmFor, d.wait, d.needed, d.releases = 0, 0, 0, d.cfg.Every, d.cfg.Quiet, 0
 		return false
 	}
 	d.quiet++
 	d.calm++
+	d.calmFor += elapsed
 	if d.calm >= d.cfg.Quiet {
 		bound := d.cfg.MaxEvery
-		if d.releases >= 2 {
+		if d.releases >= 2 || d.calmFor >= 2*d.cfg.MaxEveryReleased {
 			bound = max(bound, d.cfg.MaxEveryReleased)
 		}
 		d.wait = max(min(2*d.wait, bound), d.cfg.Every)

@@ -242,3 +242,32 @@ func TestEnabled(t *testing.T) {
 	_, err = Enabled(env("maybe", true))
 	require.ErrorContains(t, err, EnvVar, "a value that is not a boolean names the variable")
 }
+
+// An idle process with too little garbage to be worth a release (under
+// MinBytes reclaimable) is never released twice; after twice
+// MaxEveryReleased of quiet it is sampled at MaxEveryReleased all the same,
+// and a burst brings it back to Every.
+func TestQuietProcessWithNothingToGiveBackIsSampledLessOftenStill(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxEvery = 8 * time.Second
+	cfg.MaxEveryReleased = 64 * time.Second
+	d := NewDecider(cfg)
+	at := time.Unix(0, 0)
+	var waits []time.Duration
+	for at.Before(time.Unix(300, 0)) {
+		require.False(t, d.Release(Sample{At: at, Reclaimable: mib}), "under MinBytes: nothing given back")
+		waits = append(waits, d.Wait())
+		at = at.Add(d.Wait())
+	}
+	// The first sample only begins; quiet from then on: 1, 2, 4 s, then
+	// every 8 s (t = 8 ... 120 s) until 128 s of quiet, then 16, 32, 64 s.
+	s := time.Second
+	want := []time.Duration{s, s, 2 * s, 4 * s}
+	for range 15 {
+		want = append(want, 8*s)
+	}
+	want = append(want, 16*s, 32*s, 64*s, 64*s)
+	assert.Equal(t, want, waits)
+	assert.False(t, d.Release(Sample{At: at, Allocated: 10 * mib, Reclaimable: 10 * mib}), "a burst")
+	assert.Equal(t, time.Second, d.Wait())
+}
