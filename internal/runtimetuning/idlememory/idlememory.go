@@ -118,15 +118,15 @@ type Sample struct {
 
 // Decider decides from successive samples; it holds no runtime state.
 type Decider struct {
-	cfg    Config
-	prev   Sample
-	quiet  int
-	calm   int // quiet samples in a row, releases or not
+	cfg   Config
+	prev  Sample
+	quiet int
+	calm  int // quiet samples in a row, releases or not
 	// calmFor is the time those quiet samples cover.
 	calmFor time.Duration
-	needed int // quiet samples the next release needs
-	wait   time.Duration
-	began  bool
+	needed  int // quiet samples the next release needs
+	wait    time.Duration
+	began   bool
 	// releases: times the heap was given back since the last burst.
 	releases int
 }
