@@ -92,9 +92,9 @@ type Config struct {
 // DefaultConfig gives the heap back after two seconds of under 512 KiB
 // allocated a second, when at least 1 MiB can be given back. Once the
 // process has stayed quiet it samples every 8 s, and once it has given its
-// heap back twice, or stayed quiet for two minutes, once a minute: a burst (over 4 MiB allocated
-// since the last sample) is given back two seconds after the sample that
-// sees it. While it stays quiet, each release needs twice the quiet
+// heap back twice, or stayed quiet for two minutes, once a minute: a burst
+// (over 4 MiB allocated since the last sample) is given back two seconds
+// after the sample that sees it. While it stays quiet, each release needs twice the quiet
 // samples of the previous one, up to 16. A sidecar's
 // idle heap is a few MiB (what its start left behind): 1 MiB is a fair
 // share of it, and a collection of a heap that small costs a few

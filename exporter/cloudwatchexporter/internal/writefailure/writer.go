@@ -70,8 +70,7 @@ func (s *Stage) watchInterval() time.Duration {
 
 // idle tells whether there is nothing to look after: nothing held, no
 // failure episode and, with a reserve, the reserve in place and the queue
-// empty. Called with
-// the turn held.
+// empty. Called with the turn held.
 func (s *Stage) idle(ctx context.Context) bool {
 	if s.buf.Len() > 0 || s.failing {
 		return false
