@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,8 @@ const maxBody = 4 << 20
 type endpointScraper struct {
 	cfg    *Config
 	client *http.Client
+	// url is cfg.URL asking only for the kept families (readURL).
+	url string
 	// keep is cfg.MetricNames as a set; nil keeps every counter and gauge.
 	keep map[string]bool
 	// self is the receiver's component id: the points the Collector counts
@@ -47,7 +50,9 @@ type endpointScraper struct {
 
 func newEndpointScraper(cfg *Config, self string) *endpointScraper {
 	// One read a minute: no idle connection (and its buffers) kept between.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	// No gzip: the endpoint is the process's own, over loopback, where
+	// compressing and decompressing the text would only cost CPU.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
 	var keep map[string]bool
 	if len(cfg.MetricNames) > 0 {
 		keep = make(map[string]bool, len(cfg.MetricNames))
@@ -55,7 +60,26 @@ func newEndpointScraper(cfg *Config, self string) *endpointScraper {
 			keep[name] = true
 		}
 	}
-	return &endpointScraper{cfg: cfg, client: client, keep: keep, self: self, last: map[string]float64{}, lastTime: time.Now()}
+	return &endpointScraper{cfg: cfg, client: client, url: readURL(cfg.URL, cfg.MetricNames), keep: keep, self: self, last: map[string]float64{}, lastTime: time.Now()}
+}
+
+// readURL is raw asking the endpoint for the named families and
+// target_info (the resource) only, with name[] parameters: the Collector's
+// endpoint (client_golang's promhttp) then writes a dozen families instead
+// of every instrument and runtime histogram, and a read encodes and parses
+// that much. An endpoint that ignores the parameters sends everything, and
+// convert keeps the named families all the same. No names: raw.
+func readURL(raw string, names []string) string {
+	u, err := url.Parse(raw)
+	if len(names) == 0 || err != nil {
+		return raw
+	}
+	q := u.Query()
+	for _, name := range append([]string{"target_info"}, names...) {
+		q.Add("name[]", name)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func (s *endpointScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
@@ -70,7 +94,7 @@ func (s *endpointScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 }
 
 func (s *endpointScraper) read(ctx context.Context) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, http.NoBody)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, http.NoBody)
 	if err != nil {
 		return nil, err
 	}

@@ -4,14 +4,28 @@
 package pipelinehealthreceiver
 
 import (
+	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/pipelinetelemetry"
 )
 
 // Two reads of a pull endpoint in the collector's own format.
@@ -201,5 +215,125 @@ func TestValidateNamesTheField(t *testing.T) {
 		cfg.URL = "http://127.0.0.1:8888/metrics"
 		cfg.MetricNames = names
 		require.ErrorContains(t, cfg.Validate(), "metric_names[", names)
+	}
+}
+
+// collectorRegistry is a registry with many families, as an endpoint with
+// the runtime's and the process's collectors has, target_info, and two
+// counters of the kind read.
+func collectorRegistry(t testing.TB) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "target_info", Help: "Target metadata"}, []string{"service_name"})
+	info.WithLabelValues("otelcol-gpubuild").Set(1)
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "otelcol_receiver_refused_metric_points", Help: "refused"}, []string{"receiver"})
+	refused.WithLabelValues("otlp").Add(5)
+	sent := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "otelcol_exporter_sent_metric_points", Help: "sent"}, []string{"exporter"})
+	sent.WithLabelValues("cloudwatch").Add(12)
+	reg.MustRegister(info, refused, sent)
+	return reg
+}
+
+func TestAsksTheEndpointForTheKeptFamiliesOnly(t *testing.T) {
+	var served bytes.Buffer
+	var mu sync.Mutex
+	handler := promhttp.HandlerFor(collectorRegistry(t), promhttp.HandlerOpts{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, r)
+		mu.Lock()
+		served.Reset()
+		served.Write(rec.Body.Bytes())
+		mu.Unlock()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+
+	cfg := createDefaultConfig()
+	cfg.URL = srv.URL + "/metrics?extra=kept"
+	cfg.MetricNames = []string{"otelcol_receiver_refused_metric_points"}
+	require.NoError(t, cfg.Validate())
+	md, err := newEndpointScraper(cfg, "pipeline_health").scrape(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, map[string][]point{
+		"otelcol_receiver_refused_metric_points": {{5, map[string]any{"receiver": "otlp"}}},
+	}, points(t, md))
+	require.Equal(t, map[string]any{"service.name": "otelcol-gpubuild"}, md.ResourceMetrics().At(0).Resource().Attributes().AsRaw())
+
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mu.Lock()
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(served.Bytes()))
+	mu.Unlock()
+	require.NoError(t, err, "the endpoint wrote plain text (no gzip over loopback)")
+	require.ElementsMatch(t, []string{"otelcol_receiver_refused_metric_points", "target_info"}, slices.Collect(maps.Keys(families)),
+		"the endpoint wrote the named families and the resource, nothing else")
+
+	// No names: every family is asked for (and every counter and gauge kept).
+	cfg.MetricNames = nil
+	md, err = newEndpointScraper(cfg, "pipeline_health").scrape(context.Background())
+	require.NoError(t, err)
+	require.Contains(t, points(t, md), "otelcol_exporter_sent_metric_points")
+	require.Contains(t, points(t, md), "go_goroutines")
+}
+
+func TestReadURLKeepsTheQueryItHad(t *testing.T) {
+	require.Equal(t, "http://127.0.0.1:8888/metrics", readURL("http://127.0.0.1:8888/metrics", nil))
+	got, err := url.Parse(readURL("http://127.0.0.1:8888/metrics?x=1", []string{"a_b", "c"}))
+	require.NoError(t, err)
+	require.Equal(t, "/metrics", got.Path)
+	require.Equal(t, url.Values{"x": {"1"}, "name[]": {"target_info", "a_b", "c"}}, got.Query())
+}
+
+// recordedEndpoint serves, through the handler the Collector's endpoint
+// uses, what the sidecar's endpoint held after 200 builds at 50 a second
+// (testdata/collector-endpoint.txt, read with curl).
+func recordedEndpoint(tb testing.TB) *httptest.Server {
+	f, err := os.Open(filepath.Join("testdata", "collector-endpoint.txt"))
+	require.NoError(tb, err)
+	defer func() { _ = f.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(f)
+	require.NoError(tb, err)
+	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return slices.Collect(maps.Values(families)), nil
+	})
+	srv := httptest.NewServer(promhttp.HandlerFor(gather, promhttp.HandlerOpts{}))
+	tb.Cleanup(srv.Close)
+	return srv
+}
+
+// BenchmarkReadTheCollectorsEndpoint reads the sidecar's endpoint as
+// recorded under load: every family (and gzip, as a read did before it
+// asked for the kept ones), against the series the shipped configuration
+// keeps.
+func BenchmarkReadTheCollectorsEndpoint(b *testing.B) {
+	srv := recordedEndpoint(b)
+	for _, bc := range []struct {
+		name  string
+		names []string
+		gzip  bool
+	}{
+		{"every family, gzip", nil, true},
+		{"the kept families", pipelinetelemetry.Series, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := createDefaultConfig()
+			cfg.URL = srv.URL + "/metrics"
+			cfg.MetricNames = bc.names
+			s := newEndpointScraper(cfg, "pipeline_health")
+			if bc.gzip {
+				s.client.Transport.(*http.Transport).DisableCompression = false
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.scrape(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
