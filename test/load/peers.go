@@ -72,6 +72,8 @@ const inMemoryPeer = "ours, state in memory"
 // peerRun is what one round measured of one peer at one load.
 type peerRun struct {
 	cores, rssMiB, anonMiB, binaryMiB, otherFileMiB, points, spans, seconds float64
+	// startCPU: CPU seconds before the window (start, settling, warmup).
+	startCPU float64
 	// For a peer behind the CloudWatch test endpoint (ours): whether every
 	// derived build.jobs and the SDK counter's total landed, and what did.
 	delivery *result
@@ -169,7 +171,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 		}
 		if len(idleTargets) > 0 {
 			logf("round %d/%d: idle, side by side, for %v", round, o.rounds, o.idleWindow)
-			rs, err := idleRunsOf(idleTargets, 10*time.Second, o.idleWindow, cpus)
+			rs, err := idleRunsOf(idleTargets, settled, o.idleWindow, cpus)
 			if err != nil {
 				return "", err
 			}
@@ -198,7 +200,7 @@ func benchPeers(ctx context.Context, o options) (string, error) {
 				}
 				e := r.sim.Exports
 				runs[p.name][pl.name] = append(runs[p.name][pl.name], peerRun{
-					cores: r.cpuCores, rssMiB: r.rssMiB, anonMiB: r.anonMiB, binaryMiB: r.binaryMiB, otherFileMiB: r.otherFileMiB,
+					cores: r.cpuCores, startCPU: r.startCPU, rssMiB: r.rssMiB, anonMiB: r.anonMiB, binaryMiB: r.binaryMiB, otherFileMiB: r.otherFileMiB,
 					points: float64(e.MetricPoints.Items), spans: float64(e.Spans.Items), seconds: r.sim.Elapsed,
 					delivery: deliveryOf(r),
 				})

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/runtimetuning"
 )
 
 // perSpanGoal is the CPU per span against contrib's that the spans-only
@@ -41,7 +43,7 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 		fmt.Fprintf(&b, "the collectors not pinned. ")
 	}
 	fmt.Fprintf(&b, "A ratio is the median of the rounds' ratios (each round's builds ran minutes apart at most), with their range; \"within noise\" where that range reaches 1 or the goal (%.1f× contrib's CPU per span; contrib's idle CPU): another run may fall on either side. ", perSpanGoal)
-	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup (idle: every build at once, side by side, over %v after 10 s to settle, from the threads' schedstat; wake-ups = the timeslices the threads ran); RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ", o.idleWindow)
+	fmt.Fprintf(&b, "CPU = CPU seconds per second of the collector process over the window after the warmup, which opens %v after the collector's start at the soonest (the load starts later where needed: our binary gives its start's code back at %v and reads what it runs next again, a one-time cost the row \"CPU-seconds to the window\" includes) (idle: every build at once, side by side, over %v after %v to settle, from the threads' schedstat; wake-ups = the timeslices the threads ran); RSS = median VmRSS over that window, anonymous = median RssAnon (VmRSS less the file pages, which a memory cgroup can reclaim); the file pages are split into the binary's and every other file's (memory-mapped state such as bbolt's, shared libraries), from /proc/<pid>/smaps. Every binary's pages are dropped from the page cache before each start, so that each is read from disk as it runs (a binary just written by the linker is cached in large folios that the kernel maps 2 MiB at a time, which inflates its file RSS). ", settled, runtimetuning.StartOver, o.idleWindow, settled)
 	fmt.Fprintf(&b, "otelcol-gpubuild runs its default `otelcol-config.yaml` against the CloudWatch test endpoint; the contrib assembly runs otlp → spanmetrics → awsemf against a local CloudWatch Logs endpoint; stock runs otlp → debug (basic); %s runs otelcol-gpubuild's binary on stock's configuration, at the spans-only loads only: what receiving costs our build, before it derives and persists; %s runs it on `otelcol-config.yaml` without its `state:` and `cumulative_state:` blocks (nothing persisted before a request is acknowledged), at the spans-only loads only. – = not measured.\n\n", receiveOnlyPeer, inMemoryPeer)
 
 	if o.compare != "" {
@@ -113,6 +115,7 @@ func peersReport(o options, cpus string, peers []peer, loads []peerLoad, idle ma
 		{"RSS, anonymous (MiB)", "%.1f", func(r peerRun) float64 { return r.anonMiB }},
 		{"RSS, the binary's pages (MiB)", "%.1f", func(r peerRun) float64 { return r.binaryMiB }},
 		{"RSS, other files: mapped state, libraries (MiB)", "%.1f", func(r peerRun) float64 { return r.otherFileMiB }},
+		{"CPU-seconds to the window (start, settling, warmup)", "%.2f", func(r peerRun) float64 { return r.startCPU }},
 	}
 	for _, pl := range loads {
 		for _, f := range figures {

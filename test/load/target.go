@@ -30,6 +30,9 @@ type result struct {
 	target   string
 	load     load
 	cpuCores float64 // CPU seconds per second over the measured window
+	// startCPU is the CPU seconds the process used before the window: its
+	// start, settling, and the warmup's load.
+	startCPU float64
 	rssMiB   float64 // median VmRSS over the measured window
 	anonMiB  float64 // median RssAnon over the measured window
 	// Medians of the file-backed RSS: the executable's pages, and every
