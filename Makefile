@@ -111,7 +111,7 @@ bench: build
 fleet-production: build
 	$(GO) test -tags production -count=1 -timeout 20m -run 'TestFleetAtProductionTiming|TestFleetBehindLoadBalancerAtProductionTiming' -v ./test/fleet/
 
-## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about 50 minutes)
+## bench-peers: otelcol-gpubuild beside the contrib assembly and a stock build, same loads, one run (not part of make test; about an hour: 3 rounds of 20 s took 55 minutes)
 bench-peers: build tools
 	$(GO) run ./test/load -peers -rounds 3 -duration 30s -warmup 8s -splice BENCHMARKS.md
 
