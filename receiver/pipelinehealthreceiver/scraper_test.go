@@ -20,12 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/confmap/pipelinetelemetry"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/promtext"
 )
 
 // Two reads of a pull endpoint in the collector's own format.
@@ -264,12 +263,11 @@ func TestAsksTheEndpointForTheKeptFamiliesOnly(t *testing.T) {
 	}, points(t, md))
 	require.Equal(t, map[string]any{"service.name": "otelcol-gpubuild"}, md.ResourceMetrics().At(0).Resource().Attributes().AsRaw())
 
-	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mu.Lock()
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(served.Bytes()))
+	families, err := promtext.Parse(bytes.NewReader(served.Bytes()))
 	mu.Unlock()
 	require.NoError(t, err, "the endpoint wrote plain text (no gzip over loopback)")
-	require.ElementsMatch(t, []string{"otelcol_receiver_refused_metric_points", "target_info"}, slices.Collect(maps.Keys(families)),
+	require.Equal(t, []string{"otelcol_receiver_refused_metric_points", "target_info"}, families.Names(),
 		"the endpoint wrote the named families and the resource, nothing else")
 
 	// No names: every family is asked for (and every counter and gauge kept).
@@ -295,8 +293,7 @@ func recordedEndpoint(tb testing.TB) *httptest.Server {
 	f, err := os.Open(filepath.Join("testdata", "collector-endpoint.txt"))
 	require.NoError(tb, err)
 	defer func() { _ = f.Close() }()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(f)
+	families, err := promtext.Parse(f)
 	require.NoError(tb, err)
 	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		return slices.Collect(maps.Values(families)), nil
