@@ -179,8 +179,7 @@ func startStores(t testing.TB) *stores {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cw.Close() })
 	s := &stores{cw: cw, otlp: startOTLPSink(t, false), cwOTLP: startOTLPSink(t, true)}
-	// Distinct ports: the sidecar's scrape target and the two servers'
-	// (asked one at a time, a port can come back before its owner binds it).
+	// The sidecar's scrape target and the two servers'.
 	ports := binarytest.FreePorts(t, 3)
 	s.promTarget = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	s.scrape = startPrometheus(t, ports[1], s.promTarget)

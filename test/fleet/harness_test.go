@@ -68,8 +68,9 @@ func newNode(t testing.TB, config string, extra ...string) *node {
 const gatewayConfig = "otelcol-gateway.yaml"
 
 // pickPorts chooses the listeners' ports. A gateway keeps its ports across
-// restarts (the sidecars' lists name them); a sidecar picks new ones right
-// before each start, so that no client's ephemeral port took them meanwhile.
+// restarts (the sidecars' lists name them; they stay this test process's,
+// binarytest.PickFreePorts); some tests give a sidecar new ones before a
+// restart, as a rescheduled pod gets.
 func (n *node) pickPorts() {
 	n.grpc, n.health, n.telemetry = binarytest.FreePort(n.t), binarytest.FreePort(n.t), binarytest.FreePort(n.t)
 	n.handoff = binarytest.FreePort(n.t)

@@ -49,7 +49,7 @@ func stopSoonAfterReady(t *testing.T, s *sidecar) {
 // waits until it is healthy.
 func startSidecar(t *testing.T, queueDir string, extraEnv ...string) *sidecar {
 	t.Helper()
-	ports := binarytest.FreePorts(t, 4) // distinct: one at a time can repeat
+	ports := binarytest.FreePorts(t, 4)
 	healthPort := ports[0]
 	s := &sidecar{
 		health:        fmt.Sprintf("http://127.0.0.1:%d/", healthPort),

@@ -8,20 +8,16 @@ package binarytest
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
@@ -70,70 +66,6 @@ func EvictFromPageCache(path string) error {
 		return fmt.Errorf("evicting %s from the page cache: %w", path, err)
 	}
 	return nil
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	return FreePorts(t, 1)[0]
-}
-
-// FreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
-// moment ago (PickFreePorts), failing the test when there are none.
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports, err := PickFreePorts(n)
-	require.NoError(t, err)
-	return ports
-}
-
-// PickFreePorts returns n distinct TCP ports on 127.0.0.1 that were free a
-// moment ago: all are held open until the last is found, so that one
-// process never gets the same port twice (asking one at a time can). They
-// are taken below the kernel's ephemeral range (where it picks the local
-// port of every outgoing connection), so that no client connection can
-// take one between now and the moment a collector binds it.
-func PickFreePorts(n int) ([]int, error) {
-	lo, hi := portsBelowEphemeral()
-	ports := make([]int, n)
-	for i := range ports {
-		for attempt := 0; ports[i] == 0; attempt++ {
-			if attempt == 1000 {
-				return nil, fmt.Errorf("no free port in %d-%d", lo, hi)
-			}
-			addr := "127.0.0.1:0"
-			if hi > lo {
-				addr = fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo+1))
-			}
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				continue // taken: try another
-			}
-			defer func() { _ = l.Close() }()
-			ports[i] = l.Addr().(*net.TCPAddr).Port
-		}
-	}
-	return ports, nil
-}
-
-// portsBelowEphemeral is the range FreePorts takes ports from: from 20000
-// to just below the ephemeral range (/proc/sys/net/ipv4/ip_local_port_range,
-// 32768-60999 by default); an empty range (lo > hi) where that file is
-// missing or the range starts too low, and then the kernel picks.
-func portsBelowEphemeral() (lo, hi int) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 1, 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 1, 0
-	}
-	first, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 1, 0
-	}
-	return 20000, first - 1
 }
 
 // Buffer collects a subprocess's output while a test reads it. With Keep

@@ -81,3 +81,27 @@ func TestFreePortsAreDistinctAndBelowTheEphemeralRange(t *testing.T) {
 		_ = l.Close()
 	}
 }
+
+// A port claimed elsewhere is not handed out, and one process hands a port
+// out once. Two portClaims on one folder stand for two test processes: the
+// lock belongs to the open file, so they refuse each other as processes do.
+func TestAPortIsHandedOutOnceAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	first, second := &portClaims{dir: dir}, &portClaims{dir: dir}
+	lo, hi := portsBelowEphemeral()
+	require.Less(t, lo, hi, "this machine's ephemeral range leaves no ports below it")
+
+	mine, err := first.pick(1, lo, hi)
+	require.NoError(t, err)
+	p := mine[0]
+	ok, err := second.claim(p)
+	require.NoError(t, err)
+	assert.False(t, ok, "another process claimed port %d while the first holds it", p)
+	ok, err = first.claim(p)
+	require.NoError(t, err)
+	assert.False(t, ok, "port %d handed out twice by one process", p)
+
+	// With the range down to that one port, the other process finds none.
+	_, err = second.pick(1, p, p)
+	assert.ErrorContains(t, err, "no free port")
+}
