@@ -50,7 +50,6 @@ func (r *healthReceiver) Shutdown(ctx context.Context) error {
 		defer cancel()
 	}
 	md, readErr := r.scraper.scrape(readCtx)
-	r.scraper.client.CloseIdleConnections()
 	if readErr != nil {
 		r.logger.Warn("The last read of the pipeline's health at shutdown failed: what it lost since the previous read is not sent", zap.Error(readErr))
 		return err

@@ -5,7 +5,6 @@ package pipelinehealthreceiver
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -67,35 +66,4 @@ func TestNoReadAtShutdownWithoutStart(t *testing.T) {
 	require.NoError(t, r.Shutdown(context.Background()))
 	assert.Zero(t, reads.Load())
 	assert.Empty(t, sink.AllMetrics())
-}
-
-// Reads share one connection (a new one each minute cost an idle sidecar
-// about a tenth of its CPU), and shutdown closes it.
-func TestReadsShareOneConnectionClosedAtShutdown(t *testing.T) {
-	var opened, closed atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte(first))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		switch s {
-		case http.StateNew:
-			opened.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			closed.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	cfg := createDefaultConfig()
-	cfg.URL = srv.URL + "/metrics"
-	cfg.CollectionInterval = time.Hour // the read at start, then the one at shutdown
-	sink := new(consumertest.MetricsSink)
-	r, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), cfg, sink)
-	require.NoError(t, err)
-	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
-	require.Eventually(t, func() bool { return len(sink.AllMetrics()) == 1 }, 10*time.Second, 5*time.Millisecond, "the read at start")
-	require.NoError(t, r.Shutdown(context.Background()))
-	require.Len(t, sink.AllMetrics(), 2, "the read at shutdown")
-	assert.Equal(t, int64(1), opened.Load(), "both reads on one connection")
-	require.Eventually(t, func() bool { return closed.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the connection closed at shutdown")
 }
