@@ -73,6 +73,9 @@ func (c *portClaims) pick(n, lo, hi int) ([]int, error) {
 			}
 			addr := "127.0.0.1:0"
 			if hi >= lo {
+				// Claimed before the probe: a probe of a port another
+				// process holds for a stopped collector could take it
+				// from under that collector's restart.
 				p := lo + rand.IntN(hi-lo+1)
 				ok, err := c.claim(p)
 				if err != nil {
@@ -90,7 +93,11 @@ func (c *portClaims) pick(n, lo, hi int) ([]int, error) {
 			ports[i] = l.Addr().(*net.TCPAddr).Port
 			_ = l.Close()
 			if hi < lo {
-				if ok, err := c.claim(ports[i]); err != nil || !ok {
+				ok, err := c.claim(ports[i])
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
 					ports[i] = 0 // the kernel gave one out twice
 				}
 			}
