@@ -123,7 +123,7 @@ func (c *Client) applyJournal(ctx context.Context) error {
 		return fmt.Errorf("emptying the journal %s: %w", c.path, err)
 	}
 	if c.indexing {
-		c.dropIndex()
+		c.index.reset()
 		c.indexFull = false
 	}
 	return nil

@@ -104,17 +104,13 @@ type Client struct {
 
 	// indexing (IndexAppends): the last operation of each key since the
 	// checkpoint, where it starts in the file, is noted as each batch is
-	// appended (index[key] is its place in last), so that a checkpoint
-	// reads those operations only instead of the whole journal, twice.
-	// Past maxIndexKeys keys the index is dropped (indexFull) and the
-	// checkpoint reads the journal back.
+	// appended, so that a checkpoint reads those operations only instead
+	// of the whole journal, twice. Past maxIndexKeys keys the index is
+	// dropped (indexFull) and the checkpoint reads the journal back.
 	indexing  bool
 	indexFull bool
-	index     map[string]int
-	last      []lastOp
-	keys      []byte  // the index's keys (last[i].key points into it)
+	index     keyIndex
 	opStarts  []int64 // scratch: where each operation of a batch starts
-	sorted    []lastOp
 }
 
 // Open opens (creating it when missing) the journal at path in front of

@@ -406,8 +406,9 @@ func TestJournalWithManyKeysIsWrittenInSegments(t *testing.T) {
 // An indexed journal (IndexAppends) leaves the storage as one read back
 // does: each key's last operation, in the journal's order, whatever the
 // keys, values (some larger than the reading window) and deletions; a
-// checkpoint the storage refuses is written whole by the next one; past
-// maxIndexKeys keys the journal is read back.
+// checkpoint the storage refuses is written whole by the next one, the
+// index still holding each key once; past maxIndexKeys keys the journal
+// is read back.
 func TestIndexedJournalWritesWhatReadingItBackWould(t *testing.T) {
 	ctx := context.Background()
 	for _, maxKeys := range []int{maxIndexKeys, 50} {
@@ -419,11 +420,13 @@ func TestIndexedJournalWritesWhatReadingItBackWould(t *testing.T) {
 			c.now = func() time.Time { return c.lastCheckpoint } // checkpoints below only
 			c.maxIndexKeys = maxKeys
 		}
+		noted := map[string]bool{} // keys since the last checkpoint written
 		for round := range 30 {
 			for range 20 {
 				var ops []*storage.Operation
 				for range 1 + rng.IntN(8) {
 					key := fmt.Sprintf("jobs/%04x/%d", rng.IntN(60), rng.IntN(3))
+					noted[key] = true
 					// A reused key buffer: the journal must not keep it.
 					kb := []byte(key)
 					k := string(kb)
@@ -445,6 +448,9 @@ func TestIndexedJournalWritesWhatReadingItBackWould(t *testing.T) {
 					require.NoError(t, c.Batch(ctx, ops...))
 				}
 			}
+			if !ic.indexFull {
+				require.Equal(t, len(noted), ic.index.len(), "round %d: each key indexed once", round)
+			}
 			if round%7 == 3 {
 				indexed.refuse, indexed.refuseFrom = errors.New("refused"), indexed.batches+1
 				require.Error(t, ic.Checkpoint(ctx))
@@ -454,6 +460,7 @@ func TestIndexedJournalWritesWhatReadingItBackWould(t *testing.T) {
 			require.NoError(t, ic.Checkpoint(ctx))
 			require.NoError(t, rc.Checkpoint(ctx))
 			require.Equal(t, read.Data(), indexed.Data(), "round %d", round)
+			clear(noted)
 		}
 		require.NoError(t, ic.Checkpoint(ctx))
 		require.NoError(t, rc.Checkpoint(ctx))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unsafe"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/record"
 )
@@ -97,11 +98,9 @@ func (c *Client) apply(ctx context.Context, size int64) (records int, valid int6
 }
 
 // segment is a run of whole records and, for each key, the number of its
-// last operation among the segment's operations (last[index[key]]: a key
-// met again is only looked up, which does not copy it).
+// last operation among the segment's operations.
 type segment struct {
-	index   map[string]int
-	last    []int
+	last    keyIndex
 	records int
 	end     int64 // where the segment's records end
 	more    bool  // whole records follow (the index was full)
@@ -109,7 +108,8 @@ type segment struct {
 
 // isLast says whether operation op is key's last in the segment.
 func (seg *segment) isLast(key []byte, op int) bool {
-	return seg.last[seg.index[string(key)]] == op
+	last, _ := seg.last.get(unsafe.String(unsafe.SliceData(key), len(key)))
+	return last == int64(op)
 }
 
 // records calls fn with each whole record body from offset from on, up to
@@ -130,23 +130,20 @@ func (c *Client) records(from, size int64, body *[]byte, fn func(body []byte) bo
 }
 
 // scan indexes the whole records from offset from on, until the index
-// holds maxIndexKeys keys (it may pass that by one record's keys).
+// holds maxIndexKeys keys (it may pass that by one record's keys) or its
+// keys' bytes would pass what it can hold (a record's keys are at most
+// its length, which fits).
 func (c *Client) scan(from, size int64, body *[]byte) segment {
-	seg := segment{index: map[string]int{}}
+	seg := segment{last: newKeyIndex()}
 	op := 0
 	seg.end = c.records(from, size, body, func(b []byte) bool {
-		if seg.records > 0 && len(seg.last) >= c.maxIndexKeys {
+		if seg.records > 0 && (seg.last.len() >= c.maxIndexKeys || !seg.last.room(len(b))) {
 			seg.more = true
 			return false
 		}
 		for len(b) > 0 {
 			key, _, rest := readOp(b)
-			if i, ok := seg.index[string(key)]; ok {
-				seg.last[i] = op
-			} else {
-				seg.index[string(key)] = len(seg.last)
-				seg.last = append(seg.last, op)
-			}
+			seg.last.set(unsafe.String(unsafe.SliceData(key), len(key)), int64(op))
 			op++
 			b = rest
 		}
