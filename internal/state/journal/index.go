@@ -17,7 +17,7 @@ import (
 // each key's last operation is, so that a checkpoint reads only those
 // operations: for a journal whose batches write a few keys each, many of
 // them again (a derivation's jobs), at the cost of the index's memory
-// (the key's bytes and some 35 more, until the next checkpoint). A journal
+// (the key's bytes and some 40 more, until the next checkpoint). A journal
 // that rewrites every key in every batch (a whole state) does better
 // without.
 func (c *Client) IndexAppends() {
