@@ -31,14 +31,9 @@ func newChunk(capacity int) *chunk {
 }
 
 // add adds one operation, first writing the chunk when the operation's key
-// and value would take it past its capacity.
-func (ch *chunk) add(ctx context.Context, base storage.Client, typ byte, key, value []byte) error {
-	return ch.addKey(ctx, base, typ, string(key), value)
-}
-
-// addKey is add with the key as a string that the caller no longer
-// changes: it is not copied.
-func (ch *chunk) addKey(ctx context.Context, base storage.Client, typ byte, key string, value []byte) error {
+// and value would take it past its capacity. The key goes to the storage
+// as it is (a storage may keep it): it must be no buffer of the caller's.
+func (ch *chunk) add(ctx context.Context, base storage.Client, typ byte, key string, value []byte) error {
 	if len(ch.ops) > 0 && ch.bytes+len(key)+len(value) > cap(ch.arena) {
 		if err := ch.flush(ctx, base); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 )
@@ -76,8 +77,8 @@ func (c *Client) applyIndexed(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("reading the journal %s: %w", c.path, err)
 		}
-		// The storage gets a copy of the key: the index's buffer is reused.
-		if err := ch.add(ctx, c.base, typ, []byte(key), value); err != nil {
+		// A copy of the key: the index's buffer is reused.
+		if err := ch.add(ctx, c.base, typ, strings.Clone(key), value); err != nil {
 			return fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
 		}
 	}

@@ -164,7 +164,7 @@ func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg *segment,
 			key, value, rest := readOp(b)
 			b = rest
 			if seg.isLast(key, op) {
-				err = ch.add(ctx, c.base, typ, key, value)
+				err = ch.add(ctx, c.base, typ, string(key), value)
 			}
 			op++
 		}
