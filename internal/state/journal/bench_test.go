@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
 )
 
 // BenchmarkBatch: one record per op, shaped as a request's derivation
@@ -60,14 +62,13 @@ func BenchmarkBatch(b *testing.B) {
 	}
 }
 
-// BenchmarkIndexMemory: the heap an indexed journal (IndexAppends) holds
+// BenchmarkIndexMemory: the heap an indexed journal (IndexAppends) keeps
 // for one checkpoint interval of a derivation at 20k spans/s (2,000 jobs
 // a second, each written three times over ten seconds: 20,000 keys of 37
-// bytes, values of 80, under the 8 MiB that checkpoints early), as heap
-// bytes per key over the journal just opened: at the
-// end of its second interval (the first one's checkpoint behind it), and
-// once that interval is written. The values
-// are the file's, not the heap's; the storage keeps nothing.
+// bytes, values of 80, under the 8 MiB that checkpoints early), per key:
+// at the end of its second interval (the first one's checkpoint behind
+// it), and once that interval is written. The values are the file's, not
+// the heap's; the storage keeps nothing.
 func BenchmarkIndexMemory(b *testing.B) {
 	const keys = 20000
 	ctx := context.Background()
@@ -76,48 +77,45 @@ func BenchmarkIndexMemory(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("jobs/%032x", uint64(i)*0x9e3779b97f4a7c15)
 	}
-	live := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
+	ops := make([]*storage.Operation, 6)
+	interval := func(c *Client) {
+		for n := 0; n < 3*keys; n += len(ops) {
+			for j := range ops {
+				ops[j] = storage.SetOperation(names[(n/3/len(ops)*len(ops)+j)%keys], value)
+			}
+			if err := c.Batch(ctx, ops...); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
-	var before, held, after uint64
-	b.ReportAllocs()
-	for range b.N {
+	// journal is a journal after two intervals, the second checkpointed
+	// or not.
+	journal := func(checkpointed bool) any {
 		c, _, err := Open(ctx, discard{}, filepath.Join(b.TempDir(), "state.journal"), Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		c.IndexAppends()
-		before = live()
 		frozen := c.lastCheckpoint
 		c.now = func() time.Time { return frozen }
-		ops := make([]*storage.Operation, 6)
-		interval := func() {
-			for n := 0; n < 3*keys; n += len(ops) {
-				for j := range ops {
-					ops[j] = storage.SetOperation(names[(n/3/len(ops)*len(ops)+j)%keys], value)
-				}
-				if err := c.Batch(ctx, ops...); err != nil {
+		for i := range 2 {
+			interval(c)
+			if i == 0 || checkpointed {
+				if err := c.Checkpoint(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}
-		interval()
-		if err := c.Checkpoint(ctx); err != nil {
-			b.Fatal(err)
-		}
-		interval()
-		held = live()
-		if err := c.Checkpoint(ctx); err != nil {
-			b.Fatal(err)
-		}
-		after = live()
-		_ = c.Close(ctx)
+		return c
 	}
-	b.ReportMetric(float64(held-min(held, before))/keys, "B-held/key")
-	b.ReportMetric(float64(after-min(after, before))/keys, "B-after/key")
+	var held, after float64
+	for b.Loop() {
+		held = float64(benchmem.Retained(func() any { return journal(false) })) / keys
+		after = float64(benchmem.Retained(func() any { return journal(true) })) / keys
+	}
+	runtime.KeepAlive(names)
+	b.ReportMetric(held, "heap_bytes/key")
+	b.ReportMetric(after, "heap_bytes/key_checkpointed")
 }
 
 // discard is a storage that keeps nothing.
