@@ -31,7 +31,7 @@ func BenchmarkBatch(b *testing.B) {
 		b.Run(fmt.Sprintf("jobs=%d/indexed=%v", bc.jobs, bc.indexed), func(b *testing.B) {
 			jobs, indexed := bc.jobs, bc.indexed
 			ctx := context.Background()
-			c, _, err := Open(ctx, discard{}, filepath.Join(b.TempDir(), "state.journal"), Config{})
+			c, _, err := Open(ctx, newBase(), filepath.Join(b.TempDir(), "state.journal"), Config{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 	// journal is a journal after two intervals, the second checkpointed
 	// or not.
 	journal := func(checkpointed bool) any {
-		c, _, err := Open(ctx, discard{}, filepath.Join(b.TempDir(), "state.journal"), Config{})
+		c, _, err := Open(ctx, storage.NewNopClient(), filepath.Join(b.TempDir(), "state.journal"), Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -117,12 +117,3 @@ func BenchmarkIndexMemory(b *testing.B) {
 	b.ReportMetric(held, "heap_bytes/key")
 	b.ReportMetric(after, "heap_bytes/key_checkpointed")
 }
-
-// discard is a storage that keeps nothing.
-type discard struct{}
-
-func (discard) Get(context.Context, string) ([]byte, error)        { return nil, nil }
-func (discard) Set(context.Context, string, []byte) error          { return nil }
-func (discard) Delete(context.Context, string) error               { return nil }
-func (discard) Batch(context.Context, ...*storage.Operation) error { return nil }
-func (discard) Close(context.Context) error                        { return nil }
