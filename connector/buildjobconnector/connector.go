@@ -61,7 +61,11 @@ func (s *connectors) get(set connector.Settings, cfg *Config, newSpec func() (de
 	if err != nil {
 		return nil, err
 	}
-	c := &sharedConnector{cfg: cfg, derivation: derive.NewJobDerivation(set.TelemetrySettings, set.ID, spec, next), refs: 1}
+	d, err := derive.NewJobDerivation(set.TelemetrySettings, set.ID, spec, next)
+	if err != nil {
+		return nil, err
+	}
+	c := &sharedConnector{cfg: cfg, derivation: d, refs: 1}
 	c.release = func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -34,20 +34,24 @@ func createMetricsProcessor(ctx context.Context, set processor.Settings, cfg com
 	if err != nil {
 		return nil, err
 	}
-	p := &buildjobProcessor{id: set.ID, cfg: pcfg, derivation: derive.NewHTTPDerivation(set.TelemetrySettings, set.ID, derive.HTTPSpec{
+	derivation, err := derive.NewHTTPDerivation(set.TelemetrySettings, set.ID, derive.HTTPSpec{
 		Output:     pcfg.OutputConfig,
 		Cumulative: pcfg.Cumulative,
 		ScopeName:  metadata.ScopeName,
 		Telemetry: derive.Telemetry{
 			FlushesFailed:           tb.BuildjobProcessorFlushesFailed,
 			PointsDropped:           tb.BuildjobProcessorPointsDropped,
-			RecordsSkipped:          tb.BuildjobProcessorRecordsSkipped,
-			StateEntriesSkipped:     tb.BuildjobProcessorStateEntriesSkipped,
-			StateWriteFailures:      tb.BuildjobProcessorStateWriteFailures,
-			CumulativePointsRefused: tb.BuildjobProcessorCumulativePointsRefused,
+			RecordsSkipped:          tb.RegisterBuildjobProcessorRecordsSkippedCallback,
+			StateEntriesSkipped:     tb.RegisterBuildjobProcessorStateEntriesSkippedCallback,
+			StateWriteFailures:      tb.RegisterBuildjobProcessorStateWriteFailuresCallback,
+			CumulativePointsRefused: tb.RegisterBuildjobProcessorCumulativePointsRefusedCallback,
 			Shutdown:                tb.Shutdown,
 		},
-	}, next)}
+	}, next)
+	if err != nil {
+		return nil, err
+	}
+	p := &buildjobProcessor{id: set.ID, cfg: pcfg, derivation: derivation}
 	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
 		processorhelper.WithStart(p.Start),
 		processorhelper.WithShutdown(p.Shutdown),

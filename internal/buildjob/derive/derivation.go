@@ -54,17 +54,25 @@ type Derivation struct {
 }
 
 // NewJobDerivation returns the connector's derivation, emitting to next.
-func NewJobDerivation(set component.TelemetrySettings, id component.ID, spec JobSpec, next consumer.Metrics) *Derivation {
+func NewJobDerivation(set component.TelemetrySettings, id component.ID, spec JobSpec, next consumer.Metrics) (*Derivation, error) {
 	d := newConnectorDeriver(&jobSettings{OutputConfig: spec.Output, JobConfig: spec.Jobs}, time.Now())
 	d.scopeName = spec.ScopeName
-	return &Derivation{emitter: newEmitter(set, spec.Telemetry, d, spec.Output.MetricsFlushInterval, next), kind: component.KindConnector, id: id}
+	e, err := newEmitter(set, spec.Telemetry, d, spec.Output.MetricsFlushInterval, next)
+	if err != nil {
+		return nil, err
+	}
+	return &Derivation{emitter: e, kind: component.KindConnector, id: id}, nil
 }
 
 // NewHTTPDerivation returns the processor's derivation, emitting to next.
-func NewHTTPDerivation(set component.TelemetrySettings, id component.ID, spec HTTPSpec, next consumer.Metrics) *Derivation {
+func NewHTTPDerivation(set component.TelemetrySettings, id component.ID, spec HTTPSpec, next consumer.Metrics) (*Derivation, error) {
 	d := newProcessorDeriver(&spec.Output, spec.Cumulative, time.Now(), set.Logger)
 	d.scopeName = spec.ScopeName
-	return &Derivation{emitter: newEmitter(set, spec.Telemetry, d, spec.Output.MetricsFlushInterval, next), kind: component.KindProcessor, id: id, http: true}
+	e, err := newEmitter(set, spec.Telemetry, d, spec.Output.MetricsFlushInterval, next)
+	if err != nil {
+		return nil, err
+	}
+	return &Derivation{emitter: e, kind: component.KindProcessor, id: id, http: true}, nil
 }
 
 // Logger is the component's logger.
@@ -84,9 +92,9 @@ func (d *Derivation) OpenState(ctx context.Context, host component.Host, cfg der
 	e := d.emitter
 	e.mu.Lock()
 	defer func() {
-		stats := e.d.takeStats()
+		evicted := e.tally()
 		e.mu.Unlock()
-		e.report(ctx, &stats)
+		e.warnEvicted(evicted)
 	}()
 	now := e.now()
 	st, err := openState(ctx, host, d.id, d.kind, cfg, e.d, now, e.logger)

@@ -23,7 +23,8 @@ const (
 )
 
 // derivationStats counts what the component's own telemetry reports. The
-// owner drains it after each batch, so the hot path only increments ints.
+// emitter drains it after each batch into its totals, which the telemetry
+// observes: the hot path only increments ints.
 type derivationStats struct {
 	skipped      [numSkipReasons]int64
 	deduplicated int64
@@ -40,6 +41,27 @@ type derivationStats struct {
 	// shared a GPU with another.
 	gpuSkipped         [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]int64
 	gpuOverlappingRuns int64
+}
+
+// add adds o's counts to s's.
+func (s *derivationStats) add(o *derivationStats) {
+	addAll(s.skipped[:], o.skipped[:])
+	s.deduplicated += o.deduplicated
+	addAll(s.evicted[:], o.evicted[:])
+	addAll(s.stateSkipped[:], o.stateSkipped[:])
+	addAll(s.cumulativeRefused[:], o.cumulativeRefused[:])
+	s.stateEvicted += o.stateEvicted
+	s.stateWriteFailures += o.stateWriteFailures
+	for f := range s.gpuSkipped {
+		addAll(s.gpuSkipped[f][:], o.gpuSkipped[f][:])
+	}
+	s.gpuOverlappingRuns += o.gpuOverlappingRuns
+}
+
+func addAll(to, from []int64) {
+	for i, n := range from {
+		to[i] += n
+	}
 }
 
 // resourcesKeptEpochs is how many flushes a resource entry survives unused.

@@ -20,8 +20,8 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 )
 
-// emitter owns a deriver: it serializes access to it, reports its stats as
-// the component's own telemetry, and emits the derived metrics every
+// emitter owns a deriver: it serializes access to it, keeps its stats as
+// the component's own telemetry (telemetry.go), and emits the derived metrics every
 // metrics_flush_interval and at shutdown. Its timer is armed only for a
 // boundary where a flush has something to do (schedule.go): an idle
 // derivation sleeps until a batch gives it work, or until its run memory's
@@ -40,12 +40,15 @@ type emitter struct {
 
 	mu sync.Mutex
 	d  *deriver
+	// counted: the deriver's stats since the start, which the observable
+	// counters report. Under mu.
+	counted derivationStats
 
-	skippedAttrs      [numSkipReasons]metric.AddOption
-	stateSkippedAttrs [derivestate.NumSkipReasons]metric.AddOption
-	refusedAttrs      [cumulative.NumReasons]metric.AddOption
-	evictedAttrs      [2]metric.AddOption
-	gpuSkippedAttrs   [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]metric.AddOption
+	skippedAttrs      [numSkipReasons]metric.MeasurementOption
+	stateSkippedAttrs [derivestate.NumSkipReasons]metric.MeasurementOption
+	refusedAttrs      [cumulative.NumReasons]metric.MeasurementOption
+	evictedAttrs      [2]metric.MeasurementOption
+	gpuSkippedAttrs   [gpujoin.NumAllFigures][gpujoin.NumSkipReasons]metric.MeasurementOption
 	carriedAttrs      metric.AddOption
 	droppedAttrs      metric.AddOption
 
@@ -69,7 +72,7 @@ const (
 	finalRetryMax   = time.Second
 )
 
-func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, interval time.Duration, next consumer.Metrics) *emitter {
+func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, interval time.Duration, next consumer.Metrics) (*emitter, error) {
 	e := &emitter{logger: set.Logger, telemetry: tel, next: next, interval: interval, now: time.Now, d: d}
 	for r := range numSkipReasons {
 		e.skippedAttrs[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", r.String())))
@@ -90,7 +93,10 @@ func newEmitter(set component.TelemetrySettings, tel Telemetry, d *deriver, inte
 	e.evictedAttrs[evictedEnded] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "ended")))
 	e.carriedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "carried_over")))
 	e.droppedAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", "dropped")))
-	return e
+	if err := e.registerCounters(); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // start begins the flush loop.
@@ -194,9 +200,9 @@ func (e *emitter) update(ctx context.Context, f func(d *deriver, now time.Time))
 		default:
 		}
 	}
-	stats := e.d.takeStats()
+	evicted := e.tally()
 	e.mu.Unlock()
-	e.report(ctx, &stats)
+	e.warnEvicted(evicted)
 }
 
 // flush emits what was derived since the last accepted flush. A retryable
@@ -265,9 +271,9 @@ func (e *emitter) finalFlush(ctx context.Context) error {
 func (e *emitter) take(ctx context.Context, final bool) *flushed {
 	e.mu.Lock()
 	f := e.d.takeFlush(e.now(), final)
-	stats := e.d.takeStats()
+	evicted := e.tally()
 	e.mu.Unlock()
-	e.report(ctx, &stats)
+	e.warnEvicted(evicted)
 	if f.md.DataPointCount() == 0 {
 		return nil
 	}
@@ -308,6 +314,9 @@ func (e *emitter) drop(ctx context.Context, f *flushed) {
 const evictionWarningEvery = time.Minute
 
 func (e *emitter) warnEvicted(n int64) {
+	if n == 0 {
+		return
+	}
 	e.mu.Lock()
 	e.evictedSinceWarning += n
 	now := time.Now()
@@ -333,47 +342,72 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (e *emitter) report(ctx context.Context, s *derivationStats) {
-	for r, n := range s.skipped {
-		if n > 0 {
-			e.telemetry.RecordsSkipped.Add(ctx, n, e.skippedAttrs[r])
-		}
+// tally moves the deriver's stats into the totals the telemetry observes
+// and returns the runs the state forgot for its byte budget meanwhile (to
+// warn about). e.mu is held.
+func (e *emitter) tally() (stateEvicted int64) {
+	s := e.d.takeStats()
+	e.counted.add(&s)
+	return s.stateEvicted
+}
+
+// registerCounters registers a callback for each observable counter the
+// component defines.
+func (e *emitter) registerCounters() error {
+	t := e.telemetry
+	type counter struct {
+		register RegisterCallback
+		observe  func(s *derivationStats, o metric.Int64Observer)
 	}
-	if s.deduplicated > 0 && e.telemetry.RecordsDeduplicated != nil {
-		e.telemetry.RecordsDeduplicated.Add(ctx, s.deduplicated)
-	}
-	for st, n := range s.evicted {
-		if n > 0 && e.telemetry.RunsEvicted != nil {
-			e.telemetry.RunsEvicted.Add(ctx, n, e.evictedAttrs[st])
-		}
-	}
-	for r, n := range s.stateSkipped {
-		if n > 0 && e.telemetry.StateEntriesSkipped != nil {
-			e.telemetry.StateEntriesSkipped.Add(ctx, n, e.stateSkippedAttrs[r])
-		}
-	}
-	if s.stateEvicted > 0 {
-		if e.telemetry.StateRunsEvicted != nil {
-			e.telemetry.StateRunsEvicted.Add(ctx, s.stateEvicted)
-		}
-		e.warnEvicted(s.stateEvicted)
-	}
-	for r, n := range s.cumulativeRefused {
-		if n > 0 && e.telemetry.CumulativePointsRefused != nil {
-			e.telemetry.CumulativePointsRefused.Add(ctx, n, e.refusedAttrs[r])
-		}
-	}
-	if s.stateWriteFailures > 0 && e.telemetry.StateWriteFailures != nil {
-		e.telemetry.StateWriteFailures.Add(ctx, s.stateWriteFailures)
-	}
-	for f := range s.gpuSkipped {
-		for r, n := range s.gpuSkipped[f] {
-			if n > 0 && e.telemetry.GPUFiguresSkipped != nil {
-				e.telemetry.GPUFiguresSkipped.Add(ctx, n, e.gpuSkippedAttrs[f][r])
+	counters := []counter{
+		{t.RecordsSkipped, func(s *derivationStats, o metric.Int64Observer) { observeAll(o, s.skipped[:], e.skippedAttrs[:]) }},
+		{t.RecordsDeduplicated, func(s *derivationStats, o metric.Int64Observer) { observe(o, s.deduplicated) }},
+		{t.RunsEvicted, func(s *derivationStats, o metric.Int64Observer) { observeAll(o, s.evicted[:], e.evictedAttrs[:]) }},
+		{t.StateEntriesSkipped, func(s *derivationStats, o metric.Int64Observer) {
+			observeAll(o, s.stateSkipped[:], e.stateSkippedAttrs[:])
+		}},
+		{t.StateRunsEvicted, func(s *derivationStats, o metric.Int64Observer) { observe(o, s.stateEvicted) }},
+		{t.StateWriteFailures, func(s *derivationStats, o metric.Int64Observer) { observe(o, s.stateWriteFailures) }},
+		{t.CumulativePointsRefused, func(s *derivationStats, o metric.Int64Observer) {
+			observeAll(o, s.cumulativeRefused[:], e.refusedAttrs[:])
+		}},
+		{t.GPUFiguresSkipped, func(s *derivationStats, o metric.Int64Observer) {
+			for f := range s.gpuSkipped {
+				observeAll(o, s.gpuSkipped[f][:], e.gpuSkippedAttrs[f][:])
 			}
+		}},
+		{t.GPUOverlappingRuns, func(s *derivationStats, o metric.Int64Observer) { observe(o, s.gpuOverlappingRuns) }},
+	}
+	for _, c := range counters {
+		if c.register == nil {
+			continue
+		}
+		err := c.register(func(_ context.Context, o metric.Int64Observer) error {
+			e.mu.Lock()
+			s, since := e.counted, e.d.peekStats() // since: not tallied yet
+			e.mu.Unlock()
+			s.add(&since)
+			c.observe(&s, o)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
-	if s.gpuOverlappingRuns > 0 && e.telemetry.GPUOverlappingRuns != nil {
-		e.telemetry.GPUOverlappingRuns.Add(ctx, s.gpuOverlappingRuns)
+	return nil
+}
+
+// observe reports n unless it is zero: like a counter never added to, a
+// count that never moved has no series.
+func observe(o metric.Int64Observer, n int64, opts ...metric.ObserveOption) {
+	if n > 0 {
+		o.Observe(n, opts...)
+	}
+}
+
+// observeAll reports each count of ns with the attributes of its index.
+func observeAll(o metric.Int64Observer, ns []int64, attrs []metric.MeasurementOption) {
+	for i, n := range ns {
+		observe(o, n, attrs[i])
 	}
 }

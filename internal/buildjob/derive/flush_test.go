@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
@@ -85,7 +86,8 @@ func newTestEmitter(t *testing.T, d *deriver, interval time.Duration, next consu
 	set := tel.NewTelemetrySettings()
 	core, logs := observer.New(zapcore.WarnLevel)
 	set.Logger = zap.New(core)
-	e := newEmitter(set, testTelemetry(set), d, interval, next)
+	e, err := newEmitter(set, testTelemetry(set), d, interval, next)
+	require.NoError(t, err)
 	te := &testEmitter{emitter: e, tel: tel, logs: logs}
 	e.now = func() time.Time { return te.clock }
 	return te
@@ -94,6 +96,11 @@ func newTestEmitter(t *testing.T, d *deriver, interval time.Duration, next consu
 func (te *testEmitter) consumeTraces(td ptrace.Traces, now time.Time) {
 	te.clock = now
 	te.update(context.Background(), func(d *deriver, now time.Time) { d.consumeTraces(td, now) })
+}
+
+func (te *testEmitter) consumeLogs(ld plog.Logs, now time.Time) {
+	te.clock = now
+	te.update(context.Background(), func(d *deriver, now time.Time) { d.consumeLogs(ld, now) })
 }
 
 func (te *testEmitter) flushAt(now time.Time) error {
@@ -357,4 +364,37 @@ func TestRefusedZeroActiveIsReportedAgain(t *testing.T) {
 	assert.Equal(t, ts(at(10*time.Second)), jobs.start)
 	require.NoError(t, te.flushAt(at(40*time.Second)))
 	assert.Len(t, next.acceptedPoints(), 2, "the 0 is reported once")
+}
+
+// The counters that move with the input are observed from the emitter's
+// totals at each collection: they add up across batches and flushes, a
+// count not tallied yet (a failed write after a flush) is already there,
+// and a count that never moved has no series.
+func TestTelemetryObservesTheTotals(t *testing.T) {
+	te := newTestEmitter(t, newConnectorDeriver(testConfig(), t0), 10*time.Second, &scriptedConsumer{})
+	svc := newTestService(t, newOTLPSink(t))
+	dedup := func(want int64) {
+		t.Helper()
+		assertCounter(t, te.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: want}}, metricdatatest.IgnoreTimestamp())
+	}
+
+	svc.status("job-1", running, at(-30*time.Second))
+	svc.status("job-1", completed, at(time.Second))
+	svc.jobSpan("job-1", at(-30*time.Second), at(time.Second), codes.Unset)
+	te.consumeLogs(svc.logs(), at(2*time.Second))
+	te.consumeTraces(svc.traces(), at(3*time.Second))
+	dedup(1)
+	_, err := te.tel.GetMetric("otelcol_buildjob_runs_evicted")
+	require.Error(t, err, "nothing was evicted: no series")
+
+	svc.jobSpan("job-1", at(-30*time.Second), at(time.Second), codes.Unset) // redelivered
+	te.consumeTraces(svc.traces(), at(4*time.Second))
+	require.NoError(t, te.flushAt(at(10*time.Second)))
+	dedup(2)
+
+	te.mu.Lock()
+	te.d.stats.stateWriteFailures++ // as handedOver counts a failed delete
+	te.mu.Unlock()
+	assertCounter(t, te.tel, "otelcol_buildjob_state_write_failures", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	dedup(2)
 }

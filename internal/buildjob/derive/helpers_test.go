@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -394,9 +395,12 @@ func defaultOutput() *OutputConfig {
 var testType = component.MustNewType("buildjob")
 
 // testTelemetry creates the counters a component's generated metadata
-// defines, under the same names, on set's meter provider.
+// defines, under the same names and of the same kinds, on set's meter
+// provider.
 func testTelemetry(set component.TelemetrySettings) Telemetry {
 	meter := set.MeterProvider.Meter("buildjob-test")
+	var mu sync.Mutex
+	var regs []metric.Registration
 	counter := func(name string) metric.Int64Counter {
 		c, err := meter.Int64Counter(name)
 		if err != nil {
@@ -404,16 +408,53 @@ func testTelemetry(set component.TelemetrySettings) Telemetry {
 		}
 		return c
 	}
+	observable := func(name string) RegisterCallback {
+		c, err := meter.Int64ObservableCounter(name)
+		if err != nil {
+			panic(err) // a fixed, valid name
+		}
+		return func(cb metric.Int64Callback) error {
+			reg, err := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+				return cb(ctx, int64Observer{inst: c, obs: o})
+			}, c)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			regs = append(regs, reg)
+			return nil
+		}
+	}
 	return Telemetry{
 		FlushesFailed:       counter("otelcol_buildjob_flushes_failed"),
 		PointsDropped:       counter("otelcol_buildjob_points_dropped"),
-		RecordsSkipped:      counter("otelcol_buildjob_records_skipped"),
-		RecordsDeduplicated: counter("otelcol_buildjob_records_deduplicated"),
-		RunsEvicted:         counter("otelcol_buildjob_runs_evicted"),
-		StateEntriesSkipped: counter("otelcol_buildjob_state_entries_skipped"),
-		StateRunsEvicted:    counter("otelcol_buildjob_state_runs_evicted"),
-		StateWriteFailures:  counter("otelcol_buildjob_state_write_failures"),
+		RecordsSkipped:      observable("otelcol_buildjob_records_skipped"),
+		RecordsDeduplicated: observable("otelcol_buildjob_records_deduplicated"),
+		RunsEvicted:         observable("otelcol_buildjob_runs_evicted"),
+		StateEntriesSkipped: observable("otelcol_buildjob_state_entries_skipped"),
+		StateRunsEvicted:    observable("otelcol_buildjob_state_runs_evicted"),
+		StateWriteFailures:  observable("otelcol_buildjob_state_write_failures"),
+		Shutdown: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range regs {
+				_ = r.Unregister()
+			}
+		},
 	}
+}
+
+// int64Observer observes one observable counter through a callback's
+// observer.
+type int64Observer struct {
+	embedded.Int64Observer
+	inst metric.Int64Observable
+	obs  metric.Observer
+}
+
+func (o int64Observer) Observe(v int64, opts ...metric.ObserveOption) {
+	o.obs.ObserveInt64(o.inst, v, opts...)
 }
 
 // assertCounter compares the data points of a counter of testTelemetry.

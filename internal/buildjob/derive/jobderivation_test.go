@@ -65,6 +65,9 @@ func TestConnectorInstancesShareRuns(t *testing.T) {
 	require.NoError(t, p.logs.ConsumeLogs(ctx, svc.logs()))
 	require.NoError(t, p.traces.ConsumeTraces(ctx, svc.traces()))
 
+	// The records counted the run; the job span, arriving after, added nothing.
+	assertCounter(t, p.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+
 	require.NoError(t, p.traces.Shutdown(ctx))
 	assert.Empty(t, next.AllMetrics(), "the logs instance is still running")
 	require.NoError(t, p.logs.Shutdown(ctx))
@@ -74,8 +77,6 @@ func TestConnectorInstancesShareRuns(t *testing.T) {
 	assert.Equal(t, 40.0, one(t, ps, metricBuildJobDuration, attrs("build.result", "success")).sum)
 	assert.Equal(t, int64(1), one(t, ps, metricBuildStageRuns, attrs("build.stage", "gpu_build", "build.result", "success")).value)
 
-	// The records counted the run; the job span, arriving after, added nothing.
-	assertCounter(t, p.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 }
 
 func TestConnectorFlushesEveryInterval(t *testing.T) {

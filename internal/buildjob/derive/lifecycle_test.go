@@ -98,8 +98,8 @@ func testConnectorFactory() connector.Factory {
 			return c
 		}
 		c := cfg.(*jobSettings)
-		tc := &testConnector{cfg: c, refs: 1, Derivation: NewJobDerivation(set.TelemetrySettings, set.ID,
-			JobSpec{Output: c.OutputConfig, Jobs: c.JobConfig, ScopeName: "buildjob-test", Telemetry: testTelemetry(set.TelemetrySettings)}, next)}
+		tc := &testConnector{cfg: c, refs: 1, Derivation: must(NewJobDerivation(set.TelemetrySettings, set.ID,
+			JobSpec{Output: c.OutputConfig, Jobs: c.JobConfig, ScopeName: "buildjob-test", Telemetry: testTelemetry(set.TelemetrySettings)}, next))}
 		byID[set.ID] = tc
 		return tc
 	}
@@ -121,7 +121,15 @@ type testProcessor struct {
 }
 
 func newTestProcessor(set component.TelemetrySettings, spec HTTPSpec, st derivestate.Config, next consumer.Metrics) *testProcessor {
-	return &testProcessor{Derivation: NewHTTPDerivation(set, component.NewID(testType), spec, next), stateCfg: st}
+	return &testProcessor{Derivation: must(NewHTTPDerivation(set, component.NewID(testType), spec, next)), stateCfg: st}
+}
+
+// must returns d, panicking on err: the test telemetry always registers.
+func must(d *Derivation, err error) *Derivation {
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 func (p *testProcessor) Start(ctx context.Context, host component.Host) error {

@@ -224,13 +224,13 @@ func testStateKill9KeepsCountsNotYetFlushed(t *testing.T, config func() *jobSett
 	// The run's span arrives after the restart (it was in the SDK's batch).
 	svc.jobSpan("job-1", now.Add(-time.Minute), now, codes.Ok)
 	b.consumeTraces(svc)
+	assertCounter(t, b.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 	require.NoError(t, b.sigterm())
 
 	assert.Equal(t, int64(1), landed(metricBuildJobs, success, first, second))
 	assert.Equal(t, int64(1), landed(metricAPIRequests, nil, first, second))
 	p := one(t, points(second.AllMetrics()[0]), metricBuildJobDuration, success)
 	assert.Equal(t, uint64(1), p.count)
-	assertCounter(t, b.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 }
 
 // SIGTERM: the final flush emits what was counted; the run memory stays,

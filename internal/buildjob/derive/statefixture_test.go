@@ -128,13 +128,13 @@ func testFixtureIsRestored(t *testing.T, path string) {
 	s.consumeTraces(svc)
 	svc.status("job-9", completed, fixtureTime.Add(50*time.Second))
 	s.consumeLogs(svc)
+	assertCounter(t, s.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 	require.NoError(t, s.sigterm())
 
 	ps := points(sink.AllMetrics()[0])
 	assert.Equal(t, int64(3), total(ps, metricBuildJobs, success), "job-7 and job-8 from the state, job-9 now")
 	d := one(t, ps, metricBuildJobDuration, success)
 	assert.InDelta(t, 60.0+90.0+60.0, d.sum, 1e-9)
-	assertCounter(t, s.tel, "otelcol_buildjob_records_deduplicated", []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 
 	var jobKeys []string
 	for k := range readEntries(t, dir) {

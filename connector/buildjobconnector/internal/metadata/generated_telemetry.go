@@ -3,10 +3,12 @@
 package metadata
 
 import (
+	"context"
 	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.opentelemetry.io/otel/trace"
 
 	"go.opentelemetry.io/collector/component"
@@ -27,15 +29,15 @@ type TelemetryBuilder struct {
 	mu                          sync.Mutex
 	registrations               []metric.Registration
 	BuildjobFlushesFailed       metric.Int64Counter
-	BuildjobGpuFiguresSkipped   metric.Int64Counter
-	BuildjobGpuOverlappingRuns  metric.Int64Counter
+	BuildjobGpuFiguresSkipped   metric.Int64ObservableCounter
+	BuildjobGpuOverlappingRuns  metric.Int64ObservableCounter
 	BuildjobPointsDropped       metric.Int64Counter
-	BuildjobRecordsDeduplicated metric.Int64Counter
-	BuildjobRecordsSkipped      metric.Int64Counter
-	BuildjobRunsEvicted         metric.Int64Counter
-	BuildjobStateEntriesSkipped metric.Int64Counter
-	BuildjobStateRunsEvicted    metric.Int64Counter
-	BuildjobStateWriteFailures  metric.Int64Counter
+	BuildjobRecordsDeduplicated metric.Int64ObservableCounter
+	BuildjobRecordsSkipped      metric.Int64ObservableCounter
+	BuildjobRunsEvicted         metric.Int64ObservableCounter
+	BuildjobStateEntriesSkipped metric.Int64ObservableCounter
+	BuildjobStateRunsEvicted    metric.Int64ObservableCounter
+	BuildjobStateWriteFailures  metric.Int64ObservableCounter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -47,6 +49,136 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterBuildjobGpuFiguresSkippedCallback sets callback for observable BuildjobGpuFiguresSkipped metric.
+func (builder *TelemetryBuilder) RegisterBuildjobGpuFiguresSkippedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobGpuFiguresSkipped, obs: o})
+		return nil
+	}, builder.BuildjobGpuFiguresSkipped)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobGpuOverlappingRunsCallback sets callback for observable BuildjobGpuOverlappingRuns metric.
+func (builder *TelemetryBuilder) RegisterBuildjobGpuOverlappingRunsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobGpuOverlappingRuns, obs: o})
+		return nil
+	}, builder.BuildjobGpuOverlappingRuns)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobRecordsDeduplicatedCallback sets callback for observable BuildjobRecordsDeduplicated metric.
+func (builder *TelemetryBuilder) RegisterBuildjobRecordsDeduplicatedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobRecordsDeduplicated, obs: o})
+		return nil
+	}, builder.BuildjobRecordsDeduplicated)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobRecordsSkippedCallback sets callback for observable BuildjobRecordsSkipped metric.
+func (builder *TelemetryBuilder) RegisterBuildjobRecordsSkippedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobRecordsSkipped, obs: o})
+		return nil
+	}, builder.BuildjobRecordsSkipped)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobRunsEvictedCallback sets callback for observable BuildjobRunsEvicted metric.
+func (builder *TelemetryBuilder) RegisterBuildjobRunsEvictedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobRunsEvicted, obs: o})
+		return nil
+	}, builder.BuildjobRunsEvicted)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobStateEntriesSkippedCallback sets callback for observable BuildjobStateEntriesSkipped metric.
+func (builder *TelemetryBuilder) RegisterBuildjobStateEntriesSkippedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobStateEntriesSkipped, obs: o})
+		return nil
+	}, builder.BuildjobStateEntriesSkipped)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobStateRunsEvictedCallback sets callback for observable BuildjobStateRunsEvicted metric.
+func (builder *TelemetryBuilder) RegisterBuildjobStateRunsEvictedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobStateRunsEvicted, obs: o})
+		return nil
+	}, builder.BuildjobStateRunsEvicted)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobStateWriteFailuresCallback sets callback for observable BuildjobStateWriteFailures metric.
+func (builder *TelemetryBuilder) RegisterBuildjobStateWriteFailuresCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobStateWriteFailures, obs: o})
+		return nil
+	}, builder.BuildjobStateWriteFailures)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+type observerInt64 struct {
+	embedded.Int64Observer
+	inst metric.Int64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveInt64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -73,13 +205,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{flush}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobGpuFiguresSkipped, err = builder.meter.Int64Counter(
+	builder.BuildjobGpuFiguresSkipped, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_gpu_figures_skipped",
 		metric.WithDescription("GPU figures (with gpu_sampler) a counted run did not get, by figure and reason - never a guess. no_samples - NVML absent or no GPU; window_not_covered - the samples begin after the run's start (the sidecar started during the run) or end before its end; sample_gap - sampling stopped during the run (GPU lost); counter_reset - the energy counter went down (driver reload); no_window - the run's start or end is unknown (timed out, end only); gpu_not_found - the run names a GPU the sampler does not see; no_process_pid - the service has no process.pid resource attribute; process_not_on_gpu - its process held no GPU memory during the run; no_gpm - a GPU of the run has no GPM (before Hopper), so no SM or tensor activity. [Development]"),
 		metric.WithUnit("{figure}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobGpuOverlappingRuns, err = builder.meter.Int64Counter(
+	builder.BuildjobGpuOverlappingRuns, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_gpu_overlapping_runs",
 		metric.WithDescription("Counted runs that shared a GPU with another run for part of their window (their overlap's energy and busy time are split evenly among the runs open at each instant). [Development]"),
 		metric.WithUnit("{run}"),
@@ -91,37 +223,37 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{point}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobRecordsDeduplicated, err = builder.meter.Int64Counter(
+	builder.BuildjobRecordsDeduplicated, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_records_deduplicated",
 		metric.WithDescription("Spans and log records recognized as belonging to a job run that was already counted (the other source, a redelivery, or a late end after a timeout). [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobRecordsSkipped, err = builder.meter.Int64Counter(
+	builder.BuildjobRecordsSkipped, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_records_skipped",
 		metric.WithDescription("Spans and log records skipped because they are malformed. [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobRunsEvicted, err = builder.meter.Int64Counter(
+	builder.BuildjobRunsEvicted, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_runs_evicted",
 		metric.WithDescription("Job runs dropped from state because max_active_jobs was reached. [Development]"),
 		metric.WithUnit("{run}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobStateEntriesSkipped, err = builder.meter.Int64Counter(
+	builder.BuildjobStateEntriesSkipped, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_state_entries_skipped",
 		metric.WithDescription("Entries of the persisted derivation state skipped at start because they could not be read (each is also logged with its key); their runs are unknown and their counts lost, the rest of the state is restored. [Development]"),
 		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobStateRunsEvicted, err = builder.meter.Int64Counter(
+	builder.BuildjobStateRunsEvicted, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_state_runs_evicted",
 		metric.WithDescription("Counted runs forgotten because the persisted run memory reached state.max_bytes (a late record of such a run would count it again). [Development]"),
 		metric.WithUnit("{run}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobStateWriteFailures, err = builder.meter.Int64Counter(
+	builder.BuildjobStateWriteFailures, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_state_write_failures",
 		metric.WithDescription("Failed writes of the persisted derivation state (the counts stay in memory and are written with the next batch). [Development]"),
 		metric.WithUnit("{write}"),

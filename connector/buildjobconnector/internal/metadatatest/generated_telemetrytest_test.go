@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
@@ -19,16 +20,40 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	require.NoError(t, tb.RegisterBuildjobGpuFiguresSkippedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobGpuOverlappingRunsCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobRecordsDeduplicatedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobRecordsSkippedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobRunsEvictedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobStateEntriesSkippedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobStateRunsEvictedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobStateWriteFailuresCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	tb.BuildjobFlushesFailed.Add(context.Background(), 1)
-	tb.BuildjobGpuFiguresSkipped.Add(context.Background(), 1)
-	tb.BuildjobGpuOverlappingRuns.Add(context.Background(), 1)
 	tb.BuildjobPointsDropped.Add(context.Background(), 1)
-	tb.BuildjobRecordsDeduplicated.Add(context.Background(), 1)
-	tb.BuildjobRecordsSkipped.Add(context.Background(), 1)
-	tb.BuildjobRunsEvicted.Add(context.Background(), 1)
-	tb.BuildjobStateEntriesSkipped.Add(context.Background(), 1)
-	tb.BuildjobStateRunsEvicted.Add(context.Background(), 1)
-	tb.BuildjobStateWriteFailures.Add(context.Background(), 1)
 	AssertEqualBuildjobFlushesFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())

@@ -3,10 +3,12 @@
 package metadata
 
 import (
+	"context"
 	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/embedded"
 	"go.opentelemetry.io/otel/trace"
 
 	"go.opentelemetry.io/collector/component"
@@ -26,12 +28,12 @@ type TelemetryBuilder struct {
 	meter                                    metric.Meter
 	mu                                       sync.Mutex
 	registrations                            []metric.Registration
-	BuildjobProcessorCumulativePointsRefused metric.Int64Counter
+	BuildjobProcessorCumulativePointsRefused metric.Int64ObservableCounter
 	BuildjobProcessorFlushesFailed           metric.Int64Counter
 	BuildjobProcessorPointsDropped           metric.Int64Counter
-	BuildjobProcessorRecordsSkipped          metric.Int64Counter
-	BuildjobProcessorStateEntriesSkipped     metric.Int64Counter
-	BuildjobProcessorStateWriteFailures      metric.Int64Counter
+	BuildjobProcessorRecordsSkipped          metric.Int64ObservableCounter
+	BuildjobProcessorStateEntriesSkipped     metric.Int64ObservableCounter
+	BuildjobProcessorStateWriteFailures      metric.Int64ObservableCounter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -43,6 +45,76 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterBuildjobProcessorCumulativePointsRefusedCallback sets callback for observable BuildjobProcessorCumulativePointsRefused metric.
+func (builder *TelemetryBuilder) RegisterBuildjobProcessorCumulativePointsRefusedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobProcessorCumulativePointsRefused, obs: o})
+		return nil
+	}, builder.BuildjobProcessorCumulativePointsRefused)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobProcessorRecordsSkippedCallback sets callback for observable BuildjobProcessorRecordsSkipped metric.
+func (builder *TelemetryBuilder) RegisterBuildjobProcessorRecordsSkippedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobProcessorRecordsSkipped, obs: o})
+		return nil
+	}, builder.BuildjobProcessorRecordsSkipped)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobProcessorStateEntriesSkippedCallback sets callback for observable BuildjobProcessorStateEntriesSkipped metric.
+func (builder *TelemetryBuilder) RegisterBuildjobProcessorStateEntriesSkippedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobProcessorStateEntriesSkipped, obs: o})
+		return nil
+	}, builder.BuildjobProcessorStateEntriesSkipped)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterBuildjobProcessorStateWriteFailuresCallback sets callback for observable BuildjobProcessorStateWriteFailures metric.
+func (builder *TelemetryBuilder) RegisterBuildjobProcessorStateWriteFailuresCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.BuildjobProcessorStateWriteFailures, obs: o})
+		return nil
+	}, builder.BuildjobProcessorStateWriteFailures)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+type observerInt64 struct {
+	embedded.Int64Observer
+	inst metric.Int64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveInt64(oi.inst, value, opts...)
 }
 
 // Shutdown unregister all registered callbacks for async instruments.
@@ -63,7 +135,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
-	builder.BuildjobProcessorCumulativePointsRefused, err = builder.meter.Int64Counter(
+	builder.BuildjobProcessorCumulativePointsRefused, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_processor_cumulative_points_refused",
 		metric.WithDescription("Cumulative HTTP server histogram points that gave no increment for a reason other than being a series' first point (late, repeated, changed bucket layout, stamped in the future, or starting before cumulative.max_age). [Development]"),
 		metric.WithUnit("{point}"),
@@ -81,19 +153,19 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{point}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobProcessorRecordsSkipped, err = builder.meter.Int64Counter(
+	builder.BuildjobProcessorRecordsSkipped, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_processor_records_skipped",
 		metric.WithDescription("HTTP server duration data points skipped because they are malformed. [Development]"),
 		metric.WithUnit("{record}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobProcessorStateEntriesSkipped, err = builder.meter.Int64Counter(
+	builder.BuildjobProcessorStateEntriesSkipped, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_processor_state_entries_skipped",
 		metric.WithDescription("Entries of the persisted derivation state skipped at start because they could not be read (each is also logged with its key); their runs are unknown and their counts lost, the rest of the state is restored. [Development]"),
 		metric.WithUnit("{entry}"),
 	)
 	errs = errors.Join(errs, err)
-	builder.BuildjobProcessorStateWriteFailures, err = builder.meter.Int64Counter(
+	builder.BuildjobProcessorStateWriteFailures, err = builder.meter.Int64ObservableCounter(
 		"otelcol_buildjob_processor_state_write_failures",
 		metric.WithDescription("Failed writes of the persisted derivation state (the counts stay in memory and are written with the next batch). [Development]"),
 		metric.WithUnit("{write}"),

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
@@ -19,12 +20,24 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
-	tb.BuildjobProcessorCumulativePointsRefused.Add(context.Background(), 1)
+	require.NoError(t, tb.RegisterBuildjobProcessorCumulativePointsRefusedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobProcessorRecordsSkippedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobProcessorStateEntriesSkippedCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
+	require.NoError(t, tb.RegisterBuildjobProcessorStateWriteFailuresCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	tb.BuildjobProcessorFlushesFailed.Add(context.Background(), 1)
 	tb.BuildjobProcessorPointsDropped.Add(context.Background(), 1)
-	tb.BuildjobProcessorRecordsSkipped.Add(context.Background(), 1)
-	tb.BuildjobProcessorStateEntriesSkipped.Add(context.Background(), 1)
-	tb.BuildjobProcessorStateWriteFailures.Add(context.Background(), 1)
 	AssertEqualBuildjobProcessorCumulativePointsRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
