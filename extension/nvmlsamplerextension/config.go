@@ -13,6 +13,9 @@ const (
 	defaultSamplingInterval  = time.Second
 	defaultRetention         = 35 * time.Minute // longer than the buildjob connector's default job_timeout
 	defaultInitRetryInterval = time.Minute
+	// defaultInitRetryMaxInterval: a host without a driver tries 1, 2, 4,
+	// 8 min apart, then every 15 min.
+	defaultInitRetryMaxInterval = 15 * time.Minute
 	// minMaxGap is the shortest gap between samplings that voids a window.
 	minMaxGap = 2 * time.Second
 	// maxReadSpan is the longest energy counter read that is kept: its
@@ -31,9 +34,12 @@ type Config struct {
 	// Retention is how far back the ring keeps samples: a run longer than
 	// this gets no GPU figures.
 	Retention time.Duration `mapstructure:"retention"`
-	// InitRetryInterval is how often the extension tries again to load
+	// InitRetryInterval is the wait before the first new attempt to load
 	// NVML (or to find GPUs) while it has none.
 	InitRetryInterval time.Duration `mapstructure:"init_retry_interval"`
+	// InitRetryMaxInterval caps the wait, which doubles after each
+	// consecutive failed attempt.
+	InitRetryMaxInterval time.Duration `mapstructure:"init_retry_max_interval"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -41,9 +47,10 @@ type Config struct {
 
 func createDefaultConfig() *Config {
 	return &Config{
-		SamplingInterval:  defaultSamplingInterval,
-		Retention:         defaultRetention,
-		InitRetryInterval: defaultInitRetryInterval,
+		SamplingInterval:     defaultSamplingInterval,
+		Retention:            defaultRetention,
+		InitRetryInterval:    defaultInitRetryInterval,
+		InitRetryMaxInterval: defaultInitRetryMaxInterval,
 	}
 }
 
@@ -55,6 +62,13 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.InitRetryInterval <= 0 {
 		errs = append(errs, fmt.Errorf("init_retry_interval: must be positive, got %s", cfg.InitRetryInterval))
+	}
+	switch {
+	case cfg.InitRetryMaxInterval <= 0:
+		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be positive, got %s", cfg.InitRetryMaxInterval))
+	case cfg.InitRetryMaxInterval < cfg.InitRetryInterval:
+		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be at least init_retry_interval (%s), got %s",
+			cfg.InitRetryInterval, cfg.InitRetryMaxInterval))
 	}
 	switch {
 	case cfg.Retention <= 0:

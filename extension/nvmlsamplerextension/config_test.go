@@ -17,12 +17,15 @@ func TestConfigDefaultsAndUnmarshal(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, time.Second, cfg.SamplingInterval)
 	assert.Equal(t, 35*time.Minute, cfg.Retention)
+	assert.Equal(t, time.Minute, cfg.InitRetryInterval)
+	assert.Equal(t, 15*time.Minute, cfg.InitRetryMaxInterval)
 
-	conf := confmap.NewFromStringMap(map[string]any{"sampling_interval": "250ms", "retention": "10m", "init_retry_interval": "5s"})
+	conf := confmap.NewFromStringMap(map[string]any{"sampling_interval": "250ms", "retention": "10m", "init_retry_interval": "5s", "init_retry_max_interval": "5s"})
 	require.NoError(t, conf.Unmarshal(cfg))
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, 250*time.Millisecond, cfg.SamplingInterval)
 	assert.Equal(t, 10*60*4+2, cfg.ticks())
+	assert.Equal(t, 5*time.Second, cfg.InitRetryMaxInterval)
 }
 
 func TestConfigErrorsNameTheField(t *testing.T) {
@@ -32,6 +35,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	}{
 		"zero interval":          {func(c *Config) { c.SamplingInterval = 0 }, "sampling_interval: must be positive"},
 		"negative retry":         {func(c *Config) { c.InitRetryInterval = -time.Second }, "init_retry_interval: must be positive"},
+		"zero retry max":         {func(c *Config) { c.InitRetryMaxInterval = 0 }, "init_retry_max_interval: must be positive"},
+		"retry max under retry":  {func(c *Config) { c.InitRetryMaxInterval = 30 * time.Second }, "init_retry_max_interval: must be at least init_retry_interval (1m0s), got 30s"},
 		"zero retention":         {func(c *Config) { c.Retention = 0 }, "retention: must be positive"},
 		"retention under a tick": {func(c *Config) { c.Retention = 500 * time.Millisecond }, "retention: must be at least sampling_interval"},
 		"ring too large":         {func(c *Config) { c.SamplingInterval = time.Millisecond; c.Retention = 24 * time.Hour }, "retention: at most"},

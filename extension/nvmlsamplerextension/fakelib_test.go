@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -219,10 +220,12 @@ func TestLostGPULeavesAGap(t *testing.T) {
 }
 
 // TestDormantWithoutNVMLAndRetries: with no library the sampler answers
-// with no samples, warns once, and loads NVML at a later attempt.
+// with no samples, warns once, and loads NVML at a later attempt (here at a
+// fixed interval: init_retry_max_interval is init_retry_interval).
 func TestDormantWithoutNVMLAndRetries(t *testing.T) {
 	cfg := createDefaultConfig()
 	cfg.InitRetryInterval = time.Second
+	cfg.InitRetryMaxInterval = time.Second
 	cfg.SamplingInterval = 500 * time.Millisecond
 	s, clk, logs := startFake(t, costScenario(), cfg)
 	load := s.load
@@ -248,6 +251,102 @@ func TestDormantWithoutNVMLAndRetries(t *testing.T) {
 	assert.Equal(t, cfg.SamplingInterval, s.nextWake(), "with GPUs the loop wakes every sampling interval")
 	assert.Equal(t, 1, logs.FilterMessageSnippet("NVML is not available").Len())
 	require.Len(t, s.Samples(clk.now(), clk.now()), 2)
+}
+
+// TestLoadRetriesBackOff drives the sampler's loop by hand on the fake
+// clock, each time sleeping what the loop would: without NVML, or with
+// NVML but no GPU, the attempts come 1, 2, 4, 8, 15 and 15 min apart, none
+// in between; with init_retry_max_interval equal to init_retry_interval
+// every minute. GPUs found reset the schedule: after a restart that fails
+// again the next attempt is a minute later.
+func TestLoadRetriesBackOff(t *testing.T) {
+	minute := time.Minute
+	backedOff := []time.Duration{minute, 2 * minute, 4 * minute, 8 * minute, 15 * minute, 15 * minute}
+	noGPU := costScenario()
+	noGPU.GPUs = nil
+	for name, tc := range map[string]struct {
+		maxInterval time.Duration
+		sc          fakenvml.Scenario
+		fail        bool // the library does not load; else it shows no GPU
+		want        []time.Duration
+	}{
+		"no library":                 {maxInterval: 15 * minute, sc: costScenario(), fail: true, want: backedOff},
+		"no GPU":                     {maxInterval: 15 * minute, sc: noGPU, want: backedOff},
+		"max is init_retry_interval": {maxInterval: minute, sc: costScenario(), fail: true, want: slices.Repeat([]time.Duration{minute}, 6)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := createDefaultConfig()
+			cfg.SamplingInterval = minute // the loop's ticker never fires during the test
+			cfg.InitRetryMaxInterval = tc.maxInterval
+			s, clk, logs := startFake(t, tc.sc, cfg)
+			load := s.load
+			failing := tc.fail
+			var attempts []time.Time
+			s.load = func() (nvmlapi.Library, error) {
+				if failing {
+					attempts = append(attempts, clk.now())
+					return nil, errors.New("libnvidia-ml.so.1: cannot open shared object file")
+				}
+				lib, err := load()
+				if err != nil {
+					return nil, err
+				}
+				return countingLibrary{lib, func() { attempts = append(attempts, clk.now()) }}, nil
+			}
+			gaps := func() []time.Duration {
+				var out []time.Duration
+				for i := 1; i < len(attempts); i++ {
+					out = append(out, attempts[i].Sub(attempts[i-1]))
+				}
+				return out
+			}
+			// sleep moves the clock as the loop's ticker would and ticks,
+			// after a tick a second earlier that must not try.
+			sleep := func() {
+				d := s.nextWake()
+				n := len(attempts)
+				clk.set(clk.us + uint64((d - time.Second).Microseconds()))
+				s.tick()
+				require.Len(t, attempts, n, "no attempt before the next is due")
+				clk.set(clk.us + sec)
+				s.tick()
+			}
+			require.NoError(t, s.Start(t.Context(), nil))
+			for range tc.want {
+				sleep()
+			}
+			assert.Equal(t, tc.want, gaps())
+			assert.Empty(t, s.gpus)
+			if !tc.fail {
+				assert.Equal(t, 1, logs.FilterMessageSnippet("found no GPU").Len(), "one warning, not one per attempt")
+				return
+			}
+			assert.Equal(t, 1, logs.FilterMessageSnippet("NVML is not available").Len(), "one warning, not one per attempt")
+
+			failing = false
+			sleep()
+			require.Len(t, s.gpus, 2)
+			assert.Equal(t, cfg.SamplingInterval, s.nextWake())
+			require.NoError(t, s.Shutdown(t.Context()))
+			failing = true
+			attempts = nil
+			require.NoError(t, s.Start(t.Context(), nil))
+			sleep()
+			sleep()
+			assert.Equal(t, tc.want[:2], gaps(), "the schedule starts again after GPUs were found")
+		})
+	}
+}
+
+// countingLibrary calls attempt at each look for GPUs.
+type countingLibrary struct {
+	nvmlapi.Library
+	attempt func()
+}
+
+func (l countingLibrary) DeviceGetCount() (int, nvml.Return) {
+	l.attempt()
+	return l.Library.DeviceGetCount()
 }
 
 // TestPowerReadingsPlaceALoadInsideAGap: a GPU idles at 100 W and a load

@@ -39,6 +39,7 @@ type sampler struct {
 	sym         nvmlapi.Symbols
 	gpus        []*gpuRing
 	nextInit    time.Time
+	initBackoff nvmlapi.InitBackoff
 	loadWarned  bool
 	noGPUWarned bool
 	lastSample  time.Time
@@ -82,7 +83,8 @@ func newSampler(cfg *Config, logger *zap.Logger) *sampler {
 
 // newSamplerWith takes the NVML loader and the clock, for tests.
 func newSamplerWith(cfg *Config, logger *zap.Logger, load nvmlapi.LoadFunc, now func() time.Time) *sampler {
-	return &sampler{cfg: cfg, logger: logger, load: load, now: now}
+	return &sampler{cfg: cfg, logger: logger, load: load, now: now,
+		initBackoff: nvmlapi.InitBackoff{Initial: cfg.InitRetryInterval, Max: cfg.InitRetryMaxInterval}}
 }
 
 func (s *sampler) Start(context.Context, component.Host) error {
@@ -200,15 +202,17 @@ func (s *sampler) Samples(from, to time.Time) []gpucost.Series {
 }
 
 // initNVML loads NVML if needed and lists the GPUs; on failure it sets the
-// next attempt init_retry_interval later.
+// next attempt init_retry_interval later, doubling after each further
+// failure up to init_retry_max_interval.
 func (s *sampler) initNVML() {
-	s.nextInit = s.now().Add(s.cfg.InitRetryInterval)
+	s.nextInit = s.now().Add(s.initBackoff.Failed()) // unless GPUs are found below
 	if s.lib == nil {
 		lib, err := s.load()
 		if err != nil {
 			if !s.loadWarned {
-				s.logger.Warn("NVML is not available: no GPU samples, so no GPU cost per build, until it loads; retrying periodically",
-					zap.Error(err), zap.Duration("init_retry_interval", s.cfg.InitRetryInterval))
+				s.logger.Warn("NVML is not available: no GPU samples, so no GPU cost per build, until it loads; retrying with back-off",
+					zap.Error(err), zap.Duration("init_retry_interval", s.cfg.InitRetryInterval),
+					zap.Duration("init_retry_max_interval", s.cfg.InitRetryMaxInterval))
 				s.loadWarned = true
 			}
 			return
@@ -270,6 +274,7 @@ func (s *sampler) initNVML() {
 		return
 	}
 	s.gpus = gpus
+	s.initBackoff.Reset()
 	s.logger.Info("sampling GPUs", zap.Int("count", len(gpus)), zap.Duration("sampling_interval", s.cfg.SamplingInterval),
 		zap.Duration("retention", s.cfg.Retention))
 }

@@ -20,6 +20,8 @@ import (
 const (
 	defaultCollectionInterval = 10 * time.Second
 	defaultInitRetryInterval  = time.Minute
+	// defaultInitRetryMaxInterval: as the nvml_sampler extension's.
+	defaultInitRetryMaxInterval = 15 * time.Minute
 )
 
 // Config configures the nvml receiver.
@@ -27,9 +29,13 @@ type Config struct {
 	scraperhelper.ControllerConfig `mapstructure:",squash"`
 	metadata.MetricsBuilderConfig  `mapstructure:",squash"`
 
-	// InitRetryInterval is how often the receiver tries again to load NVML
-	// (or to find GPUs) while it has none.
+	// InitRetryInterval is the wait before the first new attempt to load
+	// NVML (or to find GPUs) while it has none, and between looks for a
+	// lost GPU.
 	InitRetryInterval time.Duration `mapstructure:"init_retry_interval"`
+	// InitRetryMaxInterval caps the wait between attempts to load NVML,
+	// which doubles after each consecutive failed attempt.
+	InitRetryMaxInterval time.Duration `mapstructure:"init_retry_max_interval"`
 
 	// Devices limits the scrape to these physical GPUs, each given by NVML
 	// index ("0") or UUID ("GPU-..."). Empty means every GPU. MIG instances
@@ -56,6 +62,7 @@ func createDefaultConfig() *Config {
 		ControllerConfig:     controller,
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		InitRetryInterval:    defaultInitRetryInterval,
+		InitRetryMaxInterval: defaultInitRetryMaxInterval,
 		PerProcess:           true,
 	}
 }
@@ -86,6 +93,13 @@ func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.InitRetryInterval <= 0 {
 		errs = append(errs, fmt.Errorf("init_retry_interval: must be positive, got %s", cfg.InitRetryInterval))
+	}
+	switch {
+	case cfg.InitRetryMaxInterval <= 0:
+		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be positive, got %s", cfg.InitRetryMaxInterval))
+	case cfg.InitRetryMaxInterval < cfg.InitRetryInterval:
+		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be at least init_retry_interval (%s), got %s",
+			cfg.InitRetryInterval, cfg.InitRetryMaxInterval))
 	}
 	seen := make(map[string]struct{}, len(cfg.Devices))
 	for i, d := range cfg.Devices {

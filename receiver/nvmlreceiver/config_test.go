@@ -33,6 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 10*time.Second, cfg.CollectionInterval)
 	assert.Equal(t, time.Second, cfg.InitialDelay)
 	assert.Equal(t, time.Minute, cfg.InitRetryInterval)
+	assert.Equal(t, 15*time.Minute, cfg.InitRetryMaxInterval)
 	assert.True(t, cfg.PerProcess)
 	assert.Empty(t, cfg.Devices)
 	assert.True(t, cfg.Metrics.HwGpuUtilization.Enabled)
@@ -47,6 +48,7 @@ func TestCustomConfig(t *testing.T) {
 	assert.Equal(t, 2*time.Second, cfg.InitialDelay)
 	assert.Equal(t, 3*time.Second, cfg.Timeout)
 	assert.Equal(t, 30*time.Second, cfg.InitRetryInterval)
+	assert.Equal(t, 5*time.Minute, cfg.InitRetryMaxInterval)
 	// A YAML integer index is accepted like a quoted one.
 	assert.Equal(t, []string{"0", "GPU-4f5e3a1c-8c2d-4b8e-9f1a-2b3c4d5e6f70", "2"}, cfg.Devices)
 	assert.False(t, cfg.PerProcess)
@@ -63,6 +65,8 @@ func TestInvalidConfig(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "bad_retry", wantErr: []string{"init_retry_interval: must be positive"}},
+		{name: "bad_retry_max", wantErr: []string{"init_retry_max_interval: must be positive"}},
+		{name: "retry_max_under_retry", wantErr: []string{"init_retry_max_interval: must be at least init_retry_interval (2m0s), got 1m0s"}},
 		{name: "bad_devices", wantErr: []string{
 			"devices[0]: must not be empty",
 			`devices[2]: "GPU-a" is listed twice`,

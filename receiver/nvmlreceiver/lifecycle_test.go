@@ -37,6 +37,7 @@ func TestRetryFromLibraryMissingToPresent(t *testing.T) {
 	}
 	cfg := defaultTestConfig()
 	cfg.InitRetryInterval = time.Minute
+	cfg.InitRetryMaxInterval = time.Minute // a fixed interval: the back-off has its own test
 	env := newTestEnv(t, cfg, load)
 	assert.Equal(t, 1, attempts, "start tries once")
 	assert.Equal(t, 1, countLogs(env.logs, "NVML is not available"))
@@ -123,6 +124,7 @@ func TestRealLibraryMissing(t *testing.T) {
 	cfg.CollectionInterval = 20 * time.Millisecond
 	cfg.InitialDelay = 0
 	cfg.InitRetryInterval = 50 * time.Millisecond
+	cfg.InitRetryMaxInterval = 50 * time.Millisecond
 
 	s := newGPUScraperWith(cfg, set, newSystemLoader(nvml.WithLibraryPath(filepath.Join(t.TempDir(), "libnvidia-ml.so.1"))), nil, time.Now)
 	for range 10 {

@@ -24,8 +24,8 @@ import (
 
 // TestWithoutNVMLScrapesFollowInitRetries runs the whole receiver on the
 // real clock without NVML: every scrape but the first is an NVML attempt,
-// so scrapes follow init_retry_interval whether collection_interval is
-// shorter or longer.
+// so scrapes follow the attempts (init_retry_interval, backing off up to
+// init_retry_max_interval) whether collection_interval is shorter or longer.
 func TestWithoutNVMLScrapesFollowInitRetries(t *testing.T) {
 	for name, tc := range map[string]struct{ collection, retry time.Duration }{
 		"collection_interval shorter": {collection: 5 * time.Millisecond, retry: 100 * time.Millisecond},

@@ -48,7 +48,8 @@ type gpuScraper struct {
 	xid               *xidWatcher
 	xidBuf            []xidCount
 	nextInit          time.Time // next attempt to load NVML or to find GPUs
-	pace              *pacer    // nil when no controller drives the scraper
+	initBackoff       nvmlapi.InitBackoff
+	pace              *pacer // nil when no controller drives the scraper
 	loadWarned        bool
 	noGPUWarn         bool
 	procMissingLogged bool
@@ -62,12 +63,13 @@ func newGPUScraper(cfg *Config, set receiver.Settings) *gpuScraper {
 // clock so tests can run on mocks and a temporary directory.
 func newGPUScraperWith(cfg *Config, set receiver.Settings, load loadFunc, procFS fs.FS, now func() time.Time) *gpuScraper {
 	return &gpuScraper{
-		cfg:      cfg,
-		settings: set,
-		logger:   set.Logger,
-		load:     load,
-		now:      now,
-		procs:    newProcessResolver(procFS),
+		cfg:         cfg,
+		settings:    set,
+		logger:      set.Logger,
+		load:        load,
+		now:         now,
+		procs:       newProcessResolver(procFS),
+		initBackoff: nvmlapi.InitBackoff{Initial: cfg.InitRetryInterval, Max: cfg.InitRetryMaxInterval},
 	}
 }
 
@@ -114,15 +116,19 @@ func (s *gpuScraper) shutdown(context.Context) error {
 }
 
 // initNVML loads NVML if it is not loaded yet and then enumerates the GPUs.
-// On failure it schedules the next attempt init_retry_interval later.
+// On failure it schedules the next attempt init_retry_interval later,
+// doubling after each further failure up to init_retry_max_interval. On a
+// borrowed session the extension's attempts follow the same rule, so the
+// receiver wakes no more often than the extension tries.
 func (s *gpuScraper) initNVML() {
-	s.nextInit = s.now().Add(s.cfg.InitRetryInterval)
+	s.nextInit = s.now().Add(s.initBackoff.Failed()) // unless GPUs are found below
 	if s.lib == nil {
 		lib, err := s.load()
 		if err != nil {
 			if !s.loadWarned {
-				s.logger.Warn("NVML is not available: no GPU metrics until it loads; retrying periodically",
-					zap.Error(err), zap.Duration("init_retry_interval", s.cfg.InitRetryInterval))
+				s.logger.Warn("NVML is not available: no GPU metrics until it loads; retrying with back-off",
+					zap.Error(err), zap.Duration("init_retry_interval", s.cfg.InitRetryInterval),
+					zap.Duration("init_retry_max_interval", s.cfg.InitRetryMaxInterval))
 				s.loadWarned = true
 			} else {
 				s.logger.Debug("NVML still not available", zap.Error(err))
@@ -203,6 +209,7 @@ func (s *gpuScraper) enumerate() {
 		return
 	}
 	s.gpus = gpus
+	s.initBackoff.Reset()
 	s.logger.Info("scraping GPUs", zap.Int("count", len(gpus)))
 	if s.cfg.Metrics.GpuXidErrors.Enabled && s.sym.Events && s.xid == nil {
 		s.xid = startXIDWatcher(s.lib, gpus, s.logger)
