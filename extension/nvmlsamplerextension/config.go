@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 )
 
 const (
@@ -60,16 +62,7 @@ func (cfg *Config) Validate() error {
 	if cfg.SamplingInterval <= 0 {
 		errs = append(errs, fmt.Errorf("sampling_interval: must be positive, got %s", cfg.SamplingInterval))
 	}
-	if cfg.InitRetryInterval <= 0 {
-		errs = append(errs, fmt.Errorf("init_retry_interval: must be positive, got %s", cfg.InitRetryInterval))
-	}
-	switch {
-	case cfg.InitRetryMaxInterval <= 0:
-		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be positive, got %s", cfg.InitRetryMaxInterval))
-	case cfg.InitRetryMaxInterval < cfg.InitRetryInterval:
-		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be at least init_retry_interval (%s), got %s",
-			cfg.InitRetryInterval, cfg.InitRetryMaxInterval))
-	}
+	errs = append(errs, nvmlapi.ValidateInitRetry(cfg.InitRetryInterval, cfg.InitRetryMaxInterval)...)
 	switch {
 	case cfg.Retention <= 0:
 		errs = append(errs, fmt.Errorf("retention: must be positive, got %s", cfg.Retention))

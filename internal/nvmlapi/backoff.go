@@ -3,7 +3,10 @@
 
 package nvmlapi // import "github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // InitBackoff paces the attempts to load NVML (or to find a GPU) after
 // failures: a host without a driver should not wake every minute for good.
@@ -33,3 +36,20 @@ func (b *InitBackoff) Failed() time.Duration {
 
 // Reset starts the schedule again at Initial: NVML loaded and found a GPU.
 func (b *InitBackoff) Reset() { b.wait = 0 }
+
+// ValidateInitRetry checks init_retry_interval and init_retry_max_interval,
+// which the nvml receiver and the nvml_sampler extension both have; each
+// error names its field.
+func ValidateInitRetry(interval, maxInterval time.Duration) []error {
+	var errs []error
+	if interval <= 0 {
+		errs = append(errs, fmt.Errorf("init_retry_interval: must be positive, got %s", interval))
+	}
+	switch {
+	case maxInterval <= 0:
+		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be positive, got %s", maxInterval))
+	case maxInterval < interval:
+		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be at least init_retry_interval (%s), got %s", interval, maxInterval))
+	}
+	return errs
+}

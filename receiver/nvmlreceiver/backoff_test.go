@@ -8,7 +8,6 @@ package nvmlreceiver
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
@@ -141,24 +139,9 @@ func (l *lendingLender) NVMLSession() (nvmlapi.Library, *nvmlapi.GPMLock, bool) 
 // nothing scrapes in between, and each attempt is one scrape. Once NVML
 // loads, points arrive every collection_interval.
 func TestScrapeCadenceFollowsBackedOffAttempts(t *testing.T) {
-	c := newFakeTimers()
-	t0 := c.now()
-	var present atomic.Bool
-	srv := newMockServer()
-	load := func() (library, error) {
-		if !present.Load() {
-			return nil, errNoLibrary
-		}
-		return srv, nil
-	}
 	cfg := defaultTestConfig()
-	cfg.InitialDelay = 0
-	set := receivertest.NewNopSettings(metadata.Type)
-	sink := new(consumertest.MetricsSink)
-	rcv, err := newPacedReceiver(cfg, set, sink, newGPUScraperWith(cfg, set, load, nil, c.now), c.clock())
-	require.NoError(t, err)
-	require.NoError(t, rcv.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, rcv.Shutdown(context.Background())) })
+	r := startWithoutNVML(t, cfg)
+	c, t0, sink := r.clock, r.t0, r.sink
 
 	awaitScrapes(t, sink, 1) // the controller's scrape at start
 	for k, at := range []time.Duration{1, 3, 7, 15, 30, 45} {
@@ -173,7 +156,7 @@ func TestScrapeCadenceFollowsBackedOffAttempts(t *testing.T) {
 	}
 	assert.Zero(t, sink.DataPointCount())
 
-	present.Store(true)
+	r.present.Store(true)
 	due := t0.Add(60 * time.Minute)
 	require.Equal(t, []time.Time{due}, c.pending())
 	c.advance(due.Sub(c.now()))

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
 
@@ -91,16 +92,7 @@ func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 // mdatagen validate their own embedded parts.
 func (cfg *Config) Validate() error {
 	var errs []error
-	if cfg.InitRetryInterval <= 0 {
-		errs = append(errs, fmt.Errorf("init_retry_interval: must be positive, got %s", cfg.InitRetryInterval))
-	}
-	switch {
-	case cfg.InitRetryMaxInterval <= 0:
-		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be positive, got %s", cfg.InitRetryMaxInterval))
-	case cfg.InitRetryMaxInterval < cfg.InitRetryInterval:
-		errs = append(errs, fmt.Errorf("init_retry_max_interval: must be at least init_retry_interval (%s), got %s",
-			cfg.InitRetryInterval, cfg.InitRetryMaxInterval))
-	}
+	errs = append(errs, nvmlapi.ValidateInitRetry(cfg.InitRetryInterval, cfg.InitRetryMaxInterval)...)
 	seen := make(map[string]struct{}, len(cfg.Devices))
 	for i, d := range cfg.Devices {
 		if err := validateDeviceSelector(d); err != nil {

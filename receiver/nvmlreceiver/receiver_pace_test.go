@@ -61,24 +61,9 @@ func TestWithoutNVMLScrapesFollowInitRetries(t *testing.T) {
 // attempt and nothing scrapes in between; once a GPU is found, points
 // arrive every collection_interval from that scrape on.
 func TestScrapeCadenceThroughTheController(t *testing.T) {
-	c := newFakeTimers()
-	t0 := c.now()
-	var present atomic.Bool
-	srv := newMockServer()
-	load := func() (library, error) {
-		if !present.Load() {
-			return nil, errNoLibrary
-		}
-		return srv, nil
-	}
 	cfg := defaultTestConfig()
-	cfg.InitialDelay = 0
-	set := receivertest.NewNopSettings(metadata.Type)
-	sink := new(consumertest.MetricsSink)
-	rcv, err := newPacedReceiver(cfg, set, sink, newGPUScraperWith(cfg, set, load, nil, c.now), c.clock())
-	require.NoError(t, err)
-	require.NoError(t, rcv.Start(context.Background(), componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, rcv.Shutdown(context.Background())) })
+	r := startWithoutNVML(t, cfg)
+	c, t0, sink := r.clock, r.t0, r.sink
 
 	// The controller scrapes once at start; sink has it only after the
 	// scraper re-armed.
@@ -90,7 +75,7 @@ func TestScrapeCadenceThroughTheController(t *testing.T) {
 	// No timer fired, so the controller had no tick to scrape on.
 	assert.Len(t, sink.AllMetrics(), 1)
 
-	present.Store(true)
+	r.present.Store(true)
 	c.advance(cfg.InitRetryInterval - 5*cfg.CollectionInterval)
 	for k := range 4 {
 		awaitScrapes(t, sink, 2+k)
@@ -99,6 +84,35 @@ func TestScrapeCadenceThroughTheController(t *testing.T) {
 		assert.Equal(t, []time.Time{want.Add(cfg.CollectionInterval)}, c.pending())
 		c.advance(cfg.CollectionInterval)
 	}
+}
+
+// pacedReceiver is a receiver driven by the real scraperhelper controller
+// on fake timers, whose NVML loads once present is set.
+type pacedReceiver struct {
+	clock   *fakeTimers
+	t0      time.Time
+	present atomic.Bool
+	sink    *consumertest.MetricsSink
+}
+
+func startWithoutNVML(t *testing.T, cfg *Config) *pacedReceiver {
+	t.Helper()
+	r := &pacedReceiver{clock: newFakeTimers(), sink: new(consumertest.MetricsSink)}
+	r.t0 = r.clock.now()
+	srv := newMockServer()
+	load := func() (library, error) {
+		if !r.present.Load() {
+			return nil, errNoLibrary
+		}
+		return srv, nil
+	}
+	cfg.InitialDelay = 0
+	set := receivertest.NewNopSettings(metadata.Type)
+	rcv, err := newPacedReceiver(cfg, set, r.sink, newGPUScraperWith(cfg, set, load, nil, r.clock.now), r.clock.clock())
+	require.NoError(t, err)
+	require.NoError(t, rcv.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, rcv.Shutdown(context.Background())) })
+	return r
 }
 
 func awaitScrapes(t *testing.T, sink *consumertest.MetricsSink, n int) {
