@@ -21,11 +21,11 @@ import (
 )
 
 // emitter owns a deriver: it serializes access to it, keeps its stats as
-// the component's own telemetry (telemetry.go), and emits the derived metrics every
-// metrics_flush_interval and at shutdown. Its timer is armed only for a
-// boundary where a flush has something to do (schedule.go): an idle
-// derivation sleeps until a batch gives it work, or until its run memory's
-// next deadline.
+// the component's own telemetry (telemetry.go), and emits the derived
+// metrics every metrics_flush_interval and at shutdown. Its timer is armed
+// only for a boundary where a flush has something to do (schedule.go): an
+// idle derivation sleeps until a batch gives it work, or until its run
+// memory's next deadline.
 //
 // The derived points exist nowhere else, so a flush the next consumer
 // refuses with a retryable error (a full sending queue, memory_limiter) is
