@@ -404,7 +404,7 @@ func TestJournalWithManyKeysIsWrittenInSegments(t *testing.T) {
 }
 
 // An indexed journal (IndexAppends) leaves the storage as one read back
-// does: each key's last operation, in the journal's order, whatever the
+// does: each key's last operation, whatever the
 // keys, values (some larger than the reading window) and deletions; a
 // checkpoint the storage refuses is written whole by the next one, the
 // index still holding each key once; past maxIndexKeys keys the journal

@@ -4,16 +4,15 @@
 package journal
 
 import (
-	"cmp"
 	"hash/maphash"
 	"math"
 	"slices"
+	"strings"
 	"unsafe"
 )
 
 // keyIndex maps keys to a position: where a key's last operation starts in
-// the journal (the appends' index), or its number among a segment's
-// operations (reading back). It holds no pointers, so a collection does not
+// the journal (noted as it is appended, or found reading the journal back). It holds no pointers, so a collection does not
 // scan it: the keys are copied back to back into one buffer, each entry
 // says where its key is, and an open-addressing table of the keys' hashes
 // finds the entries (a key is compared whole where the hashes agree). An
@@ -128,13 +127,13 @@ func (x *keyIndex) grow() {
 	}
 }
 
-// sortByPos orders the entries by position, for reading the journal
-// forward; the table no longer finds them until reindex (or reset).
-func (x *keyIndex) sortByPos() {
-	slices.SortFunc(x.entries, func(a, b indexEntry) int { return cmp.Compare(a.pos, b.pos) })
+// sortByKey orders the entries by key, as the storage orders them; the
+// table no longer finds them until reindex (or reset).
+func (x *keyIndex) sortByKey() {
+	slices.SortFunc(x.entries, func(a, b indexEntry) int { return strings.Compare(x.key(a), x.key(b)) })
 }
 
-// reindex makes the table find the entries again after sortByPos.
+// reindex makes the table find the entries again after sortByKey.
 func (x *keyIndex) reindex() {
 	clear(x.slots)
 	for i, e := range x.entries {

@@ -6,7 +6,6 @@ package journal
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"unsafe"
@@ -60,12 +59,12 @@ func (c *Client) reset() error {
 
 // apply reads the journal's first size bytes and writes the net effect of
 // its whole records into the storage: each key's last operation only, in
-// transactions of at most chunkBytes. A state rewritten by every batch
-// (the same keys in every record) thus reaches the storage once per
-// checkpoint, not once per record. It returns how many records it found and
-// the bytes they and the header take; formatErr when the header is damaged
-// or of a later version (nothing is applied), err when the storage refused
-// a chunk.
+// the keys' order, in transactions of at most chunkBytes (writeLast). A
+// state rewritten by every batch (the same keys in every record) thus
+// reaches the storage once per checkpoint, not once per record. It returns
+// how many records it found and the bytes they and the header take;
+// formatErr when the header is damaged or of a later version (nothing is
+// applied), err when the storage refused a chunk.
 func (c *Client) apply(ctx context.Context, size int64) (records int, valid int64, formatErr, err error) {
 	var head [headerSize]byte
 	if _, err := c.f.ReadAt(head[:], 0); err != nil {
@@ -78,15 +77,14 @@ func (c *Client) apply(ctx context.Context, size int64) (records int, valid int6
 		return 0, 0, errors.New("journal header damaged"), nil
 	}
 	valid = headerSize
-	ch := newChunk(int(min(size, chunkBytes)))
 	var body []byte
 	for {
 		seg := c.scan(valid, size, &body)
 		if seg.records == 0 {
 			break
 		}
-		if err := c.write(ctx, ch, valid, &seg, &body); err != nil {
-			return records, valid, nil, fmt.Errorf("writing the journal %s into the storage: %w", c.path, err)
+		if err := c.writeLast(ctx, &seg.last, seg.end); err != nil {
+			return records, valid, nil, err
 		}
 		records += seg.records
 		valid = seg.end
@@ -97,8 +95,8 @@ func (c *Client) apply(ctx context.Context, size int64) (records int, valid int6
 	return records, valid, nil, nil
 }
 
-// segment is a run of whole records and, for each key, the number of its
-// last operation among the segment's operations.
+// segment is a run of whole records and, for each key, the offset of its
+// last operation in them.
 type segment struct {
 	last    keyIndex
 	records int
@@ -106,72 +104,42 @@ type segment struct {
 	more    bool  // whole records follow (the index was full)
 }
 
-// isLast says whether operation op is key's last in the segment.
-func (seg *segment) isLast(key []byte, op int) bool {
-	last, _ := seg.last.get(unsafe.String(unsafe.SliceData(key), len(key)))
-	return last == int64(op)
-}
-
 // records calls fn with each whole record body from offset from on, up to
-// size, until fn returns false; it returns where the last whole record
-// read ends. A record that is incomplete or fails its checksum ends the
-// reading: it and anything after it are not the journal's.
-func (c *Client) records(from, size int64, body *[]byte, fn func(body []byte) bool) int64 {
+// size, and the offset of the body, until fn returns false; it returns
+// where the last whole record read ends. A record that is incomplete or
+// fails its checksum ends the reading: it and anything after it are not
+// the journal's.
+func (c *Client) records(from, size int64, body *[]byte, fn func(off int64, body []byte) bool) int64 {
 	r := record.NewReader(io.NewSectionReader(c.f, from, size-from), size-from, size, int(min(size-from, 32<<10)))
 	r.Reuse(*body)
 	defer func() { *body = r.Buffer() }()
 	for {
 		end := from + r.Read
 		b, ok := r.Next()
-		if !ok || !wellFormed(b) || !fn(b) {
+		if !ok || !wellFormed(b) || !fn(end+recordHead, b) {
 			return end
 		}
 	}
 }
 
-// scan indexes the whole records from offset from on, until the index
-// holds maxIndexKeys keys (it may pass that by one record's keys) or its
-// keys' bytes would pass what it can hold (a record's keys are at most
-// its length, which fits).
+// scan indexes the last operation of each key in the whole records from
+// offset from on, until the index holds maxIndexKeys keys (it may pass
+// that by one record's keys) or its keys' bytes would pass what it can
+// hold (a record's keys are at most its length, which fits).
 func (c *Client) scan(from, size int64, body *[]byte) segment {
 	seg := segment{last: newKeyIndex()}
-	op := 0
-	seg.end = c.records(from, size, body, func(b []byte) bool {
+	seg.end = c.records(from, size, body, func(off int64, b []byte) bool {
 		if seg.records > 0 && (seg.last.len() >= c.maxIndexKeys || !seg.last.room(len(b))) {
 			seg.more = true
 			return false
 		}
-		for len(b) > 0 {
-			key, _, rest := readOp(b)
-			seg.last.set(unsafe.String(unsafe.SliceData(key), len(key)), int64(op))
-			op++
-			b = rest
+		for rest := b; len(rest) > 0; {
+			key, _, next := readOp(rest)
+			seg.last.set(unsafe.String(unsafe.SliceData(key), len(key)), off+int64(len(b)-len(rest)))
+			rest = next
 		}
 		seg.records++
 		return true
 	})
 	return seg
-}
-
-// write writes the last operation of each key of seg, whose records start
-// at offset from, chunk by chunk.
-func (c *Client) write(ctx context.Context, ch *chunk, from int64, seg *segment, body *[]byte) error {
-	op := 0
-	var err error
-	c.records(from, seg.end, body, func(b []byte) bool {
-		for len(b) > 0 && err == nil {
-			typ := b[0]
-			key, value, rest := readOp(b)
-			b = rest
-			if seg.isLast(key, op) {
-				err = ch.add(ctx, c.base, typ, string(key), value)
-			}
-			op++
-		}
-		return err == nil
-	})
-	if err != nil {
-		return err
-	}
-	return ch.flush(ctx, c.base)
 }
