@@ -54,9 +54,11 @@ func (p *buildjobProcessor) Start(ctx context.Context, host component.Host) erro
 	return nil
 }
 
-// Shutdown emits what is left and closes the state.
+// Shutdown emits what is left and closes the state; standing down, it
+// only releases the derivation's telemetry.
 func (p *buildjobProcessor) Shutdown(ctx context.Context) error {
 	if p.standDown {
+		p.derivation.Discard()
 		return nil
 	}
 	return p.derivation.Shutdown(ctx)

@@ -136,6 +136,10 @@ func (d *Derivation) Shutdown(ctx context.Context) error {
 	return errors.Join(err, d.state.store.Close(ctx))
 }
 
+// Discard releases a derivation that was never started (a processor that
+// stands down): its own telemetry goes, as Shutdown's does.
+func (d *Derivation) Discard() { d.emitter.release() }
+
 // ConsumeTraces derives from spans. Malformed spans are skipped and
 // counted; nothing is refused.
 func (d *Derivation) ConsumeTraces(ctx context.Context, td ptrace.Traces) {

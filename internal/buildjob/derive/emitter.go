@@ -168,10 +168,15 @@ func (e *emitter) shutdown(ctx context.Context) error {
 		e.stopLoop = nil
 	}
 	err := e.finalFlush(ctx)
+	e.release()
+	return err
+}
+
+// release gives up the emitter's own telemetry (its counters' callbacks).
+func (e *emitter) release() {
 	if e.telemetry.Shutdown != nil {
 		e.telemetry.Shutdown()
 	}
-	return err
 }
 
 // update runs f on the deriver under the lock and, when the state is
