@@ -12,14 +12,14 @@ import (
 )
 
 // keyIndex maps keys to a position: where a key's last operation starts in
-// the journal (noted as it is appended, or found reading the journal back). It holds no pointers, so a collection does not
-// scan it: the keys are copied back to back into one buffer, each entry
-// says where its key is, and an open-addressing table of the keys' hashes
-// finds the entries (a key is compared whole where the hashes agree). An
-// indexed key costs its bytes and about 40 more, against some 135 with a
-// map of strings (BenchmarkIndexMemory: 76 bytes against 174 for a
-// 37-byte key), and indexing it allocates nothing once the buffers have
-// grown.
+// the journal (noted as it is appended, or found reading the journal
+// back). It holds no pointers, so a collection does not scan it: the keys
+// are copied back to back into one buffer, each entry says where its key
+// is, and an open-addressing table of the keys' hashes finds the entries
+// (a key is compared whole where the hashes agree). An indexed key costs
+// its bytes and about 40 more, against some 135 with a map of strings
+// (BenchmarkIndexMemory: 76 bytes against 174 for a 37-byte key), and
+// indexing it allocates nothing once the buffers have grown.
 type keyIndex struct {
 	keys    []byte
 	entries []indexEntry

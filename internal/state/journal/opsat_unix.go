@@ -12,8 +12,8 @@ import (
 
 // opsAt reads the operations of the journal's first size bytes from the
 // file mapped into memory: a checkpoint reads them in the keys' order, not
-// the file's, and a read call for each would cost more than the ordered
-// writes save. Where the file cannot be mapped, through a window. done
+// the file's, and a read call for each would take back much of what the
+// order saves. Where the file cannot be mapped, through a window. done
 // unmaps it.
 func opsAt(f *os.File, size int64) (ops opReader, done func()) {
 	var data []byte
