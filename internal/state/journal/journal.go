@@ -5,8 +5,7 @@
 // client (file_storage's bbolt file): a batch of sets and deletes is one
 // record appended to a file with one write, and the storage receives the
 // net effect of the journal (each key's last operation) every checkpoint
-// interval, in the keys' order, in one transaction per 256 KiB of those
-// keys and values.
+// interval, in one transaction per 256 KiB of those keys and values.
 //
 // A state that must be written before each OTLP request is acknowledged
 // pays one small write per request instead of one B+tree transaction

@@ -4,10 +4,10 @@
 package journal
 
 import (
+	"cmp"
 	"hash/maphash"
 	"math"
 	"slices"
-	"strings"
 	"unsafe"
 )
 
@@ -127,13 +127,13 @@ func (x *keyIndex) grow() {
 	}
 }
 
-// sortByKey orders the entries by key, as the storage orders them; the
-// table no longer finds them until reindex (or reset).
-func (x *keyIndex) sortByKey() {
-	slices.SortFunc(x.entries, func(a, b indexEntry) int { return strings.Compare(x.key(a), x.key(b)) })
+// sortByPos orders the entries by position, for reading the journal
+// forward; the table no longer finds them until reindex (or reset).
+func (x *keyIndex) sortByPos() {
+	slices.SortFunc(x.entries, func(a, b indexEntry) int { return cmp.Compare(a.pos, b.pos) })
 }
 
-// reindex makes the table find the entries again after sortByKey.
+// reindex makes the table find the entries again after sortByPos.
 func (x *keyIndex) reindex() {
 	clear(x.slots)
 	for i, e := range x.entries {

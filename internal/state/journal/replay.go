@@ -59,7 +59,7 @@ func (c *Client) reset() error {
 
 // apply reads the journal's first size bytes and writes the net effect of
 // its whole records into the storage: each key's last operation only, in
-// the keys' order, in transactions of at most chunkBytes (writeLast). A
+// transactions of at most chunkBytes (writeLast). A
 // state rewritten by every batch (the same keys in every record) thus
 // reaches the storage once per checkpoint, not once per record. It returns
 // how many records it found and the bytes they and the header take;
