@@ -72,10 +72,9 @@ func (c *Client) applyIndexed(ctx context.Context) (err error) {
 // writeLast writes the operations x points at, in the journal's first
 // size bytes, into the storage in the journal's order, chunk by chunk, and
 // leaves x sorted by position: the operations are read forward through
-// one window. (Writing in the keys' order instead, from the journal mapped
-// into memory, made a checkpoint of 20,000 jobs into a storage of 20,000
-// 2x faster in BenchmarkCheckpoint, but no faster in the sidecar, whose
-// checkpoints are mostly bbolt's seeks and deletes; see BENCHMARKS.md.)
+// one window. (The keys' order, from the journal mapped into memory, was
+// no faster in the sidecar, whose checkpoints are mostly bbolt's seeks
+// and deletes: BENCHMARKS.md, "State cost".)
 func (c *Client) writeLast(ctx context.Context, x *keyIndex, size int64) error {
 	x.sortByPos()
 	ch := newChunk(int(min(size, chunkBytes)))

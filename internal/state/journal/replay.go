@@ -59,12 +59,12 @@ func (c *Client) reset() error {
 
 // apply reads the journal's first size bytes and writes the net effect of
 // its whole records into the storage: each key's last operation only, in
-// transactions of at most chunkBytes (writeLast). A
-// state rewritten by every batch (the same keys in every record) thus
-// reaches the storage once per checkpoint, not once per record. It returns
-// how many records it found and the bytes they and the header take;
-// formatErr when the header is damaged or of a later version (nothing is
-// applied), err when the storage refused a chunk.
+// transactions of at most chunkBytes (writeLast). A state rewritten by
+// every batch (the same keys in every record) thus reaches the storage once
+// per checkpoint, not once per record. It returns how many records it
+// found and the bytes they and the header take; formatErr when the header
+// is damaged or of a later version (nothing is applied), err when the
+// storage refused a chunk.
 func (c *Client) apply(ctx context.Context, size int64) (records int, valid int64, formatErr, err error) {
 	var head [headerSize]byte
 	if _, err := c.f.ReadAt(head[:], 0); err != nil {
