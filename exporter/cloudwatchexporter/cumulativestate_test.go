@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
@@ -28,6 +27,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/internal/cumulative"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/cloudwatchtest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 var stateStorageID = component.MustNewID("file_storage")
@@ -101,19 +101,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 // newFileStorage starts a contrib file_storage extension over dir.
 func newFileStorage(tb testing.TB, dir string) extension.Extension {
 	tb.Helper()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = dir
-	cfg.Compaction.Directory = dir
-	set := extension.Settings{
-		ID:                component.NewID(f.Type()),
-		TelemetrySettings: componenttest.NewNopTelemetrySettings(),
-		BuildInfo:         component.NewDefaultBuildInfo(),
-	}
-	ext, err := f.Create(context.Background(), set, cfg)
-	require.NoError(tb, err)
-	require.NoError(tb, ext.Start(context.Background(), componenttest.NewNopHost()))
-	return ext
+	return storagetest.FileStorage(tb, dir, false)
 }
 
 // The same restart on the real file_storage: the first process's database

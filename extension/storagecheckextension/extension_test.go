@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/bbolt"
@@ -22,6 +21,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 var (
@@ -32,13 +33,7 @@ var (
 // newFileStorage starts the real file_storage on dir.
 func newFileStorage(t *testing.T, dir string) extension.Extension {
 	t.Helper()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = dir
-	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	return ext
+	return storagetest.FileStorage(t, dir, false)
 }
 
 // startFileStorage starts the real file_storage on dir and returns a client

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
@@ -23,6 +22,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 var storageID = component.MustNewID("file_storage")
@@ -37,16 +38,7 @@ func (h storageHost) GetExtensions() map[component.ID]component.Component { retu
 // fileStorage starts a contrib file_storage extension over dir.
 func fileStorage(t testing.TB, dir string) extension.Extension {
 	t.Helper()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = dir
-	cfg.Compaction.Directory = dir
-	ext, err := f.Create(context.Background(), extension.Settings{
-		ID: storageID, TelemetrySettings: componenttest.NewNopTelemetrySettings(), BuildInfo: component.NewDefaultBuildInfo(),
-	}, cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	return ext
+	return storagetest.FileStorage(t, dir, false)
 }
 
 // start creates and starts a processor converting to `to` in front of next,

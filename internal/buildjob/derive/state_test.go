@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
@@ -22,7 +21,6 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -32,6 +30,7 @@ import (
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/buildjob/derivestate"
 	"github.com/gpubuild/otelcol-gpubuild/internal/state/journal"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 var updateFixtures = flag.Bool("update", false, "rewrite ../derivestate/testdata/state_v1.txt from this version's encoder")
@@ -56,14 +55,7 @@ func startFileStorage(t *testing.T, dir string) extension.Extension {
 // startFileStorageSync starts file_storage with its fsync setting.
 func startFileStorageSync(t *testing.T, dir string, fsync bool) extension.Extension {
 	t.Helper()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = dir
-	cfg.FSync = fsync
-	ext, err := f.Create(context.Background(), extensiontest.NewNopSettings(f.Type()), cfg)
-	require.NoError(t, err)
-	require.NoError(t, ext.Start(context.Background(), componenttest.NewNopHost()))
-	return ext
+	return storagetest.FileStorage(t, dir, fsync)
 }
 
 // sidecar is one collector process's connector over a state directory.

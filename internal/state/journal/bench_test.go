@@ -13,13 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/extension/xextension/storage"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/benchmem"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 )
 
 // BenchmarkBatch: one record per op, shaped as a request's derivation
@@ -206,16 +204,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 func fileStorageClient(b *testing.B) storage.Client {
 	b.Helper()
 	ctx := context.Background()
-	f := filestorage.NewFactory()
-	cfg := f.CreateDefaultConfig().(*filestorage.Config)
-	cfg.Directory = b.TempDir()
-	ext, err := f.Create(ctx, extensiontest.NewNopSettings(f.Type()), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := ext.Start(ctx, componenttest.NewNopHost()); err != nil {
-		b.Fatal(err)
-	}
+	ext := storagetest.FileStorage(b, b.TempDir(), false)
 	b.Cleanup(func() { _ = ext.Shutdown(ctx) })
 	client, err := ext.(storage.Extension).GetClient(ctx, component.KindConnector, component.MustNewID("buildjob"), "derivation")
 	if err != nil {

@@ -1,7 +1,8 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package storagetest is an in-memory storage.Client for tests.
+// Package storagetest is an in-memory storage.Client for tests, and the
+// real file_storage extension started for them (FileStorage).
 package storagetest // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
 
 import (
