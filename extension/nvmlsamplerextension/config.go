@@ -12,12 +12,8 @@ import (
 )
 
 const (
-	defaultSamplingInterval  = time.Second
-	defaultRetention         = 35 * time.Minute // longer than the buildjob connector's default job_timeout
-	defaultInitRetryInterval = time.Minute
-	// defaultInitRetryMaxInterval: a host without a driver tries 1, 2, 4,
-	// 8 min apart, then every 15 min.
-	defaultInitRetryMaxInterval = 15 * time.Minute
+	defaultSamplingInterval = time.Second
+	defaultRetention        = 35 * time.Minute // longer than the buildjob connector's default job_timeout
 	// minMaxGap is the shortest gap between samplings that voids a window.
 	minMaxGap = 2 * time.Second
 	// maxReadSpan is the longest energy counter read that is kept: its
@@ -51,8 +47,8 @@ func createDefaultConfig() *Config {
 	return &Config{
 		SamplingInterval:     defaultSamplingInterval,
 		Retention:            defaultRetention,
-		InitRetryInterval:    defaultInitRetryInterval,
-		InitRetryMaxInterval: defaultInitRetryMaxInterval,
+		InitRetryInterval:    nvmlapi.DefaultInitRetryInterval,
+		InitRetryMaxInterval: nvmlapi.DefaultInitRetryMaxInterval,
 	}
 }
 

@@ -8,6 +8,14 @@ import (
 	"time"
 )
 
+// The defaults of init_retry_interval and init_retry_max_interval, the
+// same for the nvml receiver and the nvml_sampler extension: a host
+// without a driver tries 1, 2, 4, 8 min apart, then every 15 min.
+const (
+	DefaultInitRetryInterval    = time.Minute
+	DefaultInitRetryMaxInterval = 15 * time.Minute
+)
+
 // InitBackoff paces the attempts to load NVML (or to find a GPU) after
 // failures: a host without a driver should not wake every minute for good.
 // The zero value with Initial and Max set is ready to use.

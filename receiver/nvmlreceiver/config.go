@@ -18,12 +18,7 @@ import (
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/internal/metadata"
 )
 
-const (
-	defaultCollectionInterval = 10 * time.Second
-	defaultInitRetryInterval  = time.Minute
-	// defaultInitRetryMaxInterval: as the nvml_sampler extension's.
-	defaultInitRetryMaxInterval = 15 * time.Minute
-)
+const defaultCollectionInterval = 10 * time.Second
 
 // Config configures the nvml receiver.
 type Config struct {
@@ -62,8 +57,8 @@ func createDefaultConfig() *Config {
 	return &Config{
 		ControllerConfig:     controller,
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
-		InitRetryInterval:    defaultInitRetryInterval,
-		InitRetryMaxInterval: defaultInitRetryMaxInterval,
+		InitRetryInterval:    nvmlapi.DefaultInitRetryInterval,
+		InitRetryMaxInterval: nvmlapi.DefaultInitRetryMaxInterval,
 		PerProcess:           true,
 	}
 }

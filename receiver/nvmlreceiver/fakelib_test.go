@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpubuild/otelcol-gpubuild/internal/nvmlapi"
 	"github.com/gpubuild/otelcol-gpubuild/receiver/nvmlreceiver/fakenvml"
 )
 
@@ -251,7 +252,7 @@ func TestFakeNVMLFleet(t *testing.T) {
 
 	tr := newTruth(t, sc)
 	for i, step := range script.Steps {
-		want := tr.scrape(step, defaultInitRetryInterval)
+		want := tr.scrape(step, nvmlapi.DefaultInitRetryInterval)
 		requireExact(t, fmt.Sprintf("scrape %d", i), want, flatten(t, res.metrics(t, i)))
 	}
 
@@ -307,7 +308,7 @@ func TestFakeNVMLOneGPUDriverWithoutV3(t *testing.T) {
 	require.NoError(t, res.err, "child process: %s", res.stderr)
 	tr := newTruth(t, sc)
 	for i, step := range steps {
-		requireExact(t, fmt.Sprintf("scrape %d", i), tr.scrape(step, defaultInitRetryInterval), flatten(t, res.metrics(t, i)))
+		requireExact(t, fmt.Sprintf("scrape %d", i), tr.scrape(step, nvmlapi.DefaultInitRetryInterval), flatten(t, res.metrics(t, i)))
 	}
 	assert.Empty(t, res.logsWith("the NVML library lacks"))
 }
@@ -323,7 +324,7 @@ func TestFakeNVMLSelfCheck(t *testing.T) {
 	t.Run("missing nvmlDeviceGetTemperature", func(t *testing.T) {
 		res := runFake(t, sc, childScript{Steps: steps}, fakenvml.NoTemperature)
 		require.NoError(t, res.err, "the receiver must survive a missing symbol: %s", res.stderr)
-		diffs := diffPoints(newTruth(t, sc).scrape(steps[0], defaultInitRetryInterval), flatten(t, res.metrics(t, 0)))
+		diffs := diffPoints(newTruth(t, sc).scrape(steps[0], nvmlapi.DefaultInitRetryInterval), flatten(t, res.metrics(t, 0)))
 		require.Len(t, diffs, 2, "%s", strings.Join(diffs, "\n"))
 		for _, d := range diffs {
 			assert.True(t, strings.HasPrefix(d, "missing ") && strings.Contains(d, " "+mTemperature+"[Cel]"), d)
@@ -337,7 +338,7 @@ func TestFakeNVMLSelfCheck(t *testing.T) {
 	t.Run("v1 process records in the v3 buffer", func(t *testing.T) {
 		res := runFake(t, sc, childScript{Steps: steps}, fakenvml.WrongProcessLayout)
 		require.NoError(t, res.err, "child process: %s", res.stderr)
-		diffs := diffPoints(newTruth(t, sc).scrape(steps[0], defaultInitRetryInterval), flatten(t, res.metrics(t, 0)))
+		diffs := diffPoints(newTruth(t, sc).scrape(steps[0], nvmlapi.DefaultInitRetryInterval), flatten(t, res.metrics(t, 0)))
 		require.NotEmpty(t, diffs)
 		for _, d := range diffs {
 			assert.True(t, strings.Contains(d, mProcMemory) || strings.Contains(d, mProcUtil), d)
