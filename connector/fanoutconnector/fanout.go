@@ -177,9 +177,11 @@ func (b *branch) offer(ctx context.Context, f *fanout, md pmetric.Metrics) error
 			return errHeldBefore
 		}
 	}
+	// Counted first: once offered, md is the pipeline's to change.
+	n := md.DataPointCount()
 	err := b.next.ConsumeMetrics(ctx, md)
 	if consumererror.IsPermanent(err) {
-		b.dropLocked(ctx, f, md, droppedPermanently, err)
+		b.dropLocked(ctx, f, n, droppedPermanently, err)
 	}
 	return err
 }
@@ -193,7 +195,7 @@ func (b *branch) hold(ctx context.Context, f *fanout, md pmetric.Metrics, err er
 	defer b.mu.Unlock()
 	n := md.DataPointCount()
 	if b.heldPoints+n > f.cfg.HoldMaxPoints {
-		b.dropLocked(ctx, f, md, droppedHoldFull, err)
+		b.dropLocked(ctx, f, n, droppedHoldFull, err)
 		return
 	}
 	if len(b.held) == 0 {
@@ -242,9 +244,9 @@ func (b *branch) drainLocked(ctx context.Context, f *fanout, final bool) bool {
 				b.retryAt = time.Now().Add(b.wait)
 				return false
 			}
-			b.dropLocked(ctx, f, md, droppedAtShutdown, err)
+			b.dropLocked(ctx, f, n, droppedAtShutdown, err)
 		} else if err != nil {
-			b.dropLocked(ctx, f, md, droppedPermanently, err)
+			b.dropLocked(ctx, f, n, droppedPermanently, err)
 		}
 		b.held[0] = pmetric.Metrics{}
 		b.held = b.held[1:]
@@ -258,8 +260,7 @@ func (b *branch) drainLocked(ctx context.Context, f *fanout, final bool) bool {
 	return true
 }
 
-func (b *branch) dropLocked(ctx context.Context, f *fanout, md pmetric.Metrics, reason dropReason, err error) {
-	n := md.DataPointCount()
+func (b *branch) dropLocked(ctx context.Context, f *fanout, n int, reason dropReason, err error) {
 	f.tel.FanoutPointsDropped.Add(ctx, int64(n), b.droppedAttrs[reason])
 	f.logger.Error("Data points lost for one pipeline (the others have them)",
 		zap.String("pipeline", b.name), zap.Int("data_points", n),

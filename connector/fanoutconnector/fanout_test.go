@@ -46,6 +46,10 @@ func (s *store) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	// A branch may rewrite what it is offered, also when it then refuses
 	// it (a temporality conversion it takes back).
 	dp.SetIntValue(-1)
+	if consumererror.IsPermanent(s.refuse) {
+		// Or drop what it will never take before saying so.
+		md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool { return true })
+	}
 	if s.refuse != nil {
 		return s.refuse
 	}

@@ -54,11 +54,12 @@ func (r *healthReceiver) Shutdown(ctx context.Context) error {
 		r.logger.Warn("The last read of the pipeline's health at shutdown failed: what it lost since the previous read is not sent", zap.Error(readErr))
 		return err
 	}
-	if md.DataPointCount() == 0 {
+	points := md.DataPointCount() // once offered, md is the pipeline's to change
+	if points == 0 {
 		return err
 	}
 	if consumeErr := r.next.ConsumeMetrics(ctx, md); consumeErr != nil {
-		r.logger.Warn("The last read of the pipeline's health at shutdown was not taken", zap.Error(consumeErr), zap.Int("points", md.DataPointCount()))
+		r.logger.Warn("The last read of the pipeline's health at shutdown was not taken", zap.Error(consumeErr), zap.Int("points", points))
 	}
 	return err
 }

@@ -280,6 +280,9 @@ type flushed struct {
 	active *seriesTable
 	// series is how many series md reports (counted and gauge series).
 	series int
+	// points is md's data point count, taken before md is offered: the next
+	// consumer owns it then and may change it (drop points, convert them).
+	points int
 }
 
 // takeFlush sweeps the job runs and returns the derived metrics; md is
@@ -319,6 +322,7 @@ func (d *deriver) takeFlush(now time.Time, final bool) *flushed {
 	}
 	f.series += len(f.active.list)
 	f.md = out.build()
+	f.points = f.md.DataPointCount()
 
 	if !d.cumulative {
 		f.taken = d.series.take()

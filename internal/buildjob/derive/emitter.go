@@ -225,7 +225,7 @@ func (e *emitter) flush(ctx context.Context) error {
 		e.handedOver(ctx, f)
 		e.drop(ctx, f)
 		e.logger.Error("Dropped derived metrics: the next consumer refused them with a permanent error",
-			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()))
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.points))
 	default:
 		e.carryOver(ctx, f)
 		e.logger.Warn("Failed to emit derived metrics; carrying them over to the next flush",
@@ -267,7 +267,7 @@ func (e *emitter) finalFlush(ctx context.Context) error {
 		e.handedOver(ctx, f)
 		e.drop(ctx, f)
 		e.logger.Error("Derived metrics lost: the final flush at shutdown was refused",
-			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.md.DataPointCount()), zap.Time("since", f.start.AsTime()))
+			zap.Error(err), zap.Int("series", f.series), zap.Int("data_points", f.points), zap.Time("since", f.start.AsTime()))
 		return err
 	}
 }
@@ -279,7 +279,7 @@ func (e *emitter) take(ctx context.Context, final bool) *flushed {
 	evicted := e.tally()
 	e.mu.Unlock()
 	e.warnEvicted(evicted)
-	if f.md.DataPointCount() == 0 {
+	if f.points == 0 {
 		return nil
 	}
 	return f
@@ -312,7 +312,7 @@ func (e *emitter) carryOver(ctx context.Context, f *flushed) {
 
 func (e *emitter) drop(ctx context.Context, f *flushed) {
 	e.telemetry.FlushesFailed.Add(ctx, 1, e.droppedAttrs)
-	e.telemetry.PointsDropped.Add(ctx, int64(f.md.DataPointCount()))
+	e.telemetry.PointsDropped.Add(ctx, int64(f.points))
 }
 
 // evictionWarningEvery rate-limits the warning about the byte budget.

@@ -39,7 +39,10 @@ type scriptedConsumer struct {
 	mu        sync.Mutex
 	script    []error
 	meanwhile func()
-	accepted  []pmetric.Metrics
+	// emptiesRefused: it empties what it refuses, as a consumer that owns
+	// what it is offered may (dropping the points it cannot take).
+	emptiesRefused bool
+	accepted       []pmetric.Metrics
 }
 
 func (*scriptedConsumer) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
@@ -55,6 +58,9 @@ func (c *scriptedConsumer) ConsumeMetrics(_ context.Context, md pmetric.Metrics)
 		err := c.script[0]
 		c.script = c.script[1:]
 		if err != nil {
+			if c.emptiesRefused {
+				md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool { return true })
+			}
 			return err
 		}
 	}
@@ -269,7 +275,7 @@ func TestRefusedWithFailedSubsetKeepsWholeFlush(t *testing.T) {
 }
 
 func TestPermanentlyRefusedFlushIsDropped(t *testing.T) {
-	next := &scriptedConsumer{script: []error{consumererror.NewPermanent(errors.New("invalid metric name"))}}
+	next := &scriptedConsumer{script: []error{consumererror.NewPermanent(errors.New("invalid metric name"))}, emptiesRefused: true}
 	te := newTestEmitter(t, newConnectorDeriver(testConfig(), t0), 10*time.Second, next)
 	svc := newTestService(t, newOTLPSink(t))
 
