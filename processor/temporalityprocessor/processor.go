@@ -135,10 +135,11 @@ func (p *temporalityProcessor) ConsumeMetrics(ctx context.Context, md pmetric.Me
 	p.convert(ctx, md, p.now(), &r)
 	p.report(ctx, &r)
 	var err error
-	if md.DataPointCount() > 0 {
+	// Counted first: once offered, md is the next consumer's to change.
+	if points := md.DataPointCount(); points > 0 {
 		if err = p.next.ConsumeMetrics(ctx, md); err != nil {
 			p.tracker.Undo(r.Records)
-			p.tel.TemporalityPointsRefused.Add(ctx, int64(md.DataPointCount()))
+			p.tel.TemporalityPointsRefused.Add(ctx, int64(points))
 		}
 	}
 	if p.storage != nil && (len(r.Records) > 0 || r.Evictions > 0) {

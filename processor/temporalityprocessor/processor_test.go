@@ -20,10 +20,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/storagetest"
+	"github.com/gpubuild/otelcol-gpubuild/processor/temporalityprocessor/internal/metadatatest"
 )
 
 var storageID = component.MustNewID("file_storage")
@@ -45,6 +48,16 @@ func fileStorage(t testing.TB, dir string) extension.Extension {
 // with its state in ext (nil: in memory), logging to logger.
 func start(t testing.TB, to string, ext extension.Extension, next consumer.Metrics, logger *zap.Logger, journalDir string) processor.Metrics {
 	t.Helper()
+	set := processortest.NewNopSettings(NewFactory().Type())
+	if logger != nil {
+		set.Logger = logger
+	}
+	return startWith(t, set, to, ext, next, journalDir)
+}
+
+// startWith is start with the processor's settings (its telemetry).
+func startWith(t testing.TB, set processor.Settings, to string, ext extension.Extension, next consumer.Metrics, journalDir string) processor.Metrics {
+	t.Helper()
 	cfg := createDefaultConfig().(*Config)
 	cfg.To = to
 	host := component.Host(componenttest.NewNopHost())
@@ -54,10 +67,6 @@ func start(t testing.TB, to string, ext extension.Extension, next consumer.Metri
 		host = storageHost{Host: host, extensions: map[component.ID]component.Component{storageID: ext}}
 	}
 	require.NoError(t, cfg.Validate())
-	set := processortest.NewNopSettings(NewFactory().Type())
-	if logger != nil {
-		set.Logger = logger
-	}
 	p, err := NewFactory().CreateMetrics(context.Background(), set, cfg, next)
 	require.NoError(t, err)
 	require.NoError(t, p.Start(context.Background(), host))
@@ -184,6 +193,8 @@ type refusing struct {
 
 func (r *refusing) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 	if r.refuse {
+		// What it is offered is its own: it may drop it before refusing.
+		md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool { return true })
 		return errors.New("queue is full")
 	}
 	return r.MetricsSink.ConsumeMetrics(ctx, md)
@@ -195,7 +206,9 @@ func TestRefusedBatchIsConvertedAgain(t *testing.T) {
 	for _, to := range []string{ToCumulative, ToDelta} {
 		t.Run(to, func(t *testing.T) {
 			next := &refusing{}
-			p := start(t, to, nil, next, nil, "")
+			tt := componenttest.NewTelemetry()
+			t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+			p := startWith(t, metadatatest.NewSettings(tt), to, nil, next, "")
 			in := pmetric.AggregationTemporalityDelta
 			values := []int64{5, 3, 3, 2} // the second batch is refused once, then offered again
 			if to == ToDelta {
@@ -223,6 +236,9 @@ func TestRefusedBatchIsConvertedAgain(t *testing.T) {
 			} else {
 				assert.Equal(t, []int64{5, 3, 2}, []int64{got[0].value, got[1].value, got[2].value})
 			}
+			// The refused batch's one point, counted although the next
+			// consumer dropped it before refusing.
+			metadatatest.AssertEqualTemporalityPointsRefused(t, tt, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 			require.NoError(t, p.Shutdown(context.Background()))
 		})
 	}
