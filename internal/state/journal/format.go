@@ -33,14 +33,7 @@ var ErrUnknownFormat = errors.New("journal written in an unknown format")
 // record is applied whole or not at all.
 func wellFormed(body []byte) bool {
 	for len(body) > 0 {
-		typ := body[0]
-		if typ != opSet && typ != opDelete {
-			return false
-		}
-		_, rest, ok := readBytes(body[1:])
-		if ok && typ == opSet {
-			_, rest, ok = readBytes(rest)
-		}
+		_, _, _, rest, ok := parseOp(body)
 		if !ok {
 			return false
 		}
@@ -51,11 +44,22 @@ func wellFormed(body []byte) bool {
 
 // readOp reads one operation of a well-formed body.
 func readOp(body []byte) (key, value, rest []byte) {
-	key, rest, _ = readBytes(body[1:])
-	if body[0] == opSet {
-		value, rest, _ = readBytes(rest)
-	}
+	_, key, value, rest, _ = parseOp(body)
 	return key, value, rest
+}
+
+// parseOp reads the operation b starts with; ok is false when b does not
+// start with a whole operation of a known type.
+func parseOp(b []byte) (typ byte, key, value, rest []byte, ok bool) {
+	if len(b) == 0 || (b[0] != opSet && b[0] != opDelete) {
+		return 0, nil, nil, nil, false
+	}
+	typ = b[0]
+	key, rest, ok = readBytes(b[1:])
+	if ok && typ == opSet {
+		value, rest, ok = readBytes(rest)
+	}
+	return typ, key, value, rest, ok
 }
 
 func readBytes(b []byte) (v, rest []byte, ok bool) {

@@ -111,18 +111,12 @@ type window struct {
 func (w *window) op(off int64, key string) (byte, []byte, error) {
 	for {
 		if off >= w.start && off < w.start+int64(w.n) {
-			b := w.buf[off-w.start : w.n]
-			k, rest, ok := readBytes(b[1:])
+			typ, k, v, _, ok := parseOp(w.buf[off-w.start : w.n])
 			if ok && string(k) != key {
 				return 0, nil, errors.New("the index does not match the journal")
 			}
-			if ok && b[0] == opDelete {
-				return opDelete, nil, nil
-			}
 			if ok {
-				if v, _, ok := readBytes(rest); ok {
-					return opSet, v, nil
-				}
+				return typ, v, nil
 			}
 			if off == w.start && w.n == len(w.buf) && int64(len(w.buf)) < w.size-off {
 				w.buf = make([]byte, min(2*len(w.buf), int(w.size-off))) // an operation larger than the buffer
