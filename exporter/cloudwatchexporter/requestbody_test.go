@@ -5,8 +5,8 @@ package cloudwatchexporter
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
-	"github.com/klauspost/compress/gzip"
 	"io"
 	"math"
 	"net/http"

@@ -5,24 +5,20 @@ package send // import "github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatch
 
 import (
 	"bytes"
+	"compress/gzip"
 	"sync"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/gpubuild/otelcol-gpubuild/exporter/cloudwatchexporter/internal/translate"
-	"github.com/klauspost/compress/gzip"
 )
 
 // The exporter writes PutMetricData bodies itself, straight from its datums
 // into a reused buffer, in the SDK's own encoding (smithy RPC v2 CBOR, the
 // bytes the SDK would write: TestRequestBodyIsTheSDKs), and gzips them with
-// a reused writer at gzip's fastest level. The SDK's serializer builds each
-// body by appending to a growing slice and its compression allocates a new
-// gzip writer per request: together most of the bytes allocated per
-// exported point. The SDK's level (the standard library's default) spent
-// six times the CPU of klauspost's fastest on a body of 1000 datums, for
-// two thirds of the bytes (BenchmarkCompressBody): 12 % of the sidecar's
-// CPU at the base load, to save bytes that cost nothing. Signing, sending
+// a reused writer. The SDK's serializer builds each body by appending to a
+// growing slice and its compression allocates a new gzip writer per request:
+// together most of the bytes allocated per exported point. Signing, sending
 // and reading the answer stay the SDK's; the protocol that sends the body
 // written here is in upstream.go.
 
@@ -119,18 +115,10 @@ func (w *BodyWriter) Prepare(namespace string, datums []translate.Datum) (*BodyB
 	return b, nil
 }
 
-// compressionLevel is gzip's fastest (klauspost's levels 2-5 were slower,
-// none of them by less than a quarter, for bodies no more than a fifth
-// smaller).
-const compressionLevel = gzip.BestSpeed
-
 // compress writes raw gzipped to dst; w.mu is held.
 func (w *BodyWriter) compress(dst *bytes.Buffer, raw []byte) error {
 	if w.Gzip == nil {
-		var err error
-		if w.Gzip, err = gzip.NewWriterLevel(dst, compressionLevel); err != nil {
-			return err
-		}
+		w.Gzip = gzip.NewWriter(dst)
 	} else {
 		w.Gzip.Reset(dst)
 	}
