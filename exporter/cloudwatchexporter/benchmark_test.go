@@ -321,7 +321,7 @@ func BenchmarkExport(b *testing.B) {
 // BenchmarkCompressBody gzips one PutMetricData body of 1000 datums (a
 // full request of the mixed batch) as the exporter does (the standard
 // library's default level, the SDK's) and at klauspost's fastest level:
-// CPU per body against the bytes sent (BENCHMARKS.md, "Export").
+// CPU per body against the bytes sent (BENCHMARKS.md, "Translation").
 func BenchmarkCompressBody(b *testing.B) {
 	var tr translate.Translation
 	translate.NewTranslator(translatorConfig(testConfig())).Translate(convertedBatch(64), time.Now(), &tr)
