@@ -114,12 +114,19 @@ func (c *Client) applyJournal(ctx context.Context) error {
 	}
 	// Written: the records may go. Should this fail they stay, and are
 	// applied again, to the same effect.
-	if err := c.reset(); err != nil {
-		return fmt.Errorf("emptying the journal %s: %w", c.path, err)
-	}
+	err := c.reset()
 	if c.indexing {
-		c.index.reset()
-		c.indexFull = false
+		// The index follows the file: empty once the records are cut
+		// off, else usable again (writeLast left it sorted by position).
+		if c.size == headerSize {
+			c.index.reset()
+			c.indexFull = false
+		} else {
+			c.index.reindex()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("emptying the journal %s: %w", c.path, err)
 	}
 	return nil
 }

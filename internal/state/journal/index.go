@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"go.opentelemetry.io/collector/extension/xextension/storage"
@@ -99,7 +98,7 @@ func (c *Client) writeLast(ctx context.Context, x *keyIndex, size int64) error {
 // window reads operations of the journal at increasing offsets through
 // one buffer.
 type window struct {
-	f     *os.File
+	f     io.ReaderAt
 	size  int64 // the end of the whole records
 	buf   []byte
 	start int64 // the offset of buf[0]

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -94,7 +95,7 @@ type Client struct {
 	maxIndexKeys int
 
 	mu             sync.Mutex
-	f              *os.File
+	f              file
 	size           int64 // bytes of whole records and the header
 	lastCheckpoint time.Time
 	buf            []byte
@@ -210,6 +211,17 @@ func (c *Client) Close(ctx context.Context) error {
 	defer c.mu.Unlock()
 	err := c.checkpointLocked(ctx)
 	return errors.Join(err, c.f.Close(), c.base.Close(ctx))
+}
+
+// file is what the journal does with its file: an *os.File (tests put
+// one that fails in front of it).
+type file interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Close() error
 }
 
 var (

@@ -45,16 +45,19 @@ func (c *Client) replay(ctx context.Context) (Replay, error) {
 	return r, nil
 }
 
-// reset empties the file down to its header.
+// reset empties the file down to its header: the records are cut off
+// behind the header, which is then written again (a file set aside, or
+// new, has none). Should the cut fail, the file and size are as they were
+// (its records are applied again, to the same effect); once it is done,
+// size follows it, so that whatever fails next, the next record is
+// written right behind the header and not past a hole.
 func (c *Client) reset() error {
-	if err := c.f.Truncate(0); err != nil {
-		return err
-	}
-	if _, err := c.f.WriteAt(record.AppendHeader(nil, magic, version), 0); err != nil {
+	if err := c.f.Truncate(headerSize); err != nil {
 		return err
 	}
 	c.size = headerSize
-	return nil
+	_, err := c.f.WriteAt(record.AppendHeader(nil, magic, version), 0)
+	return err
 }
 
 // apply reads the journal's first size bytes and writes the net effect of
