@@ -112,8 +112,8 @@ func (c *Client) applyJournal(ctx context.Context) error {
 			return err
 		}
 	}
-	// Written: the records may go. Should this fail they stay, and are
-	// applied again, to the same effect.
+	// Written: the records may go. Should cutting them off fail they
+	// stay, and are applied again, to the same effect (reset).
 	err := c.reset()
 	if c.indexing {
 		// The index follows the file: empty once the records are cut
