@@ -359,13 +359,14 @@ func BenchmarkConnectorAPISpans(b *testing.B) {
 }
 
 // BenchmarkRunMemory reports the heap the run memory keeps per remembered
-// run once 10,000 jobs (two dimensions each, all alike) have ended.
+// run once 10,000 jobs (two dimensions each, all alike) have ended, in
+// bytes and in objects (each one more for a collection to mark).
 func BenchmarkRunMemory(b *testing.B) {
 	const jobs = 10_000
 	batches := statusLogBatches(jobs / (benchBatch / 2))
-	var perRun float64
+	var bytes, objects int64
 	for b.Loop() {
-		perRun = float64(benchmem.Retained(func() any {
+		bytes, objects = benchmem.RetainedWithObjects(func() any {
 			cfg := benchConfig()
 			cfg.MaxActiveJobs = jobs
 			d := newConnectorDeriver(cfg, t0)
@@ -376,8 +377,9 @@ func BenchmarkRunMemory(b *testing.B) {
 				b.Fatalf("%d runs remembered", n)
 			}
 			return d
-		})) / jobs
+		})
 	}
 	runtime.KeepAlive(batches)
-	b.ReportMetric(perRun, "heap_bytes/run")
+	b.ReportMetric(float64(bytes)/jobs, "heap_bytes/run")
+	b.ReportMetric(float64(objects)/jobs, "heap_objects/run")
 }

@@ -86,6 +86,10 @@ type Job[P any] struct {
 	runs   []*Run[P]
 	inline [2]*Run[P] // backs runs for the usual one or two runs, saving an allocation
 	dirty  bool       // changed since ClearDirty
+	// firstInUse: first holds one of the job's runs, so that a job of one
+	// run (most jobs) is one object for the collector to mark, not two.
+	firstInUse bool
+	first      Run[P]
 
 	// Stored is the owner's bookkeeping of the job's persisted entry, kept
 	// here rather than in a map of the owner's so that a remembered job
@@ -423,7 +427,14 @@ func (t *Tracker[P]) newRun(jr *Job[P], key Key, p P, now time.Time) *Run[P] {
 		t.jobs[key] = jr
 	}
 	t.Touch(jr)
-	return &Run[P]{job: jr, Payload: t.cfg.Own(p), ListedAt: now}
+	var r *Run[P]
+	if jr.firstInUse {
+		r = new(Run[P])
+	} else {
+		r, jr.firstInUse = &jr.first, true
+	}
+	*r = Run[P]{job: jr, Payload: t.cfg.Own(p), ListedAt: now}
+	return r
 }
 
 func (t *Tracker[P]) addOpen(r *Run[P]) {
@@ -473,6 +484,9 @@ func (t *Tracker[P]) forget(r *Run[P]) {
 			jr.runs = append(jr.runs[:i], jr.runs[i+1:]...)
 			break
 		}
+	}
+	if r == &jr.first {
+		jr.firstInUse = false // reused by the job's next run; r stays as it is until then
 	}
 	if len(jr.runs) == 0 {
 		delete(t.jobs, jr.key)

@@ -110,6 +110,57 @@ func TestRestoreContinuesTheRuns(t *testing.T) {
 	assert.Contains(t, dirty, job)
 }
 
+// A job keeps one of its runs within itself; once that run is forgotten
+// while a later run of the job is remembered, the job's next run takes its
+// place, and neither the remembered run nor the new one is disturbed.
+func TestAForgottenRunsPlaceServesTheJobsNextRun(t *testing.T) {
+	var counted []Counted[payload]
+	tr := New(Config[payload]{
+		Timeout: time.Hour, PendingGrace: 10 * time.Second, MaxRuns: 2, TimeoutResult: "timeout",
+		Own: func(p payload) payload { return p }, Fill: func(*payload, payload) {},
+		Count: func(c Counted[payload]) { counted = append(counted, c) },
+	})
+	a, b := Key{"svc", "a"}, Key{"svc", "b"}
+	run := func(key Key, label string, start time.Duration) {
+		tr.Start(key, payload{label}, ts(start), t0.Add(start))
+		tr.End(key, payload{}, ts(start+time.Second), "success", t0.Add(start+time.Second))
+	}
+	run(a, "a1", 0)
+	job := tr.jobs[a]
+	require.Same(t, &job.first, job.Runs()[0], "the job's first run is the one within it")
+	run(a, "a2", 10*time.Second)
+	require.Len(t, job.Runs(), 2)
+	require.NotSame(t, job.Runs()[0], job.Runs()[1], "the place is taken while its run is remembered")
+	run(b, "b1", 20*time.Second) // a's first run is the oldest counted of three: forgotten
+	require.Equal(t, int64(1), tr.Stats().EvictedEnded)
+	require.Len(t, job.Runs(), 1)
+	second := job.Runs()[0]
+	require.NotSame(t, &job.first, second)
+
+	run(a, "a3", 30*time.Second) // the next run of a: in the first run's place
+	runs := job.Runs()
+	require.Len(t, runs, 1, "a's second run was forgotten in turn (two counted runs are kept)")
+	assert.Same(t, &job.first, runs[0])
+	assert.Equal(t, payload{"a3"}, runs[0].Payload)
+	assert.Equal(t, ts(30*time.Second), runs[0].Start)
+
+	// A late span of the run kept within the job is recognized; one of a
+	// run started since is counted once.
+	tr.Span(a, payload{}, ts(30*time.Second), ts(31*time.Second), "success", t0.Add(time.Minute))
+	tr.Span(b, payload{}, ts(20*time.Second), ts(21*time.Second), "success", t0.Add(time.Minute))
+	require.Len(t, counted, 4)
+	tr.Start(a, payload{"a4"}, ts(40*time.Second), t0.Add(time.Minute))
+	require.Len(t, job.Runs(), 2)
+	assert.Same(t, &job.first, job.Runs()[0], "the counted run is still in its place")
+	assert.Equal(t, payload{"a3"}, job.Runs()[0].Payload)
+	assert.Equal(t, payload{"a4"}, job.Runs()[1].Payload)
+	labels := make([]string, 0, len(counted))
+	for _, c := range counted {
+		labels = append(labels, c.Payload.label)
+	}
+	assert.Equal(t, []string{"a1", "a2", "b1", "a3"}, labels)
+}
+
 // A run active for the timeout is counted once as timed out, without a
 // duration.
 func TestTimeout(t *testing.T) {

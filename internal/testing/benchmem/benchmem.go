@@ -12,6 +12,13 @@ import "runtime"
 // Inputs that build uses but that are not part of the measure are made
 // before the call, and kept alive by the caller until it returns.
 func Retained(build func() any) int64 {
+	bytes, _ := RetainedWithObjects(build)
+	return bytes
+}
+
+// RetainedWithObjects is Retained, with the heap objects kept beside the
+// bytes: each is one more for a collection to mark.
+func RetainedWithObjects(build func() any) (bytes, objects int64) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -19,5 +26,5 @@ func Retained(build func() any) int64 {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(kept)
-	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc), int64(after.HeapObjects) - int64(before.HeapObjects)
 }

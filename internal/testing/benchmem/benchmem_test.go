@@ -19,3 +19,20 @@ func TestRetainedCountsWhatIsKeptNotWhatIsDropped(t *testing.T) {
 		t.Fatalf("a dropped MiB measured as %d bytes", dropped)
 	}
 }
+
+func TestRetainedWithObjectsCountsTheObjectsKept(t *testing.T) {
+	type node struct {
+		next  *node
+		value [48]byte
+	}
+	_, objects := RetainedWithObjects(func() any {
+		var head *node
+		for range 1000 {
+			head = &node{next: head}
+		}
+		return head
+	})
+	if objects < 900 || objects > 1100 { // the test runner's own objects come and go
+		t.Fatalf("a list of 1,000 nodes measured as %d objects", objects)
+	}
+}
