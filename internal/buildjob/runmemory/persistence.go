@@ -55,7 +55,9 @@ func (t *Tracker[P]) EvictOldestEnded() (*Job[P], bool) {
 
 // Restore puts back the runs of jobs read from the owner's persisted
 // state, into an empty tracker: each job's runs in order, and every run on
-// its list in the order of ListedAt, each payload through Config.Own.
+// its list in the order of ListedAt, each payload through Config.Own. A
+// job's first run is copied into the job (as a new job's is made there),
+// so the caller's is then not the tracker's.
 func (t *Tracker[P]) Restore(jobs map[Key][]*Run[P]) map[Key]*Job[P] {
 	out := make(map[Key]*Job[P], len(jobs))
 	var all []*Run[P]
@@ -65,14 +67,16 @@ func (t *Tracker[P]) Restore(jobs map[Key][]*Run[P]) map[Key]*Job[P] {
 		}
 		jr := &Job[P]{key: key}
 		jr.runs = append(jr.inline[:0], runs...)
-		for _, r := range runs {
+		jr.first, jr.firstInUse = *runs[0], true
+		jr.runs[0] = &jr.first
+		for _, r := range jr.runs {
 			r.job = jr
 			r.Payload = t.cfg.Own(r.Payload)
 		}
 		jr.sort()
 		t.jobs[key] = jr
 		out[key] = jr
-		all = append(all, runs...)
+		all = append(all, jr.runs...)
 	}
 	slices.SortStableFunc(all, func(a, b *Run[P]) int { return a.ListedAt.Compare(b.ListedAt) })
 	for _, r := range all {

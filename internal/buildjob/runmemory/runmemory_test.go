@@ -95,6 +95,9 @@ func TestRestoreContinuesTheRuns(t *testing.T) {
 	})
 	require.Len(t, jobs, 3)
 	assert.Empty(t, tr.Dirty(), "restoring is not a change")
+	for _, job := range jobs {
+		assert.Same(t, &job.first, job.Runs()[0], "a restored job of one run is one object, as a new one")
+	}
 	tr.End(a, payload{}, ts(time.Minute), "success", t0.Add(time.Minute))
 	tr.Span(b, payload{}, ts(0), ts(5*time.Second), "success", t0.Add(time.Minute))
 	require.Len(t, counted, 1)

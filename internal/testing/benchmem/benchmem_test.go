@@ -22,8 +22,8 @@ func TestRetainedCountsWhatIsKeptNotWhatIsDropped(t *testing.T) {
 
 func TestRetainedWithObjectsCountsTheObjectsKept(t *testing.T) {
 	type node struct {
-		next  *node
-		value [48]byte
+		next *node
+		_    [48]byte
 	}
 	_, objects := RetainedWithObjects(func() any {
 		var head *node
