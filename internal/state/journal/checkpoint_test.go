@@ -99,8 +99,7 @@ func TestBatchesAfterAFailedHeaderWriteAreKept(t *testing.T) {
 	require.NoError(t, c.Set(ctx, "b", []byte("2")))
 	require.NoError(t, ff.Close()) // killed: no checkpoint
 
-	c2, r := open(t, base, path)
-	defer func() { require.NoError(t, c2.Close(ctx)) }()
+	r := reopen(t, base, path)
 	assert.Equal(t, Replay{Records: 1}, r)
 	assert.Equal(t, map[string][]byte{"a": []byte("1"), "b": []byte("2")}, base.Data())
 }

@@ -51,6 +51,15 @@ func open(t *testing.T, base storage.Client, path string) (*Client, Replay) {
 	return c, r
 }
 
+// reopen opens the journal at path again, as the next process would,
+// closes it when the test ends and returns what its replay found.
+func reopen(t *testing.T, base storage.Client, path string) Replay {
+	t.Helper()
+	c, r := open(t, base, path)
+	t.Cleanup(func() { require.NoError(t, c.Close(context.Background())) })
+	return r
+}
+
 // fresh opens a journal in a new directory over an empty storage.
 func fresh(t *testing.T) (*countingClient, string, *Client) {
 	t.Helper()
@@ -126,8 +135,7 @@ func TestReopenAppliesWhatAKilledProcessLeft(t *testing.T) {
 	require.NoError(t, c.f.Close())
 	assert.Zero(t, base.batches)
 
-	c2, r := open(t, base, path)
-	defer func() { require.NoError(t, c2.Close(ctx)) }()
+	r := reopen(t, base, path)
 	assert.Equal(t, Replay{Records: 3}, r)
 	assert.Equal(t, map[string][]byte{"old": []byte("kept"), "a": []byte("2"), "b": []byte("3")}, base.Data())
 	assert.Equal(t, int64(headerSize), fileSize(t, path))
@@ -148,8 +156,7 @@ func TestReplayTwiceIsReplayOnce(t *testing.T) {
 	require.NoError(t, c.f.Close())
 	require.NoError(t, os.WriteFile(path, left, 0o600))
 
-	c2, r := open(t, base, path)
-	defer func() { require.NoError(t, c2.Close(ctx)) }()
+	r := reopen(t, base, path)
 	assert.Equal(t, 3, r.Records)
 	assert.Equal(t, want, base.Data())
 }
@@ -241,8 +248,7 @@ func TestFailedCheckpointKeepsTheRecords(t *testing.T) {
 	assert.Empty(t, base.Data())
 
 	base.refuse = nil
-	c2, r := open(t, base, path)
-	defer func() { require.NoError(t, c2.Close(ctx)) }()
+	r := reopen(t, base, path)
 	assert.Equal(t, 2, r.Records)
 	assert.Equal(t, map[string][]byte{"a": []byte("1"), "b": []byte("2")}, base.Data())
 }
@@ -316,8 +322,7 @@ func TestFullDiskFailsTheBatchAndLeavesNoTornRecord(t *testing.T) {
 	require.NoError(t, c.Set(ctx, "after", []byte("2")), "smaller batches go on")
 	require.NoError(t, c.f.Close())
 
-	c2, r := open(t, base, path)
-	defer func() { require.NoError(t, c2.Close(ctx)) }()
+	r := reopen(t, base, path)
 	assert.Equal(t, Replay{Records: 2}, r)
 	assert.Equal(t, map[string][]byte{"small": []byte("1"), "after": []byte("2")}, base.Data())
 }
@@ -349,8 +354,7 @@ func TestLargeJournalIsWrittenInChunks(t *testing.T) {
 	require.NoError(t, c.f.Close())
 
 	base.refuse = nil
-	c2, r := open(t, base, path)
-	defer func() { require.NoError(t, c2.Close(ctx)) }()
+	r := reopen(t, base, path)
 	assert.Equal(t, 3501, r.Records)
 	assert.Equal(t, 1+2, base.batches, "3.5 MB of records over 500 keys: their last values, 0.5 MB, in two transactions of at most 256 KiB")
 	assert.Equal(t, want, base.Data())
