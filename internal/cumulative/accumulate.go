@@ -58,9 +58,9 @@ func (c *Tracker) accumulateMetric(ctx context.Context, m pmetric.Metric, base u
 			}
 			dp.SetStartTimestamp(s.cur.start)
 			if s.cur.isInt {
-				dp.SetIntValue(s.cur.intValue)
+				dp.SetIntValue(s.cur.intValue())
 			} else {
-				dp.SetDoubleValue(s.cur.value)
+				dp.SetDoubleValue(s.cur.value())
 			}
 			return false
 		})
@@ -194,13 +194,13 @@ func addDelta(t, p *snapshot, kind seriesKind) {
 	case sumSeries:
 		switch {
 		case t.isInt && p.isInt:
-			t.intValue += p.intValue
+			t.setIntValue(t.intValue() + p.intValue())
 		case t.isInt:
-			t.isInt, t.value = false, float64(t.intValue)+p.value
+			t.setValue(float64(t.intValue()) + p.value())
 		case p.isInt:
-			t.value += float64(p.intValue)
+			t.setValue(t.value() + float64(p.intValue()))
 		default:
-			t.value += p.value
+			t.setValue(t.value() + p.value())
 		}
 		return
 	case histogramSeries:

@@ -70,27 +70,28 @@ func benchmarkKinds() []benchmarkKind {
 
 // BenchmarkStateMemory reports the heap the tracker keeps per series once
 // 10,000 series are tracked (two points each, so both snapshots are in
-// use).
+// use), and the objects it keeps them in (each one a collection marks).
 func BenchmarkStateMemory(b *testing.B) {
 	const series = 10_000
 	for _, kind := range benchmarkKinds() {
 		b.Run(kind.name, func(b *testing.B) {
-			var perSeries float64
+			var bytes, objects int64
 			for b.Loop() {
 				m1 := kind.batch(series, 0, 1)
 				m2 := kind.batch(series, time.Minute, 2)
-				perSeries = float64(benchmem.Retained(func() any {
+				bytes, objects = benchmem.RetainedWithObjects(func() any {
 					c := New(Config{TTL: time.Hour, MaxSeries: 1 << 20}, nil)
 					var r Result
 					c.Convert(context.Background(), m1, testNow, &r)
 					r.Reset()
 					c.Convert(context.Background(), m2, testNow, &r)
 					return c
-				})) / series
+				})
 				runtime.KeepAlive(m1)
 				runtime.KeepAlive(m2)
 			}
-			b.ReportMetric(perSeries, "heap_bytes/series")
+			b.ReportMetric(float64(bytes)/series, "heap_bytes/series")
+			b.ReportMetric(float64(objects)/series, "objects/series")
 		})
 	}
 }

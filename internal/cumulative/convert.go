@@ -50,7 +50,6 @@ func (c *Tracker) explicitPoint(dp pmetric.HistogramDataPoint) snapshot {
 		min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
 		bounds: appendFloats(h.bounds[:0], dp.ExplicitBounds()),
 		counts: appendCounts(h.counts[:0], dp.BucketCounts()),
-		neg:    h.neg[:0],
 	}
 	return snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
 }
@@ -58,13 +57,17 @@ func (c *Tracker) explicitPoint(dp pmetric.HistogramDataPoint) snapshot {
 // exponentialPoint is dp as a snapshot, its histogram part in the
 // tracker's scratch space.
 func (c *Tracker) exponentialPoint(dp pmetric.ExponentialHistogramDataPoint) snapshot {
-	h := &c.scratch
+	h, e := &c.scratch, &c.scratchExponential
+	*e = exponentialPart{
+		scale: dp.Scale(), zeroCount: dp.ZeroCount(),
+		posOffset: dp.Positive().Offset(),
+		negOffset: dp.Negative().Offset(), neg: appendCounts(e.neg[:0], dp.Negative().BucketCounts()),
+	}
 	*h = histogramPart{
 		min: dp.Min(), hasMin: dp.HasMin(), max: dp.Max(), hasMax: dp.HasMax(),
-		scale: dp.Scale(), zeroCount: dp.ZeroCount(),
-		bounds:    h.bounds[:0],
-		posOffset: dp.Positive().Offset(), counts: appendCounts(h.counts[:0], dp.Positive().BucketCounts()),
-		negOffset: dp.Negative().Offset(), neg: appendCounts(h.neg[:0], dp.Negative().BucketCounts()),
+		bounds:          h.bounds[:0],
+		counts:          appendCounts(h.counts[:0], dp.Positive().BucketCounts()),
+		exponentialPart: e,
 	}
 	return snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp(), count: dp.Count(), sum: dp.Sum(), histogramPart: h}
 }
@@ -73,9 +76,9 @@ func (c *Tracker) exponentialPoint(dp pmetric.ExponentialHistogramDataPoint) sna
 func sumPoint(dp pmetric.NumberDataPoint) snapshot {
 	p := snapshot{start: dp.StartTimestamp(), ts: dp.Timestamp()}
 	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-		p.isInt, p.intValue = true, dp.IntValue()
+		p.setIntValue(dp.IntValue())
 	} else {
-		p.value = dp.DoubleValue()
+		p.setValue(dp.DoubleValue())
 	}
 	return p
 }
@@ -106,9 +109,9 @@ func (c *Tracker) convertMetric(ctx context.Context, m pmetric.Metric, base uint
 			case emitDelta:
 				dp.SetStartTimestamp(s.prev.ts)
 				if p.isInt {
-					dp.SetIntValue(p.intValue - s.prev.intValue)
+					dp.SetIntValue(p.intValue() - s.prev.intValue())
 				} else {
-					dp.SetDoubleValue(p.value - s.prev.value)
+					dp.SetDoubleValue(p.value() - s.prev.value())
 				}
 			}
 			return false

@@ -187,9 +187,9 @@ func appendSeriesState(b []byte, s *series, layout uint64, byLayout bool) []byte
 func appendPoint(b []byte, p *snapshot, kind seriesKind, mode boundsMode, layout uint64) []byte {
 	if kind == sumSeries {
 		if p.isInt {
-			return binary.AppendVarint(append(b, 1), p.intValue)
+			return binary.AppendVarint(append(b, 1), p.intValue())
 		}
-		return encoding.AppendFloat(append(b, 0), p.value)
+		return encoding.AppendFloat(append(b, 0), p.value())
 	}
 	b = binary.AppendUvarint(b, p.count)
 	b = encoding.AppendFloat(b, p.sum)
@@ -358,9 +358,9 @@ func (r *stateReader) point(p *snapshot, kind seriesKind, mode boundsMode) (layo
 	if kind == sumSeries {
 		switch r.Byte() {
 		case 1:
-			p.isInt, p.intValue = true, r.Varint()
+			p.setIntValue(r.Varint())
 		case 0:
-			p.value = r.Float()
+			p.setValue(r.Float())
 		default:
 			r.Fail()
 		}
@@ -371,33 +371,42 @@ func (r *stateReader) point(p *snapshot, kind seriesKind, mode boundsMode) (layo
 	if kind == summarySeries {
 		return 0
 	}
-	p.histogramPart = new(histogramPart)
+	var h histogramPart
 	flags := r.Byte()
 	if flags&^(flagHasMin|flagHasMax) != 0 {
 		r.Fail()
 		return 0
 	}
-	if p.hasMin = flags&flagHasMin != 0; p.hasMin {
-		p.min = r.Float()
+	if h.hasMin = flags&flagHasMin != 0; h.hasMin {
+		h.min = r.Float()
 	}
-	if p.hasMax = flags&flagHasMax != 0; p.hasMax {
-		p.max = r.Float()
+	if h.hasMax = flags&flagHasMax != 0; h.hasMax {
+		h.max = r.Float()
 	}
 	if kind == histogramSeries {
 		switch mode {
 		case boundsInline:
-			p.bounds = r.Floats()
+			h.bounds = r.Floats()
 		case boundsByLayout:
 			layout = r.Uint64()
 		}
-		p.counts = r.Uvarints()
-		return layout
+		h.counts = r.Uvarints()
+	} else {
+		e := new(exponentialPart)
+		e.scale = r.Int32()
+		e.zeroCount = r.Uvarint()
+		e.posOffset = r.Int32()
+		h.counts = r.Uvarints()
+		e.negOffset = r.Int32()
+		e.neg = r.Uvarints()
+		h.exponentialPart = e
 	}
-	p.scale = r.Int32()
-	p.zeroCount = r.Uvarint()
-	p.posOffset = r.Int32()
-	p.counts = r.Uvarints()
-	p.negOffset = r.Int32()
-	p.neg = r.Uvarints()
-	return 0
+	p.histogramPart = &h
+	if len(h.counts) > 0 {
+		// Restored in the part a converted point would be kept in.
+		p.histogramPart = newHistogramPart(len(h.counts))
+		h.counts = append(p.counts, h.counts...)
+		*p.histogramPart = h
+	}
+	return layout
 }

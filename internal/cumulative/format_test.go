@@ -18,8 +18,8 @@ import (
 func TestStateEncodingRoundTrip(t *testing.T) {
 	seen := time.Unix(1_750_000_000, 123).UnixNano()
 	for _, s := range []*series{
-		{kind: sumSeries, seen: seen, cur: snapshot{start: 1, ts: 2, isInt: true, intValue: -5}},
-		{kind: sumSeries, seen: seen, hasPrev: true, cur: snapshot{start: 1, ts: 3, value: 2.5}, prev: snapshot{start: 1, ts: 2, value: 0.1}},
+		{kind: sumSeries, seen: seen, cur: intSnapshot(1, 2, -5)},
+		{kind: sumSeries, seen: seen, hasPrev: true, cur: doubleSnapshot(1, 3, 2.5), prev: doubleSnapshot(1, 2, 0.1)},
 		{kind: histogramSeries, seen: seen, curSent: true, cur: snapshot{
 			start: 1, ts: 2, count: 3, sum: 9, histogramPart: &histogramPart{min: -1, hasMin: true, bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}},
 		}},
@@ -32,8 +32,8 @@ func TestStateEncodingRoundTrip(t *testing.T) {
 			prev: snapshot{start: 1, ts: 2, count: 3, sum: 8, histogramPart: &histogramPart{bounds: []float64{1, 10}, counts: []uint64{1, 2, 0}}},
 		},
 		{kind: exponentialSeries, seen: seen, hasPrev: true,
-			cur:  snapshot{start: 1, ts: 3, count: 9, sum: 1, histogramPart: &histogramPart{max: 8, hasMax: true, scale: -2, zeroCount: 1, posOffset: -3, counts: []uint64{1, 1 << 40}, negOffset: 7, neg: []uint64{5}}},
-			prev: snapshot{start: 1, ts: 2, count: 2, sum: 0.5, histogramPart: &histogramPart{scale: 20, posOffset: math32Max}},
+			cur:  snapshot{start: 1, ts: 3, count: 9, sum: 1, histogramPart: &histogramPart{max: 8, hasMax: true, counts: []uint64{1, 1 << 40}, exponentialPart: &exponentialPart{scale: -2, zeroCount: 1, posOffset: -3, negOffset: 7, neg: []uint64{5}}}},
+			prev: snapshot{start: 1, ts: 2, count: 2, sum: 0.5, histogramPart: &histogramPart{exponentialPart: &exponentialPart{scale: 20, posOffset: math32Max}}},
 		},
 		{kind: summarySeries, seen: seen, cur: snapshot{start: 1, ts: 2, count: 4, sum: 10}},
 	} {
@@ -78,8 +78,8 @@ func TestStateTimesReadBackExactlyAtTheExtremes(t *testing.T) {
 		{1 << 63, 1<<63 - 1, 5, 1 << 62, math.MaxUint64},
 	} {
 		s := &series{kind: sumSeries, hasPrev: true, seen: int64(times[4]),
-			cur:  snapshot{start: pcommon.Timestamp(times[0]), ts: pcommon.Timestamp(times[1]), value: 1},
-			prev: snapshot{start: pcommon.Timestamp(times[2]), ts: pcommon.Timestamp(times[3]), value: 2},
+			cur:  doubleSnapshot(pcommon.Timestamp(times[0]), pcommon.Timestamp(times[1]), 1),
+			prev: doubleSnapshot(pcommon.Timestamp(times[2]), pcommon.Timestamp(times[3]), 2),
 		}
 		var got series
 		require.NoError(t, decodeSeriesState(appendSeriesState(nil, s, 0, false), &got, nil))
@@ -92,8 +92,8 @@ func TestStateTimesReadBackExactlyAtTheExtremes(t *testing.T) {
 func TestFormatTwoBytes(t *testing.T) {
 	const start, ts, prevTS, seen = 1_750_000_000_000_000_000, 1_750_000_060_000_000_000, 1_750_000_050_000_000_000, 1_750_000_060_500_000_000
 	s := &series{kind: sumSeries, hasPrev: true, seen: seen,
-		cur:  snapshot{start: start, ts: ts, isInt: true, intValue: 12},
-		prev: snapshot{start: start, ts: prevTS, isInt: true, intValue: 8},
+		cur:  intSnapshot(start, ts, 12),
+		prev: intSnapshot(start, prevTS, 8),
 	}
 	want := []byte{2, 0, flagHasPrev}
 	want = binary.AppendUvarint(want, start)

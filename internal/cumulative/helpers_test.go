@@ -72,3 +72,16 @@ func convert(t *testing.T, c *Tracker, md pmetric.Metrics, now time.Time) Result
 type zapField = zap.Field
 
 func zapString(k, v string) zap.Field { return zap.String(k, v) }
+
+// intSum and doubleSum are sum points of value v.
+func intSnapshot(start, ts pcommon.Timestamp, v int64) snapshot {
+	p := snapshot{start: start, ts: ts}
+	p.setIntValue(v)
+	return p
+}
+
+func doubleSnapshot(start, ts pcommon.Timestamp, v float64) snapshot {
+	p := snapshot{start: start, ts: ts}
+	p.setValue(v)
+	return p
+}

@@ -13,10 +13,10 @@ import (
 type snapshot struct {
 	start, ts pcommon.Timestamp
 
-	// sums: intValue when isInt, else value
-	intValue int64
-	value    float64
-	// histograms and summaries
+	// A histogram's or summary's count and sum. A sum's value is kept in
+	// the same two words (read it with intValue or value): its int64 bits
+	// in count when isInt, else in sum. A series is one kind for life, so
+	// the words never mean both, and every record is 16 bytes smaller.
 	count uint64
 	sum   float64
 	isInt bool
@@ -26,17 +26,67 @@ type snapshot struct {
 	*histogramPart
 }
 
-// histogramPart is what only histograms and exponential histograms keep.
-type histogramPart struct {
-	min, max  float64
-	zeroCount uint64    // exponential histograms
-	bounds    []float64 // explicit bounds
-	counts    []uint64  // explicit bucket counts, or positive exponential buckets
-	neg       []uint64  // negative exponential buckets
+// intValue is a sum's value when isInt.
+func (s *snapshot) intValue() int64 { return int64(s.count) }
 
-	scale                int32 // exponential histograms
+// value is a sum's value when not isInt.
+func (s *snapshot) value() float64 { return s.sum }
+
+// setIntValue makes s a sum point of integer value v.
+func (s *snapshot) setIntValue(v int64) { s.isInt, s.count, s.sum = true, uint64(v), 0 }
+
+// setValue makes s a sum point of floating-point value v.
+func (s *snapshot) setValue(v float64) { s.isInt, s.count, s.sum = false, 0, v }
+
+// histogramPart is what only histograms and exponential histograms keep.
+// It is made with room for its bucket counts within it (newHistogramPart),
+// so that most series' histogram points are one object each.
+type histogramPart struct {
+	min, max float64
+	bounds   []float64 // explicit bounds
+	counts   []uint64  // explicit bucket counts, or positive exponential buckets
+	// *exponentialPart is nil for explicit histograms; its fields read as
+	// the part's own.
+	*exponentialPart
+	hasMin, hasMax bool
+}
+
+// exponentialPart is what only exponential histograms keep.
+type exponentialPart struct {
+	zeroCount            uint64
+	neg                  []uint64 // negative buckets
+	scale                int32
 	posOffset, negOffset int32
-	hasMin, hasMax       bool
+}
+
+// The sizes of room for bucket counts a histogram part is made with: the
+// SDKs' default explicit bounds give 16 buckets. Each is one size class of
+// the Go allocator (144 and 208 bytes), where a part and its counts apart
+// were two objects (112 bytes and the counts').
+type (
+	histogramPartRoom8 struct {
+		histogramPart
+		room [8]uint64
+	}
+	histogramPartRoom16 struct {
+		histogramPart
+		room [16]uint64
+	}
+)
+
+// newHistogramPart is an empty part with room for n bucket counts.
+func newHistogramPart(n int) *histogramPart {
+	switch {
+	case n <= len(histogramPartRoom8{}.room):
+		h := new(histogramPartRoom8)
+		h.counts = h.room[:0]
+		return &h.histogramPart
+	case n <= len(histogramPartRoom16{}.room):
+		h := new(histogramPartRoom16)
+		h.counts = h.room[:0]
+		return &h.histogramPart
+	}
+	return &histogramPart{counts: make([]uint64, 0, n)}
 }
 
 // seriesKind says how two points of a series compare.
@@ -97,17 +147,26 @@ func (s *snapshot) copyFrom(p *snapshot, shared *layouts) {
 		s.histogramPart = nil
 		return
 	}
-	if h == nil {
-		h = new(histogramPart)
+	if h == nil || cap(h.counts) < len(p.counts) {
+		h = newHistogramPart(len(p.counts))
 	}
-	bounds, counts, neg := h.bounds, h.counts, h.neg
+	bounds, counts, e := h.bounds, h.counts, h.exponentialPart
 	*h = *p.histogramPart
 	h.bounds = bounds
 	if !slices.Equal(bounds, p.bounds) {
 		h.bounds = shared.shared(p.bounds)
 	}
 	h.counts = append(counts[:0], p.counts...)
-	h.neg = append(neg[:0], p.neg...)
+	h.exponentialPart = nil
+	if p.exponentialPart != nil {
+		if e == nil {
+			e = new(exponentialPart)
+		}
+		neg := e.neg
+		*e = *p.exponentialPart
+		e.neg = append(neg[:0], p.neg...)
+		h.exponentialPart = e
+	}
 	s.histogramPart = h
 }
 
@@ -116,9 +175,9 @@ func sumFell(p, prev *snapshot) bool {
 		return true
 	}
 	if p.isInt {
-		return p.intValue < prev.intValue
+		return p.intValue() < prev.intValue()
 	}
-	return p.value < prev.value
+	return p.value() < prev.value()
 }
 
 func histogramFell(p, prev *snapshot) bool {
@@ -167,7 +226,7 @@ func bucketsFell(off int32, counts []uint64, scale int32, prevOff int32, prevCou
 // not have fallen below prev.
 func exponentialDelta(p, prev *snapshot) snapshot {
 	scale := min(p.scale, prev.scale)
-	d := snapshot{histogramPart: &histogramPart{scale: scale, zeroCount: p.zeroCount - prev.zeroCount}}
+	d := snapshot{histogramPart: &histogramPart{exponentialPart: &exponentialPart{scale: scale, zeroCount: p.zeroCount - prev.zeroCount}}}
 	d.posOffset, d.counts = subtractBuckets(p.posOffset, p.counts, p.scale, prev.posOffset, prev.counts, prev.scale, scale)
 	d.negOffset, d.neg = subtractBuckets(p.negOffset, p.neg, p.scale, prev.negOffset, prev.neg, prev.scale, scale)
 	return d

@@ -173,3 +173,47 @@ func TestLayoutHashCollisionIsNotShared(t *testing.T) {
 	assert.Nil(t, l.shared(nil))
 	assert.True(t, slices.Equal(l.shared(b), b))
 }
+
+// A histogram point is kept with room for its bucket counts within it
+// (8 or 16; more apart): a series whose layout grows past that room, and
+// shrinks back, goes on with exact deltas at each size.
+func TestSeriesOutgrowingTheRoomForItsBucketsGoesOn(t *testing.T) {
+	c, _ := newObserved(testConfig)
+	layout := func(buckets int) []float64 {
+		bounds := make([]float64, buckets-1)
+		for i := range bounds {
+			bounds[i] = float64(i + 1)
+		}
+		return bounds
+	}
+	fill := func(buckets int, v uint64) []uint64 {
+		counts := make([]uint64, buckets)
+		for i := range counts {
+			counts[i] = v * uint64(i+1)
+		}
+		return counts
+	}
+	ts := time.Duration(0)
+	for _, buckets := range []int{4, 8, 9, 16, 17, 40, 4} {
+		bounds := layout(buckets)
+		ts += time.Second
+		md := histograms(ts, histogramPoint{"a", bounds, fill(buckets, 1)})
+		r := convert(t, c, md, testNow)
+		if buckets != 4 || ts > time.Second {
+			assert.Equal(t, 1, r.Dropped[ReasonBucketLayoutChanged], "%d buckets: a new layout is a baseline", buckets)
+		}
+		for _, v := range []uint64{3, 4} {
+			ts += time.Second
+			md = histograms(ts, histogramPoint{"a", bounds, fill(buckets, v)})
+			convert(t, c, md, testNow)
+			want := fill(buckets, 1)
+			if v == 3 {
+				want = fill(buckets, 2)
+			}
+			require.Equal(t, map[string][]uint64{"a": want}, sentBuckets(md), "%d buckets, cumulative %d", buckets, v)
+		}
+		s := seriesOf(t, c, "a")
+		assert.Equal(t, fill(buckets, 4), s.cur.counts, "%d buckets", buckets)
+		assert.Equal(t, fill(buckets, 3), s.prev.counts, "%d buckets", buckets)
+	}
+}

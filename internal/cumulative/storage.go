@@ -234,9 +234,9 @@ func (c *Tracker) unusable(s *series, now time.Time) bool {
 
 func negativeSum(p *snapshot) bool {
 	if p.isInt {
-		return p.intValue < 0
+		return p.intValue() < 0
 	}
-	return !(p.value >= 0) // NaN too
+	return !(p.value() >= 0) // NaN too
 }
 
 // restoreEntry puts a series read from the storage in memory, as seen at

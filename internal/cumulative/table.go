@@ -66,8 +66,10 @@ type Tracker struct {
 	// store is nil when the state lives in memory only.
 	store *stateStore
 
-	// scratch is the histogram part of the point being converted.
-	scratch histogramPart
+	// scratch is the histogram part of the point being converted, and
+	// scratchExponential an exponential histogram's.
+	scratch            histogramPart
+	scratchExponential exponentialPart
 	// layouts holds the histogram bounds the series share.
 	layouts layouts
 	// passed orders the cumulative series Accumulate passes through.

@@ -198,7 +198,7 @@ func TestDamagedEntriesAreBaselines(t *testing.T) {
 		"negative total": func(b []byte) []byte {
 			var s series
 			require.NoError(t, decodeSeriesState(b, &s, nil))
-			s.cur.intValue = -100
+			s.cur.setIntValue(-100)
 			return appendSeriesState(nil, &s, 0, false)
 		},
 	} {
