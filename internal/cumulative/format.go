@@ -401,12 +401,13 @@ func (r *stateReader) point(p *snapshot, kind seriesKind, mode boundsMode) (layo
 		e.neg = r.Uvarints()
 		h.exponentialPart = e
 	}
-	p.histogramPart = &h
+	part := new(histogramPart)
 	if len(h.counts) > 0 {
 		// Restored in the part a converted point would be kept in.
-		p.histogramPart = newHistogramPart(len(h.counts))
-		h.counts = append(p.counts, h.counts...)
-		*p.histogramPart = h
+		part = newHistogramPart(len(h.counts))
 	}
+	h.counts = append(part.counts, h.counts...)
+	*part = h
+	p.histogramPart = part
 	return layout
 }

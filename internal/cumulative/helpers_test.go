@@ -73,7 +73,7 @@ type zapField = zap.Field
 
 func zapString(k, v string) zap.Field { return zap.String(k, v) }
 
-// intSum and doubleSum are sum points of value v.
+// intSnapshot and doubleSnapshot are sum points of value v.
 func intSnapshot(start, ts pcommon.Timestamp, v int64) snapshot {
 	p := snapshot{start: start, ts: ts}
 	p.setIntValue(v)

@@ -194,12 +194,12 @@ func TestSeriesOutgrowingTheRoomForItsBucketsGoesOn(t *testing.T) {
 		return counts
 	}
 	ts := time.Duration(0)
-	for _, buckets := range []int{4, 8, 9, 16, 17, 40, 4} {
+	for i, buckets := range []int{4, 8, 9, 16, 17, 40, 4} {
 		bounds := layout(buckets)
 		ts += time.Second
 		md := histograms(ts, histogramPoint{"a", bounds, fill(buckets, 1)})
 		r := convert(t, c, md, testNow)
-		if buckets != 4 || ts > time.Second {
+		if i > 0 {
 			assert.Equal(t, 1, r.Dropped[ReasonBucketLayoutChanged], "%d buckets: a new layout is a baseline", buckets)
 		}
 		for _, v := range []uint64{3, 4} {
