@@ -18,8 +18,8 @@
 //     last burst's garbage resident until the next one.
 //   - The start's code given back (exepages): starting reads most of the
 //     binary into memory, of which running uses a fraction; once the start
-//     is over the executable's pages are given back and read again one at
-//     a time as they run.
+//     is over the executable's pages, and those of the libraries it was
+//     linked with, are given back and read again one at a time as they run.
 //
 // GPUBUILD_RELEASE_IDLE_MEMORY=false turns both releases off, keeping the
 // runtime's and the kernel's own behaviour.
@@ -74,8 +74,10 @@ func (s Settings) Apply() {
 	if s.ReleaseIdleMemory {
 		go idlememory.Run(context.Background(), idlememory.DefaultConfig())
 		// Best effort: where the kernel refuses the advice, nothing is
-		// given back and nothing else changes.
-		time.AfterFunc(StartOver, func() { _ = exepages.Release() })
+		// given back and nothing else changes. The libraries are named
+		// now, before the collector can open one of its own.
+		libraries, _ := exepages.Libraries()
+		time.AfterFunc(StartOver, func() { _ = exepages.Release(libraries) })
 	}
 }
 

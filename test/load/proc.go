@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gpubuild/otelcol-gpubuild/internal/testing/binarytest"
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 )
 
 // clockTicks is USER_HZ, the unit of utime/stime in /proc/<pid>/stat; it is
@@ -78,23 +79,7 @@ func fileRSS(pid int) (binaryKiB, otherKiB int64, err error) {
 // other file in the text of /proc/<pid>/smaps. Anonymous mappings
 // ([heap], [stack], unnamed) are left out: RssAnon counts them.
 func parseSmapsFileRSS(smaps, exe string) (binaryKiB, otherKiB int64) {
-	var path string
-	for _, line := range strings.Split(smaps, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		if strings.Contains(f[0], "-") && len(f) >= 5 { // a mapping's header: range perms offset dev inode [path]
-			path = ""
-			if len(f) >= 6 {
-				path = strings.Join(f[5:], " ")
-			}
-			continue
-		}
-		if f[0] != "Rss:" || len(f) < 2 || !strings.HasPrefix(path, "/") {
-			continue
-		}
-		kib, _ := strconv.ParseInt(f[1], 10, 64)
+	for path, kib := range resusage.FileRSSKiB(smaps) {
 		if path == exe {
 			binaryKiB += kib
 		} else {

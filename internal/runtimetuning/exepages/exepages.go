@@ -1,8 +1,9 @@
 // Copyright The otelcol-gpubuild Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package exepages gives back the pages of the executable that starting
-// the process read and running it does not touch.
+// Package exepages gives back the pages of the executable, and of the
+// shared libraries it was linked with, that starting the process read and
+// running it does not touch.
 //
 // The kernel reads an executable ahead of what runs: each page fault in a
 // cold region reads up to the device's read-ahead window (4 MiB on some
@@ -25,9 +26,20 @@
 // smaps shows to hold no such copy, in memory or swapped out, are
 // advised. Pages another process still maps (a second collector started
 // from the same image on the node) stay cached for it.
+//
+// The libraries the executable was linked with (cgo's libc and the
+// dynamic loader: about 1.3 MiB resident after the start, of which a
+// sidecar runs almost nothing once its threads are made) are unmapped the
+// same way, but left in the page cache, which every process on the node
+// shares. Only the libraries mapped before the collector starts are
+// advised (Libraries): those are never unloaded, so their addresses stay
+// theirs, whereas a library opened later (NVML) may be closed and its
+// addresses given to other memory between the reading of smaps and the
+// advice.
 package exepages // import "github.com/gpubuild/otelcol-gpubuild/internal/runtimetuning/exepages"
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -86,6 +98,30 @@ func parseSmaps(text string) []mapping {
 	return out
 }
 
+// sharedLibraries returns the files of the shared objects in maps (their
+// name has ".so" in it), each once, as mapping.file names them.
+func sharedLibraries(maps []mapping) []string {
+	var out []string
+	for _, m := range maps {
+		if !m.noFile && strings.Contains(m.file[strings.LastIndexByte(m.file, '/')+1:], ".so") && !slices.Contains(out, m.file) {
+			out = append(out, m.file)
+		}
+	}
+	return out
+}
+
+// cleanReadOnlyMappingsOf returns the mappings of files that are
+// read-only and known to hold none of the process's own copies of pages.
+func cleanReadOnlyMappingsOf(maps []mapping, files []string) []mapping {
+	var out []mapping
+	for _, m := range maps {
+		if slices.Contains(files, m.file) && !strings.Contains(m.perms, "w") && m.privateKnown && m.privateKiB == 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // cleanReadOnlyMappingsOfFileAt returns the mappings of the file mapped at
 // addr that are read-only and known to hold none of the process's own
 // copies of pages: those whose pages can be unmapped and read again from
@@ -101,11 +137,5 @@ func cleanReadOnlyMappingsOfFileAt(maps []mapping, addr uintptr) []mapping {
 	if file == "" {
 		return nil
 	}
-	var out []mapping
-	for _, m := range maps {
-		if m.file == file && !strings.Contains(m.perms, "w") && m.privateKnown && m.privateKiB == 0 {
-			out = append(out, m)
-		}
-	}
-	return out
+	return cleanReadOnlyMappingsOf(maps, []string{file})
 }

@@ -77,3 +77,19 @@ func TestUnknownPrivateSizeCountsAsCopies(t *testing.T) {
 	missing := parseSmaps("00400000-00410000 r--p 00000000 fe:00 7 /bin/x\nSwap: 0 kB\n")
 	assert.Empty(t, cleanReadOnlyMappingsOfFileAt(missing, 0x400000), "no Anonymous field (maps, not smaps)")
 }
+
+func TestSharedLibrariesAreTheSharedObjectsMapped(t *testing.T) {
+	maps := parseSmaps(goProcessSmaps)
+	libc := "fe:00 2097300 /usr/lib/x86_64-linux-gnu/libc.so.6"
+	assert.Equal(t, []string{libc}, sharedLibraries(maps),
+		"libc once; not the executable, the queue's file or anonymous memory")
+	var starts []uintptr
+	for _, m := range cleanReadOnlyMappingsOf(maps, []string{libc}) {
+		starts = append(starts, m.start)
+	}
+	assert.Equal(t, []uintptr{0x7f1c2a000000, 0x7f1c2a028000}, starts,
+		"libc's clean read-only mappings, not the one with a swapped-out copy")
+	assert.Empty(t, cleanReadOnlyMappingsOf(maps, nil))
+	assert.Empty(t, sharedLibraries(parseSmaps("00400000-00410000 r--p 00000000 fe:00 7 /opt/x.so.d/bin/otelcol\n")),
+		"\".so\" in a directory's name only")
+}

@@ -11,25 +11,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Release gives back the pages of this process's executable (see the
-// package comment). It is meant to be called once, after the start.
-func Release() error {
+// Libraries names the shared libraries mapped now. Called before the
+// collector starts, they are the ones the executable was linked with (see
+// the package comment), to be passed to Release.
+func Libraries() ([]string, error) {
+	text, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
+	}
+	return sharedLibraries(parseSmaps(string(text))), nil
+}
+
+// Release gives back the pages of this process's executable and of
+// libraries, which Libraries named (see the package comment). It is meant
+// to be called once, after the start.
+func Release(libraries []string) error {
 	exe, err := os.Open("/proc/self/exe") // the running binary, even if replaced on disk since
 	if err != nil {
 		return err
 	}
 	defer func() { _ = exe.Close() }()
-	return release(reflect.ValueOf(Release).Pointer(), exe)
+	return release(reflect.ValueOf(Release).Pointer(), exe, libraries)
 }
 
 // release unmaps the clean read-only mappings of the file mapped at addr
-// and drops the cached pages of f, that file, that no process maps.
-func release(addr uintptr, f *os.File) error {
+// and of libraries, and drops the cached pages of f, the file at addr,
+// that no process maps.
+func release(addr uintptr, f *os.File, libraries []string) error {
 	text, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return err
 	}
-	maps := cleanReadOnlyMappingsOfFileAt(parseSmaps(string(text)), addr)
+	all := parseSmaps(string(text))
+	maps := cleanReadOnlyMappingsOfFileAt(all, addr)
 	if len(maps) == 0 {
 		return fmt.Errorf("no clean read-only mapping of a file at %#x", addr)
 	}
@@ -39,6 +53,12 @@ func release(addr uintptr, f *os.File) error {
 		if err := madvise(m, unix.MADV_RANDOM); err != nil {
 			return err
 		}
+		if err := madvise(m, unix.MADV_DONTNEED); err != nil {
+			return err
+		}
+	}
+	// The libraries' pages stay cached: other processes run them too.
+	for _, m := range cleanReadOnlyMappingsOf(all, libraries) {
 		if err := madvise(m, unix.MADV_DONTNEED); err != nil {
 			return err
 		}

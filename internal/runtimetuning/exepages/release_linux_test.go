@@ -5,8 +5,11 @@ package exepages
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -62,7 +65,7 @@ func TestReleaseDropsTheFilesPagesAndKeepsItsContent(t *testing.T) {
 	require.Equal(t, pages, residentPages(t, mapped))
 	require.Equal(t, 16, residentPages(t, other))
 
-	require.NoError(t, release(uintptr(unsafe.Pointer(&mapped[0])), f))
+	require.NoError(t, release(uintptr(unsafe.Pointer(&mapped[0])), f, nil))
 
 	assert.Zero(t, residentPages(t, mapped), "pages of the released file still in memory")
 	assert.Equal(t, 16, residentPages(t, other), "another file's pages were dropped")
@@ -86,7 +89,7 @@ func TestReleaseKeepsPrivateCopies(t *testing.T) {
 	relocated := privateMapping()
 	require.NoError(t, unix.Mprotect(relocated, unix.PROT_READ))
 
-	require.NoError(t, release(uintptr(unsafe.Pointer(&mapped[0])), f))
+	require.NoError(t, release(uintptr(unsafe.Pointer(&mapped[0])), f, nil))
 
 	assert.Equal(t, byte(0xAB), rw[0], "the writable mapping's copy was lost")
 	assert.Equal(t, byte(0xAB), relocated[0], "the read-only mapping's copy was lost")
@@ -95,11 +98,64 @@ func TestReleaseKeepsPrivateCopies(t *testing.T) {
 }
 
 func TestReleaseOfThisTestBinary(t *testing.T) {
-	require.NoError(t, Release())
+	require.NoError(t, Release(nil))
 }
 
 func TestReleaseRefusesAnAddressOutsideAFile(t *testing.T) {
 	f, _, _ := mapFile(t, "exe", 1)
 	heap := make([]byte, 1<<20)
-	assert.ErrorContains(t, release(uintptr(unsafe.Pointer(&heap[0])), f), "no clean read-only mapping of a file")
+	assert.ErrorContains(t, release(uintptr(unsafe.Pointer(&heap[0])), f, nil), "no clean read-only mapping of a file")
+}
+
+// The libraries named before the collector starts are unmapped with the
+// executable and read back are the file's content; a library mapped
+// afterwards stays mapped; neither library's pages leave the page cache.
+func TestReleaseGivesBackTheLibrariesMappedAtTheStart(t *testing.T) {
+	exe, exeMapped, _ := mapFile(t, "otelcol", 4)
+	startFile, atStart, atStartContent := mapFile(t, "libatstart.so.1", 64)
+	libraries, err := Libraries()
+	require.NoError(t, err)
+	require.Contains(t, libraries, libraryOf(t, startFile), "the library mapped before is named")
+	_, later, _ := mapFile(t, "liblater.so", 16)
+	page := int64(os.Getpagesize() / 1024)
+	require.Equal(t, 64*page, mappedKiB(t, atStart))
+
+	require.NoError(t, release(uintptr(unsafe.Pointer(&exeMapped[0])), exe, libraries))
+
+	assert.Zero(t, mappedKiB(t, atStart), "the library named at the start is still mapped")
+	assert.Equal(t, 16*page, mappedKiB(t, later), "a library mapped later was unmapped")
+	assert.Equal(t, 64, residentPages(t, atStart), "the library's pages left the page cache")
+	assert.Equal(t, 16, residentPages(t, later), "the later library's pages left the page cache")
+	assert.True(t, bytes.Equal(atStartContent, atStart), "the content read back differs")
+	assert.Equal(t, 64*page, mappedKiB(t, atStart), "read back, every page is mapped again")
+}
+
+// libraryOf is f as Libraries and smaps name it: device, inode and path.
+func libraryOf(t *testing.T, f *os.File) string {
+	t.Helper()
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(int(f.Fd()), &st))
+	return fmt.Sprintf("%02x:%02x %d %s", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino, f.Name())
+}
+
+// mappedKiB is the memory of this process that maps b (smaps' Rss of the
+// mapping that starts at b), unlike residentPages, which for a file also
+// counts the pages in the page cache that the process does not map.
+func mappedKiB(t *testing.T, b []byte) int64 {
+	t.Helper()
+	text, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	head := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&b[0])))
+	in := false
+	for line := range strings.Lines(string(text)) {
+		if f := strings.Fields(line); len(f) >= 5 && strings.Contains(f[0], "-") {
+			in = strings.HasPrefix(line, head)
+		} else if in && len(f) == 3 && f[0] == "Rss:" {
+			kib, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			return kib
+		}
+	}
+	require.Fail(t, "no mapping at "+head)
+	return 0
 }

@@ -5,5 +5,8 @@
 
 package exepages
 
+// Libraries names none outside Linux.
+func Libraries() ([]string, error) { return nil, nil }
+
 // Release does nothing outside Linux.
-func Release() error { return nil }
+func Release([]string) error { return nil }

@@ -152,6 +152,22 @@ func AnonKiB(pid int) (int64, error) { return statusKiB(pid, "RssAnon:") }
 // binary's, shared libraries' and mapped files'.
 func FileKiB(pid int) (int64, error) { return statusKiB(pid, "RssFile:") }
 
+// LibraryKiB returns a process's resident pages of shared libraries (the
+// mapped files with ".so" in their name), in KiB.
+func LibraryKiB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, err
+	}
+	var kib int64
+	for path, n := range resusage.FileRSSKiB(string(b)) {
+		if strings.Contains(filepath.Base(path), ".so") {
+			kib += n
+		}
+	}
+	return kib, nil
+}
+
 func statusKiB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

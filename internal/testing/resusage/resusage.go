@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package resusage reads what a process uses on Linux: resident memory
-// from /proc/<pid>/status and CPU time from getrusage(2). The test
+// from /proc/<pid>/status and /proc/<pid>/smaps, and CPU time from
+// getrusage(2). The test
 // harnesses, the GPU smoke test and cmd/nvmltiming measure with it.
 package resusage // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 
@@ -23,6 +24,33 @@ func StatusKiB(status, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// FileRSSKiB sums the Rss of the mappings of each file in the text of
+// /proc/<pid>/smaps, in KiB, by the file's path. Anonymous mappings
+// ([heap], [stack], unnamed) are left out: RssAnon counts them.
+func FileRSSKiB(smaps string) map[string]int64 {
+	out := map[string]int64{}
+	var path string
+	for _, line := range strings.Split(smaps, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if strings.Contains(f[0], "-") && len(f) >= 5 { // a mapping's header: range perms offset dev inode [path]
+			path = ""
+			if len(f) >= 6 {
+				path = strings.Join(f[5:], " ")
+			}
+			continue
+		}
+		if f[0] != "Rss:" || len(f) < 2 || !strings.HasPrefix(path, "/") {
+			continue
+		}
+		kib, _ := strconv.ParseInt(f[1], 10, 64)
+		out[path] += kib
+	}
+	return out
 }
 
 // getrusage(2) targets.

@@ -26,6 +26,22 @@ func TestStatusKiBOfThisProcess(t *testing.T) {
 	assert.Positive(t, StatusKiB(string(b), "VmRSS:"))
 }
 
+func TestFileRSSKiBByPath(t *testing.T) {
+	smaps := `00400000-00c00000 r-xp 00000000 08:01 12 /opt/otel col/otelcol-gpubuild
+Rss:                6000 kB
+00c00000-00d00000 r--p 00800000 08:01 12 /opt/otel col/otelcol-gpubuild
+Rss:                 400 kB
+7f1000000000-7f1000200000 r-xp 00000000 08:01 77 /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                 900 kB
+c000000000-c004000000 rw-p 00000000 00:00 0
+Rss:               30000 kB
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]
+Rss:                  40 kB
+`
+	assert.Equal(t, map[string]int64{"/opt/otel col/otelcol-gpubuild": 6400, "/usr/lib/x86_64-linux-gnu/libc.so.6": 900}, FileRSSKiB(smaps),
+		"each file's mappings summed, a path with a space whole; the heap and the stack are no file")
+}
+
 // Spinning on a locked thread adds to the thread's CPU time and as much to
 // the process's; sleeping adds to neither.
 func TestThreadAndProcessCPU(t *testing.T) {
