@@ -28,7 +28,7 @@
 // from the same image on the node) stay cached for it.
 //
 // The libraries the executable was linked with (cgo's libc and the
-// dynamic loader: about 1.3 MiB resident after the start, of which a
+// dynamic loader: about 1.4 MiB resident after the start, of which a
 // sidecar runs almost nothing once its threads are made) are unmapped the
 // same way, but left in the page cache, which every process on the node
 // shares. Only the libraries mapped before the collector starts are
