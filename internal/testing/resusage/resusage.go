@@ -3,8 +3,8 @@
 
 // Package resusage reads what a process uses on Linux: resident memory
 // from /proc/<pid>/status and /proc/<pid>/smaps, and CPU time from
-// getrusage(2). The test
-// harnesses, the GPU smoke test and cmd/nvmltiming measure with it.
+// getrusage(2). The test harnesses, the GPU smoke test and cmd/nvmltiming
+// measure with it.
 package resusage // import "github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 
 import (
