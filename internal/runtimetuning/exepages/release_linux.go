@@ -34,9 +34,10 @@ func Release(libraries []string) error {
 	return release(reflect.ValueOf(Release).Pointer(), exe, libraries)
 }
 
-// release unmaps the clean read-only mappings of the file mapped at addr
-// and of libraries, and drops the cached pages of f, the file at addr,
-// that no process maps.
+// release unmaps the clean read-only mappings of the file mapped at addr,
+// drops the cached pages of f, that file, that no process maps, and then
+// unmaps those of libraries: advice a library's mapping refuses leaves
+// the executable's release done.
 func release(addr uintptr, f *os.File, libraries []string) error {
 	text, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
@@ -57,13 +58,16 @@ func release(addr uintptr, f *os.File, libraries []string) error {
 			return err
 		}
 	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return err
+	}
 	// The libraries' pages stay cached: other processes run them too.
 	for _, m := range cleanReadOnlyMappingsOf(all, libraries) {
 		if err := madvise(m, unix.MADV_DONTNEED); err != nil {
 			return err
 		}
 	}
-	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	return nil
 }
 
 func madvise(m mapping, advice int) error {
