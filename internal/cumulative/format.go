@@ -401,10 +401,12 @@ func (r *stateReader) point(p *snapshot, kind seriesKind, mode boundsMode) (layo
 		e.neg = r.Uvarints()
 		h.exponentialPart = e
 	}
-	part := new(histogramPart)
+	var part *histogramPart
 	if len(h.counts) > 0 {
 		// Restored in the part a converted point would be kept in.
 		part = newHistogramPart(len(h.counts))
+	} else {
+		part = new(histogramPart)
 	}
 	h.counts = append(part.counts, h.counts...)
 	*part = h
