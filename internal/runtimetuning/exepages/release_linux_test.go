@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpubuild/otelcol-gpubuild/internal/testing/resusage"
 )
 
 // residentPages counts the pages of b that are in memory.
@@ -116,18 +116,18 @@ func TestReleaseGivesBackTheLibrariesMappedAtTheStart(t *testing.T) {
 	libraries, err := Libraries()
 	require.NoError(t, err)
 	require.Contains(t, libraries, libraryOf(t, startFile), "the library mapped before is named")
-	_, later, _ := mapFile(t, "liblater.so", 16)
+	laterFile, later, _ := mapFile(t, "liblater.so", 16)
 	page := int64(os.Getpagesize() / 1024)
-	require.Equal(t, 64*page, mappedKiB(t, atStart))
+	require.Equal(t, 64*page, mappedKiB(t, startFile))
 
 	require.NoError(t, release(uintptr(unsafe.Pointer(&exeMapped[0])), exe, libraries))
 
-	assert.Zero(t, mappedKiB(t, atStart), "the library named at the start is still mapped")
-	assert.Equal(t, 16*page, mappedKiB(t, later), "a library mapped later was unmapped")
+	assert.Zero(t, mappedKiB(t, startFile), "the library named at the start is still mapped")
+	assert.Equal(t, 16*page, mappedKiB(t, laterFile), "a library mapped later was unmapped")
 	assert.Equal(t, 64, residentPages(t, atStart), "the library's pages left the page cache")
 	assert.Equal(t, 16, residentPages(t, later), "the later library's pages left the page cache")
 	assert.True(t, bytes.Equal(atStartContent, atStart), "the content read back differs")
-	assert.Equal(t, 64*page, mappedKiB(t, atStart), "read back, every page is mapped again")
+	assert.Equal(t, 64*page, mappedKiB(t, startFile), "read back, every page is mapped again")
 }
 
 // libraryOf is f as Libraries and smaps name it: device, inode and path.
@@ -135,27 +135,23 @@ func libraryOf(t *testing.T, f *os.File) string {
 	t.Helper()
 	var st unix.Stat_t
 	require.NoError(t, unix.Fstat(int(f.Fd()), &st))
-	return fmt.Sprintf("%02x:%02x %d %s", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino, f.Name())
+	return fmt.Sprintf("%02x:%02x %d %s", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino, kernelPath(t, f))
 }
 
-// mappedKiB is the memory of this process that maps b (smaps' Rss of the
-// mapping that starts at b), unlike residentPages, which for a file also
-// counts the pages in the page cache that the process does not map.
-func mappedKiB(t *testing.T, b []byte) int64 {
+// kernelPath is f's path as the kernel names it in /proc/self/maps.
+func kernelPath(t *testing.T, f *os.File) string {
+	t.Helper()
+	path, err := filepath.EvalSymlinks(f.Name())
+	require.NoError(t, err)
+	return path
+}
+
+// mappedKiB is the memory of this process that maps f (smaps' Rss of its
+// mappings), unlike residentPages, which for a file also counts the pages
+// in the page cache that the process does not map.
+func mappedKiB(t *testing.T, f *os.File) int64 {
 	t.Helper()
 	text, err := os.ReadFile("/proc/self/smaps")
 	require.NoError(t, err)
-	head := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&b[0])))
-	in := false
-	for line := range strings.Lines(string(text)) {
-		if f := strings.Fields(line); len(f) >= 5 && strings.Contains(f[0], "-") {
-			in = strings.HasPrefix(line, head)
-		} else if in && len(f) == 3 && f[0] == "Rss:" {
-			kib, err := strconv.ParseInt(f[1], 10, 64)
-			require.NoError(t, err)
-			return kib
-		}
-	}
-	require.Fail(t, "no mapping at "+head)
-	return 0
+	return resusage.FileRSSKiB(string(text))[kernelPath(t, f)]
 }
